@@ -1,0 +1,26 @@
+/* The control plane: registration, node list, barriers, heartbeats, and
+ * what happens when a peer is lost. */
+#ifndef PSL_CORE_CONTROL_H
+#define PSL_CORE_CONTROL_H
+
+#include <stdint.h>
+
+#include "message.h"
+
+/* A received control message (cmd != EMPTY). */
+void psl__control_handle(struct psl__meta *m, uint32_t nseg);
+/* A van's peer event. */
+void psl__control_peer_event(int id, int event, int err, const char *detail);
+/* Node: send the registration (ADD_NODE with id 32767) to the scheduler. */
+int psl__control_register(void);
+/* Barrier of cmd (BARRIER or INSTANCE_BARRIER) over group. */
+int psl__control_barrier(int customer_id, int group, int cmd);
+/* Scheduler: a node was lost; barriers no longer wait for it. */
+void psl__control_forget_node(int id);
+/* Frees the scheduler's registration and barrier state. */
+void psl__control_reset(void);
+
+int psl__timer_start(void);
+void psl__timer_stop(void);
+
+#endif

@@ -1,0 +1,476 @@
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "customer.h"
+#include "log.h"
+#include "postoffice.h"
+#include "van_host.h"
+
+/* Messages that arrived before their customer existed (ps-lite aborted or
+ * waited 5 s here; pslite holds them, bounded). */
+struct held {
+	struct psl__meta m;
+	struct psl_van_rmsg *raw;
+	int cid;
+	struct held *next;
+};
+
+#define HELD_MAX 65536
+
+static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct psl__customer *customers;
+static struct held *held_head;
+static struct held **held_tail = &held_head;
+static int nheld;
+
+static int lookup_cid(const struct psl__meta *m)
+{
+	/* as ps-lite: workers route by (app, customer), others by (app, app) */
+	return psl__po.role == PSL_WORKER ? m->customer_id : m->app_id;
+}
+
+static struct psl__customer *find_locked(int app_id, int cid)
+{
+	struct psl__customer *c;
+	for (c = customers; c; c = c->next)
+		if (c->app_id == app_id && c->customer_id == cid)
+			return c;
+	return NULL;
+}
+
+int psl__customer_init(struct psl__customer *c, int app_id, int customer_id,
+		       const struct psl__customer_ops *ops)
+{
+	memset(c, 0, sizeof(*c));
+	if (psl__po.max_id <= 0)
+		return -EAGAIN;
+	c->app_id = app_id;
+	c->customer_id = customer_id;
+	c->ops = ops;
+	c->cap = 64;
+	c->nwords = (psl__node_index(psl__po.max_id) + 64) / 64;
+	c->ring = calloc(c->cap, sizeof(*c->ring));
+	if (!c->ring)
+		return -ENOMEM;
+	pthread_mutex_init(&c->mu, NULL);
+	pthread_cond_init(&c->cv, NULL);
+	return 0;
+}
+
+static void deliver_held(struct psl__customer *c)
+{
+	for (;;) {
+		struct held *list = NULL, **tail = &list, **pp, *h;
+
+		pthread_mutex_lock(&reg_mu);
+		for (pp = &held_head; *pp;) {
+			h = *pp;
+			if (h->m.app_id == c->app_id && h->cid == c->customer_id) {
+				*pp = h->next;
+				h->next = NULL;
+				*tail = h;
+				tail = &h->next;
+				nheld--;
+			} else {
+				pp = &h->next;
+			}
+		}
+		held_tail = &held_head;
+		for (h = held_head; h; h = h->next)
+			held_tail = &h->next;
+		if (!list) {
+			c->next = customers;
+			customers = c;
+			pthread_mutex_unlock(&reg_mu);
+			return;
+		}
+		pthread_mutex_unlock(&reg_mu);
+		while (list) {
+			h = list;
+			list = h->next;
+			c->ops->on_msg(c, &h->m, h->raw);
+			free(h);
+		}
+	}
+}
+
+int psl__customer_add(struct psl__customer *c)
+{
+	pthread_mutex_lock(&reg_mu);
+	if (find_locked(c->app_id, c->customer_id)) {
+		pthread_mutex_unlock(&reg_mu);
+		return -EEXIST;
+	}
+	pthread_mutex_unlock(&reg_mu);
+	/* delivers what was held, then links c in under the same lock that
+	 * decides whether a new message is held, so nothing is reordered */
+	deliver_held(c);
+	return 0;
+}
+
+void psl__customer_remove(struct psl__customer *c)
+{
+	struct psl__customer **pp;
+	struct psl__req *r;
+	uint32_t i;
+
+	pthread_mutex_lock(&reg_mu);
+	for (pp = &customers; *pp; pp = &(*pp)->next) {
+		if (*pp == c) {
+			*pp = c->next;
+			break;
+		}
+	}
+	pthread_mutex_unlock(&reg_mu);
+
+	pthread_mutex_lock(&c->mu);
+	while (c->pending > 0)
+		pthread_cond_wait(&c->cv, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+	for (i = 0; i < c->cap; i++)
+		free(c->ring[i]);
+	while ((r = c->free_list)) {
+		c->free_list = (struct psl__req *)r->priv;
+		free(r);
+	}
+	free(c->ring);
+	c->ring = NULL;
+	pthread_mutex_destroy(&c->mu);
+	pthread_cond_destroy(&c->cv);
+}
+
+void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw)
+{
+	struct psl__customer *c;
+	struct held *h, *drop = NULL;
+	int cid = lookup_cid(m);
+
+	pthread_mutex_lock(&reg_mu);
+	c = find_locked(m->app_id, cid);
+	if (c) {
+		pthread_mutex_unlock(&reg_mu);
+		c->ops->on_msg(c, m, raw);
+		return;
+	}
+	h = malloc(sizeof(*h));
+	if (!h) {
+		pthread_mutex_unlock(&reg_mu);
+		PSL_WARN("dropped a message from node %d for app %d: out of memory", m->sender,
+			 m->app_id);
+		psl__raw_release(raw);
+		return;
+	}
+	h->m = *m;
+	h->m.nodes = NULL;
+	h->m.node_size = 0;
+	h->raw = raw;
+	h->cid = cid;
+	h->next = NULL;
+	*held_tail = h;
+	held_tail = &h->next;
+	if (++nheld > HELD_MAX) {
+		drop = held_head;
+		held_head = drop->next;
+		if (!held_head)
+			held_tail = &held_head;
+		nheld--;
+	}
+	pthread_mutex_unlock(&reg_mu);
+	PSL_DBG("holding a message from node %d for app %d customer %d: no such customer on "
+		"this node yet",
+		m->sender, m->app_id, cid);
+	if (drop) {
+		PSL_WARN("dropped a message from node %d for app %d customer %d: %d messages are "
+			 "already held for customers that do not exist on this node",
+			 drop->m.sender, drop->m.app_id, drop->cid, HELD_MAX);
+		psl__raw_release(drop->raw);
+		free(drop);
+	}
+}
+
+void psl__customer_drop_held(void)
+{
+	struct held *h;
+	pthread_mutex_lock(&reg_mu);
+	h = held_head;
+	held_head = NULL;
+	held_tail = &held_head;
+	if (nheld)
+		PSL_WARN("%d message(s) never found their customer (app id / customer id) on "
+			 "this node and were dropped",
+			 nheld);
+	nheld = 0;
+	pthread_mutex_unlock(&reg_mu);
+	while (h) {
+		struct held *n = h->next;
+		psl__raw_release(h->raw);
+		free(h);
+		h = n;
+	}
+}
+
+/* ------------------------------------------------------------- tracker -- */
+
+static struct psl__req *req_alloc(struct psl__customer *c)
+{
+	struct psl__req *r = c->free_list;
+	if (r) {
+		c->free_list = (struct psl__req *)r->priv;
+	} else {
+		r = malloc(sizeof(*r) + (size_t)c->nwords * sizeof(uint64_t));
+		if (!r)
+			return NULL;
+		r->bits = (uint64_t *)(r + 1);
+	}
+	return r;
+}
+
+static void req_recycle(struct psl__customer *c, struct psl__req *r)
+{
+	r->state = PSL__REQ_FREE;
+	r->priv = c->free_list;
+	c->free_list = r;
+}
+
+static bool live(const struct psl__req *r)
+{
+	return r && (r->state == PSL__REQ_PENDING || r->state == PSL__REQ_COMPLETING);
+}
+
+static int grow(struct psl__customer *c)
+{
+	uint32_t ncap = c->cap * 2, i;
+	struct psl__req **nring;
+
+	for (;;) {
+		bool clash = false;
+		nring = calloc(ncap, sizeof(*nring));
+		if (!nring)
+			return -ENOMEM;
+		for (i = 0; i < c->cap && !clash; i++) {
+			struct psl__req *r = c->ring[i];
+			uint32_t s;
+			if (!live(r))
+				continue;
+			s = (uint32_t)r->ts & (ncap - 1);
+			if (nring[s])
+				clash = true;
+			else
+				nring[s] = r;
+		}
+		if (!clash)
+			break;
+		free(nring);
+		ncap *= 2;
+	}
+	for (i = 0; i < c->cap; i++) {
+		struct psl__req *r = c->ring[i];
+		uint32_t s;
+		if (!r || live(r))
+			continue;
+		s = (uint32_t)r->ts & (ncap - 1);
+		if (!nring[s])
+			nring[s] = r; /* keep finished ones for psl_kv_wait's status */
+		else
+			req_recycle(c, r);
+	}
+	free(c->ring);
+	c->ring = nring;
+	c->cap = ncap;
+	return 0;
+}
+
+struct psl__req *psl__req_new_locked(struct psl__customer *c)
+{
+	int ts = c->next_ts;
+	uint32_t s = (uint32_t)ts & (c->cap - 1);
+	struct psl__req *r;
+
+	if (live(c->ring[s])) {
+		if (grow(c))
+			return NULL;
+		s = (uint32_t)ts & (c->cap - 1);
+	}
+	r = req_alloc(c);
+	if (!r)
+		return NULL;
+	if (c->ring[s])
+		req_recycle(c, c->ring[s]);
+	r->ts = ts;
+	r->state = PSL__REQ_PENDING;
+	r->status = 0;
+	r->awaiting = 0;
+	r->holds = 0;
+	r->parent = -1;
+	r->cb = NULL;
+	r->arg = NULL;
+	r->priv = NULL;
+	memset(r->bits, 0, (size_t)c->nwords * sizeof(uint64_t));
+	c->ring[s] = r;
+	c->next_ts = (ts + 1) & 0x3fffffff; /* keeps ps-lite's msg_sig sane */
+	c->pending++;
+	return r;
+}
+
+struct psl__req *psl__req_find_locked(struct psl__customer *c, int ts)
+{
+	struct psl__req *r;
+	if (ts < 0)
+		return NULL;
+	r = c->ring[(uint32_t)ts & (c->cap - 1)];
+	return (r && r->ts == ts && r->state == PSL__REQ_PENDING) ? r : NULL;
+}
+
+static bool bit_ok(struct psl__customer *c, int id)
+{
+	int idx = psl__node_index(id);
+	return id > 0 && idx >= 0 && idx < c->nwords * 64;
+}
+
+void psl__req_expect_locked(struct psl__customer *c, struct psl__req *r, int id)
+{
+	int idx = psl__node_index(id);
+	if (!bit_ok(c, id) || (r->bits[idx / 64] >> (idx % 64) & 1))
+		return;
+	r->bits[idx / 64] |= 1ull << (idx % 64);
+	r->awaiting++;
+}
+
+bool psl__req_awaits_locked(struct psl__customer *c, struct psl__req *r, int id)
+{
+	int idx = psl__node_index(id);
+	return bit_ok(c, id) && (r->bits[idx / 64] >> (idx % 64) & 1);
+}
+
+static bool settle(struct psl__req *r)
+{
+	if (r->state == PSL__REQ_PENDING && r->awaiting == 0 && r->holds == 0) {
+		r->state = PSL__REQ_COMPLETING;
+		return true;
+	}
+	return false;
+}
+
+bool psl__req_answer_locked(struct psl__customer *c, struct psl__req *r, int id, int status)
+{
+	int idx = psl__node_index(id);
+	if (!psl__req_awaits_locked(c, r, id))
+		return false;
+	r->bits[idx / 64] &= ~(1ull << (idx % 64));
+	r->awaiting--;
+	if (status && !r->status)
+		r->status = status;
+	return settle(r);
+}
+
+bool psl__req_unhold_locked(struct psl__customer *c, struct psl__req *r, int status)
+{
+	(void)c;
+	if (r->holds > 0)
+		r->holds--;
+	if (status && !r->status)
+		r->status = status;
+	return settle(r);
+}
+
+void psl__req_finish(struct psl__customer *c, struct psl__req *r)
+{
+	struct psl__req *p = NULL;
+	int parent, status;
+
+	if (c->ops->on_complete)
+		c->ops->on_complete(c, r);
+	if (r->cb)
+		r->cb(r->ts, r->status, r->arg);
+	pthread_mutex_lock(&c->mu);
+	r->state = PSL__REQ_DONE;
+	r->priv = NULL;
+	parent = r->parent;
+	status = r->status;
+	c->pending--;
+	if (parent >= 0) {
+		p = psl__req_find_locked(c, parent);
+		if (p && !psl__req_unhold_locked(c, p, status))
+			p = NULL;
+	}
+	pthread_cond_broadcast(&c->cv);
+	pthread_mutex_unlock(&c->mu);
+	if (p)
+		psl__req_finish(c, p);
+}
+
+struct lost {
+	struct psl__customer *c;
+	struct psl__req *r;
+};
+
+void psl__customers_node_lost(int id, int err)
+{
+	struct psl__customer *c;
+	struct lost *list = NULL;
+	size_t n = 0, cap = 0, i;
+
+	pthread_mutex_lock(&reg_mu);
+	for (c = customers; c; c = c->next) {
+		pthread_mutex_lock(&c->mu);
+		for (i = 0; i < c->cap; i++) {
+			struct psl__req *r = c->ring[i];
+			if (!r || r->state != PSL__REQ_PENDING)
+				continue;
+			if (id > 0 ? !psl__req_answer_locked(c, r, id, err) : false)
+				continue;
+			if (id <= 0) { /* every request: shutting down */
+				memset(r->bits, 0, (size_t)c->nwords * sizeof(uint64_t));
+				r->awaiting = 0;
+				r->holds = 0;
+				if (!r->status)
+					r->status = err;
+				if (!settle(r))
+					continue;
+			}
+			if (n == cap) {
+				struct lost *nl;
+				cap = cap ? cap * 2 : 64;
+				nl = realloc(list, cap * sizeof(*list));
+				if (!nl) {
+					/* cannot record it: leave it pending */
+					r->state = PSL__REQ_PENDING;
+					continue;
+				}
+				list = nl;
+			}
+			list[n].c = c;
+			list[n].r = r;
+			n++;
+		}
+		pthread_mutex_unlock(&c->mu);
+	}
+	pthread_mutex_unlock(&reg_mu);
+	for (i = 0; i < n; i++)
+		psl__req_finish(list[i].c, list[i].r);
+	free(list);
+}
+
+int psl__req_wait(struct psl__customer *c, int ts)
+{
+	int st = 0;
+	if (ts < 0)
+		return -EINVAL;
+	pthread_mutex_lock(&c->mu);
+	for (;;) {
+		struct psl__req *r = c->ring[(uint32_t)ts & (c->cap - 1)];
+		if (!r || r->ts != ts || r->state == PSL__REQ_FREE)
+			break;
+		if (r->state == PSL__REQ_DONE) {
+			st = r->status;
+			break;
+		}
+		pthread_cond_wait(&c->cv, &c->mu);
+	}
+	pthread_mutex_unlock(&c->mu);
+	return st;
+}

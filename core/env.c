@@ -1,0 +1,285 @@
+#include "config.h"
+
+#include <arpa/inet.h>
+#include <errno.h>
+#include <ifaddrs.h>
+#include <limits.h>
+#include <net/if.h>
+#include <netinet/in.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "pslite.h"
+#include "env.h"
+
+int psl__role_from_string(const char *s)
+{
+	if (!s)
+		return -1;
+	if (!strcmp(s, "scheduler"))
+		return PSL_SCHEDULER;
+	if (!strcmp(s, "server"))
+		return PSL_SERVER;
+	if (!strcmp(s, "worker"))
+		return PSL_WORKER;
+	return -1;
+}
+
+const char *psl__role_name(int role)
+{
+	switch (role) {
+	case PSL_SCHEDULER:
+		return "scheduler";
+	case PSL_SERVER:
+		return "server";
+	case PSL_WORKER:
+		return "worker";
+	default:
+		return "unknown";
+	}
+}
+
+int psl__parse_int(const char *name, const char *val, long min, long max, long *out, char *err,
+		   size_t errlen)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(val, &end, 10);
+	while (end && (*end == ' ' || *end == '\t' || *end == '\n'))
+		end++;
+	if (!*val || errno || *end || v < min || v > max) {
+		if (min == 1 && max == INT_MAX)
+			snprintf(err, errlen, "%s=%s: expected a positive integer", name, val);
+		else
+			snprintf(err, errlen, "%s=%s: expected an integer from %ld to %ld", name,
+				 val, min, max);
+		return -EINVAL;
+	}
+	*out = v;
+	return 0;
+}
+
+static const char *env_get(const char *name)
+{
+	const char *v = getenv(name);
+	return (v && *v) ? v : NULL;
+}
+
+static int env_int(const char *name, long def, long min, long max, int *out, char *err,
+		   size_t errlen)
+{
+	const char *v = env_get(name);
+	long x = def;
+	if (v) {
+		int rc = psl__parse_int(name, v, min, max, &x, err, errlen);
+		if (rc)
+			return rc;
+	}
+	*out = (int)x;
+	return 0;
+}
+
+static int env_required_int(const char *name, long min, long max, int *out, char *err,
+			    size_t errlen)
+{
+	if (!env_get(name)) {
+		snprintf(err, errlen, "%s is not set: expected %s", name,
+			 min == 1 && max == INT_MAX ? "a positive integer"
+						     : "an integer (a TCP port, 1 to 65535)");
+		return -ENOENT;
+	}
+	return env_int(name, 0, min, max, out, err, errlen);
+}
+
+static int copy_host(const char *name, const char *v, char *dst, char *err, size_t errlen)
+{
+	if (strlen(v) >= PSL_HOST_MAX) {
+		snprintf(err, errlen, "%s=%s: expected a host name or address of at most %d bytes",
+			 name, v, PSL_HOST_MAX - 1);
+		return -EINVAL;
+	}
+	strcpy(dst, v);
+	return 0;
+}
+
+int psl__resolve_host(const char *node_host, const char *iface, char *out, size_t outlen,
+		      char *err, size_t errlen)
+{
+	struct ifaddrs *ifa, *p;
+	int found = 0;
+
+	if (node_host && *node_host) {
+		snprintf(out, outlen, "%s", node_host);
+		return 0;
+	}
+	if (getifaddrs(&ifa) != 0) {
+		snprintf(err, errlen, "cannot list network interfaces (%s): set DMLC_NODE_HOST",
+			 strerror(errno));
+		return -errno;
+	}
+	for (p = ifa; p && !found; p = p->ifa_next) {
+		if (!p->ifa_addr || p->ifa_addr->sa_family != AF_INET || !p->ifa_name)
+			continue;
+		if (iface && *iface) {
+			if (strncmp(p->ifa_name, iface, strlen(iface)) != 0)
+				continue;
+		} else if (p->ifa_flags & IFF_LOOPBACK) {
+			continue;
+		}
+		if (inet_ntop(AF_INET, &((struct sockaddr_in *)p->ifa_addr)->sin_addr, out,
+			      (socklen_t)outlen))
+			found = 1;
+	}
+	freeifaddrs(ifa);
+	if (found)
+		return 0;
+	if (iface && *iface) {
+		snprintf(err, errlen,
+			 "DMLC_INTERFACE=%s: no interface whose name starts with it has an IPv4 "
+			 "address; set DMLC_INTERFACE to one that has (see 'ip addr') or set "
+			 "DMLC_NODE_HOST",
+			 iface);
+		return -ENODEV;
+	}
+	snprintf(out, outlen, "127.0.0.1");
+	return 0;
+}
+
+static int parse_van(struct psl__config *c, char *err, size_t errlen)
+{
+	const char *v = env_get("DMLC_ENABLE_RDMA");
+	c->van_var = "DMLC_ENABLE_RDMA";
+	if (!v) {
+		/* ps-lite 1f763c2: DMLC_PS_VAN_TYPE chooses when DMLC_ENABLE_RDMA is unset */
+		v = env_get("DMLC_PS_VAN_TYPE");
+		c->van_var = v ? "DMLC_PS_VAN_TYPE" : "default";
+	}
+	if (!v || !strcmp(v, "0"))
+		v = "zmq";
+	else if (!strcmp(v, "1"))
+		v = "ibverbs";
+	if (strlen(v) >= sizeof(c->van) || strspn(v, "abcdefghijklmnopqrstuvwxyz"
+						   "ABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_-") !=
+						   strlen(v)) {
+		snprintf(err, errlen,
+			 "%s=%s: expected 0 (zmq), 1 (ibverbs) or a van name such as zmq, ucx, "
+			 "fabric (letters, digits, '_', '-')",
+			 c->van_var, v);
+		return -EINVAL;
+	}
+	strcpy(c->van, v);
+	return 0;
+}
+
+int psl__config_load(struct psl__config *c, char *err, size_t errlen)
+{
+	const char *v;
+	int rc, gs, rs;
+
+	memset(c, 0, sizeof(*c));
+	err[0] = 0;
+
+	/* PS_VERBOSE first, so that everything after it is logged at its level */
+	if ((rc = env_int("PS_VERBOSE", 0, 0, 1000, &c->verbose, err, errlen)))
+		return rc;
+
+	v = env_get("DMLC_ROLE");
+	if (!v) {
+		snprintf(err, errlen, "DMLC_ROLE is not set: expected scheduler, server or worker");
+		return -ENOENT;
+	}
+	c->role = psl__role_from_string(v);
+	if (c->role < 0) {
+		snprintf(err, errlen, "DMLC_ROLE=%s: expected scheduler, server or worker%s", v,
+			 !strcmp(v, "joint") ? " (pslite runs a joint node as one server "
+					       "process plus one worker process)"
+					     : "");
+		return -EINVAL;
+	}
+
+	v = env_get("DMLC_PS_ROOT_URI");
+	if (!v) {
+		snprintf(err, errlen,
+			 "DMLC_PS_ROOT_URI is not set: expected the scheduler's host name or IP "
+			 "address");
+		return -ENOENT;
+	}
+	if ((rc = copy_host("DMLC_PS_ROOT_URI", v, c->root_uri, err, errlen)))
+		return rc;
+	if ((rc = env_required_int("DMLC_PS_ROOT_PORT", 1, 65535, &c->root_port, err, errlen)))
+		return rc;
+	if ((rc = env_required_int("DMLC_NUM_WORKER", 1, INT_MAX, &c->num_workers, err, errlen)))
+		return rc;
+	if ((rc = env_required_int("DMLC_NUM_SERVER", 1, INT_MAX, &c->num_servers, err, errlen)))
+		return rc;
+	if (c->num_workers > 16000 || c->num_servers > 16000) {
+		snprintf(err, errlen,
+			 "DMLC_NUM_WORKER=%d, DMLC_NUM_SERVER=%d: expected at most 16000 each (node "
+			 "ids must stay below 32767)",
+			 c->num_workers, c->num_servers);
+		return -EINVAL;
+	}
+	if ((rc = env_int("DMLC_GROUP_SIZE", 1, 1, INT_MAX, &gs, err, errlen)))
+		return rc;
+	if (gs != 1) {
+		snprintf(err, errlen,
+			 "DMLC_GROUP_SIZE=%d: pslite runs one instance per process; expected 1 "
+			 "(start one process per instance instead)",
+			 gs);
+		return -EINVAL;
+	}
+	if ((rc = env_int("DMLC_NUM_PORTS", 1, 1, 1, &gs, err, errlen)))
+		return rc;
+	if ((rc = env_int("DMLC_PORT", 0, 0, 65535, &c->port, err, errlen)))
+		return rc;
+	if ((rc = env_int("DMLC_RANK", -1, -1, INT_MAX, &c->preferred_rank, err, errlen)))
+		return rc;
+	if ((rc = env_int("PS_HEARTBEAT_INTERVAL", 0, 0, 86400, &c->heartbeat_interval, err,
+			  errlen)))
+		return rc;
+	if ((rc = env_int("PS_HEARTBEAT_TIMEOUT", 0, 0, 86400 * 7, &c->heartbeat_timeout, err,
+			  errlen)))
+		return rc;
+	if ((rc = env_int("PS_RESEND", 0, 0, INT_MAX, &rs, err, errlen)))
+		return rc;
+	c->resend = rs != 0;
+	if ((rc = env_int("PS_RESEND_TIMEOUT", 1000, 1, 3600 * 1000, &c->resend_timeout_ms, err,
+			  errlen)))
+		return rc;
+	if ((rc = env_int("PS_CONNECT_TIMEOUT", 60, 1, 86400, &c->connect_timeout_s, err,
+			  errlen)))
+		return rc;
+	if ((rc = env_int("PS_START_TIMEOUT", 300, 1, 86400 * 7, &c->start_timeout_s, err,
+			  errlen)))
+		return rc;
+	if ((rc = env_int("BYTEPS_ENABLE_MIXED_MODE", 0, 0, 1, &rs, err, errlen)))
+		return rc;
+	c->mixed_mode = rs != 0;
+	v = env_get("BYTEPS_ORDERED_HOSTS");
+	if (v) {
+		if (strlen(v) >= sizeof(c->ordered_hosts)) {
+			snprintf(err, errlen, "BYTEPS_ORDERED_HOSTS: expected at most %zu bytes",
+				 sizeof(c->ordered_hosts) - 1);
+			return -EINVAL;
+		}
+		strcpy(c->ordered_hosts, v);
+	}
+	if ((rc = parse_van(c, err, errlen)))
+		return rc;
+
+	if (c->role == PSL_SCHEDULER) {
+		strcpy(c->node_host, c->root_uri);
+		c->port = c->root_port;
+	} else {
+		v = env_get("DMLC_NODE_HOST");
+		if (v && (rc = copy_host("DMLC_NODE_HOST", v, c->node_host, err, errlen)))
+			return rc;
+		if ((rc = psl__resolve_host(v, env_get("DMLC_INTERFACE"), c->node_host,
+					    sizeof(c->node_host), err, errlen)))
+			return rc;
+	}
+	return 0;
+}

@@ -1,0 +1,51 @@
+/* The environment a node is configured by: ps-lite's variables, validated. */
+#ifndef PSL_CORE_ENV_H
+#define PSL_CORE_ENV_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#define PSL_HOST_MAX 64 /* ps-lite's RawNode.hostname, NUL included */
+
+struct psl__config {
+	int role;		     /* enum psl_role */
+	char root_uri[PSL_HOST_MAX]; /* DMLC_PS_ROOT_URI */
+	int root_port;		     /* DMLC_PS_ROOT_PORT */
+	int num_workers;	     /* DMLC_NUM_WORKER */
+	int num_servers;	     /* DMLC_NUM_SERVER */
+	char node_host[PSL_HOST_MAX]; /* resolved advertised host (servers, workers) */
+	int port;		     /* DMLC_PORT, 0 = let the system choose */
+	char van[64];		     /* van name from DMLC_ENABLE_RDMA / DMLC_PS_VAN_TYPE */
+	const char *van_var;	     /* which variable chose it, for messages */
+	int verbose;		     /* PS_VERBOSE */
+	int heartbeat_interval;	     /* PS_HEARTBEAT_INTERVAL, seconds, 0 = off */
+	int heartbeat_timeout;	     /* PS_HEARTBEAT_TIMEOUT, seconds, 0 = off */
+	bool resend;		     /* PS_RESEND */
+	int resend_timeout_ms;	     /* PS_RESEND_TIMEOUT */
+	int preferred_rank;	     /* DMLC_RANK, -1 = any */
+	int connect_timeout_s;	     /* PS_CONNECT_TIMEOUT */
+	int start_timeout_s;	     /* PS_START_TIMEOUT */
+	bool mixed_mode;	     /* BYTEPS_ENABLE_MIXED_MODE */
+	char ordered_hosts[1024];    /* BYTEPS_ORDERED_HOSTS */
+};
+
+/* Parses and validates the environment. On error returns -EINVAL (or
+ * -ENOENT for a missing variable) and writes one line naming the variable,
+ * its value and what was expected into err. */
+int psl__config_load(struct psl__config *c, char *err, size_t errlen);
+
+/* Parses an integer variable value; name is only used in the message. */
+int psl__parse_int(const char *name, const char *val, long min, long max, long *out, char *err,
+		   size_t errlen);
+
+/* The role named by s ("scheduler", "server", "worker"), or -1. */
+int psl__role_from_string(const char *s);
+const char *psl__role_name(int role);
+
+/* Finds the host to advertise: DMLC_NODE_HOST, else the first IPv4 address of
+ * the interface DMLC_INTERFACE names (a prefix, as ps-lite matches it), else
+ * the first non-loopback IPv4 address. */
+int psl__resolve_host(const char *node_host, const char *iface, char *out, size_t outlen,
+		      char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,356 @@
+/* KV server: ps-lite's KVServer<Val>: checks each request, hands it to the
+ * application's handler, and sends its response. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "customer.h"
+#include "kv.h"
+#include "log.h"
+#include "postoffice.h"
+#include "van_host.h"
+
+struct psl_kv_server {
+	struct psl__customer c;
+	enum psl_dtype dt;
+	size_t esz;
+	psl_kv_handler handler;
+	void *arg;
+};
+
+/* A request as the handler sees it, with what answering it needs. */
+struct kv_req {
+	struct psl_kv_request pub;
+	struct psl_van_rmsg *raw;
+	void *aligned; /* copies of frames that were not aligned */
+	int app_id;
+	enum psl_dtype dt;
+	size_t esz;
+	int sid;
+};
+
+static void req_free(struct kv_req *q)
+{
+	psl__raw_release(q->raw);
+	free(q->aligned);
+	free(q);
+}
+
+static void response_meta(const struct kv_req *q, struct psl__meta *m)
+{
+	const struct psl_kv_meta *rm = &q->pub.meta;
+	psl__meta_init(m);
+	m->head = rm->cmd;
+	m->app_id = q->app_id;
+	m->customer_id = rm->customer_id;
+	m->timestamp = rm->timestamp;
+	m->request = false;
+	m->push = rm->push;
+	m->key = rm->key;
+	m->addr = rm->addr;
+	m->val_len = rm->val_len;
+	m->option = rm->option;
+	m->sid = q->sid;
+	m->recver = rm->sender;
+	m->src_dev_type = PSL_DEV_CPU;
+	m->src_dev_id = 0;
+	m->dst_dev_type = PSL_DEV_CPU;
+	m->dst_dev_id = 0;
+}
+
+static int check_res(const struct kv_req *q, const struct psl_kv *res)
+{
+	if (!res || !res->num_keys)
+		return 0;
+	if (!res->keys || (res->num_vals && !res->vals))
+		return -EINVAL;
+	if (res->lens) {
+		size_t i, sum = 0;
+		for (i = 0; i < res->num_keys; i++) {
+			if (res->lens[i] < 0)
+				return -EINVAL;
+			sum += (size_t)res->lens[i];
+		}
+		if (sum != res->num_vals) {
+			PSL_WARN("psl_kv_respond: lens add up to %zu values but %zu were given",
+				 sum, res->num_vals);
+			return -EINVAL;
+		}
+	}
+	(void)q;
+	return 0;
+}
+
+static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
+		   void (*done)(void *), void *done_arg)
+{
+	struct psl__meta m;
+	struct psl_van_seg segs[3];
+	struct psl__kv_copy *cp = NULL;
+	uint32_t n = 0;
+	int rc;
+	const void *keys = NULL, *vals = NULL, *lens = NULL;
+	size_t kb = 0, vb = 0, lb = 0;
+
+	rc = check_res(q, res);
+	if (rc) {
+		if (done)
+			done(done_arg);
+		req_free(q);
+		return rc;
+	}
+	response_meta(q, &m);
+	if (res && res->num_keys) {
+		keys = res->keys;
+		vals = res->vals;
+		lens = res->lens;
+		kb = res->num_keys * 8;
+		vb = res->num_vals * q->esz;
+		lb = res->lens ? res->num_keys * 4 : 0;
+		if (copy) {
+			char *d;
+			cp = psl__kv_copy_new(kb + vb + lb + 8, 1);
+			if (!cp) {
+				req_free(q);
+				return -ENOMEM;
+			}
+			d = psl__kv_copy_data(cp);
+			memcpy(d, keys, kb);
+			keys = d;
+			memcpy(d + kb, vals, vb);
+			vals = d + kb;
+			if (lb) {
+				char *l = (char *)(((uintptr_t)(d + kb + vb) + 3) & ~(uintptr_t)3);
+				memcpy(l, lens, lb);
+				lens = l;
+			}
+		} else if (done) {
+			cp = psl__kv_copy_new(0, 1);
+			if (!cp) {
+				req_free(q);
+				return -ENOMEM;
+			}
+			cp->user_done = done;
+			cp->user_arg = done_arg;
+		}
+		psl__kv_meta_data(&m, q->dt, true, lb != 0);
+		segs[n++] = (struct psl_van_seg){keys, kb, PSL_MEM_HOST, -1, NULL};
+		segs[n++] = (struct psl_van_seg){vals, vb, PSL_MEM_HOST, -1, NULL};
+		if (lb)
+			segs[n++] = (struct psl_van_seg){lens, lb, PSL_MEM_HOST, -1, NULL};
+	} else if (done) {
+		done(done_arg); /* nothing of the caller's is sent */
+	}
+	rc = psl__send(&m, segs, n, cp ? &cp->ref : NULL);
+	if (rc) {
+		char d[96];
+		PSL_WARN("cannot answer request %d of %s: %s", q->pub.meta.timestamp,
+			 psl__node_desc(q->pub.meta.sender, d, sizeof(d)), psl_strerror(rc));
+	}
+	req_free(q);
+	return rc;
+}
+
+int psl_kv_respond(struct psl_kv_request *req, const struct psl_kv *res)
+{
+	if (!req)
+		return -EINVAL;
+	return respond((struct kv_req *)req, res, true, NULL, NULL);
+}
+
+int psl_kv_zrespond(struct psl_kv_request *req, const struct psl_kv *res,
+		    void (*done)(void *done_arg), void *done_arg)
+{
+	if (!req)
+		return -EINVAL;
+	return respond((struct kv_req *)req, res, false, done, done_arg);
+}
+
+int psl_kv_respond_error(struct psl_kv_request *req, int err)
+{
+	struct kv_req *q = (struct kv_req *)req;
+	struct psl__meta m;
+	int rc;
+
+	if (!q)
+		return -EINVAL;
+	if (err >= 0 || err < -4095)
+		err = -EIO;
+	response_meta(q, &m);
+	m.option = err; /* a pslite worker fails the request with it */
+	rc = psl__send(&m, NULL, 0, NULL);
+	req_free(q);
+	return rc;
+}
+
+/* Frame i of raw, as a pointer aligned for its element type (copied into
+ * q->aligned if it was not). */
+static const void *aligned_frame(struct kv_req *q, const struct psl_van_rseg *s, size_t align,
+				 size_t *off)
+{
+	char *dst;
+	if (((uintptr_t)s->data & (align - 1)) == 0 || s->len == 0)
+		return s->data;
+	dst = (char *)q->aligned + *off;
+	memcpy(dst, s->data, s->len);
+	*off += (s->len + 7) & ~(size_t)7;
+	return dst;
+}
+
+static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_van_rmsg *raw)
+{
+	struct psl_kv_server *s = (struct psl_kv_server *)c;
+	struct kv_req *q;
+	char d[96], why[160] = "";
+	size_t nk = 0, nv = 0, nl = 0, need = 0, off = 0;
+	uint32_t i;
+
+	if (m->simple_app || !m->request) {
+		PSL_WARN("dropped a %s from %s for KV server app %d: a server takes only KV "
+			 "requests",
+			 m->simple_app ? "SimpleApp message" : "response",
+			 psl__node_desc(m->sender, d, sizeof(d)), c->app_id);
+		psl__raw_release(raw);
+		return;
+	}
+	q = calloc(1, sizeof(*q));
+	if (!q) {
+		psl__raw_release(raw);
+		return;
+	}
+	q->raw = raw;
+	q->app_id = c->app_id;
+	q->dt = s->dt;
+	q->esz = s->esz;
+	q->sid = m->sid;
+	q->pub.meta = (struct psl_kv_meta){
+		.cmd = m->head,
+		.push = m->push,
+		.pull = !m->push,
+		.sender = m->sender,
+		.timestamp = m->timestamp,
+		.app_id = m->app_id,
+		.customer_id = m->customer_id,
+		.key = m->key,
+		.addr = m->addr,
+		.val_len = m->val_len,
+		.option = m->option,
+	};
+	/* frames: none, or keys + values (+ lens) */
+	if (raw->nseg == 1 || raw->nseg > 3) {
+		snprintf(why, sizeof(why), "%u data frames, expected 0, 2 or 3", raw->nseg);
+		goto bad;
+	}
+	if (raw->nseg >= 2) {
+		if (raw->segs[0].len % 8) {
+			snprintf(why, sizeof(why), "keys frame of %zu bytes", raw->segs[0].len);
+			goto bad;
+		}
+		nk = raw->segs[0].len / 8;
+		if (raw->segs[1].len % s->esz) {
+			snprintf(why, sizeof(why),
+				 "%zu value bytes is not a multiple of the value size %zu",
+				 raw->segs[1].len, s->esz);
+			goto bad;
+		}
+		nv = raw->segs[1].len / s->esz;
+	}
+	if (raw->nseg == 3) {
+		long long sum = 0;
+		if (raw->segs[2].len != nk * 4) {
+			snprintf(why, sizeof(why), "%zu lens for %zu keys", raw->segs[2].len / 4,
+				 nk);
+			goto bad;
+		}
+		nl = nk;
+		for (i = 0; i < nl; i++) {
+			int32_t l = psl__load_i32((const char *)raw->segs[2].data + 4 * i);
+			if (l < 0) {
+				snprintf(why, sizeof(why), "lens[%u]=%d is negative", i, l);
+				goto bad;
+			}
+			sum += l;
+		}
+		if (m->push && (size_t)sum != nv) {
+			snprintf(why, sizeof(why), "lens add up to %lld values but %zu came", sum,
+				 nv);
+			goto bad;
+		}
+	} else if (m->push && nk && nv % nk) {
+		snprintf(why, sizeof(why), "%zu values do not split evenly over %zu keys", nv, nk);
+		goto bad;
+	}
+	for (i = 0; i < raw->nseg; i++)
+		if ((uintptr_t)raw->segs[i].data & 7)
+			need += (raw->segs[i].len + 7) & ~(size_t)7;
+	if (need && !(q->aligned = malloc(need))) {
+		req_free(q);
+		return;
+	}
+	if (raw->nseg >= 2) {
+		q->pub.kv.keys = aligned_frame(q, &raw->segs[0], 8, &off);
+		q->pub.kv.num_keys = nk;
+		q->pub.kv.vals = (void *)aligned_frame(q, &raw->segs[1], 8, &off);
+		q->pub.kv.num_vals = nv;
+		if (nl)
+			q->pub.kv.lens = (int *)aligned_frame(q, &raw->segs[2], 4, &off);
+	}
+	s->handler(s, &q->pub, s->arg);
+	return;
+bad:
+	PSL_WARN("request %d from %s for app %d is malformed (%s): answered with an error",
+		 m->timestamp, psl__node_desc(m->sender, d, sizeof(d)), c->app_id, why);
+	psl_kv_respond_error(&q->pub, -EBADMSG);
+}
+
+static const struct psl__customer_ops kvs_ops = {
+	.on_msg = kvs_on_msg,
+};
+
+int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler, void *arg,
+		      struct psl_kv_server **out)
+{
+	struct psl_kv_server *s;
+	int rc;
+
+	if (!out || !handler || !psl_dtype_size(dtype))
+		return -EINVAL;
+	if (psl__po.state != PSL__READY)
+		return -ESHUTDOWN;
+	if (psl__po.role == PSL_WORKER) {
+		PSL_WARN("psl_kv_server_new: this node is a worker; KV servers run on servers");
+		return -EPERM;
+	}
+	s = calloc(1, sizeof(*s));
+	if (!s)
+		return -ENOMEM;
+	rc = psl__customer_init(&s->c, app_id, app_id, &kvs_ops);
+	if (rc) {
+		free(s);
+		return rc;
+	}
+	s->dt = dtype;
+	s->esz = psl_dtype_size(dtype);
+	s->handler = handler;
+	s->arg = arg;
+	rc = psl__customer_add(&s->c);
+	if (rc) {
+		PSL_WARN("psl_kv_server_new: app %d already has a server on this node", app_id);
+		psl__customer_remove(&s->c);
+		free(s);
+		return rc;
+	}
+	*out = s;
+	return 0;
+}
+
+void psl_kv_server_free(struct psl_kv_server *s)
+{
+	if (!s)
+		return;
+	psl__customer_remove(&s->c);
+	free(s);
+}

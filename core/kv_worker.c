@@ -1,0 +1,720 @@
+/* KV worker: ps-lite's KVWorker<Val>: slicing by server key range, push,
+ * pull, push-pull, request tracking and pull assembly. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <inttypes.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "customer.h"
+#include "kv.h"
+#include "log.h"
+#include "postoffice.h"
+#include "van_host.h"
+
+struct psl_kv_worker {
+	struct psl__customer c;
+	enum psl_dtype dt;
+	size_t esz;
+};
+
+/* What one server's slice of a request covers. */
+struct slice {
+	size_t k0, k1; /* keys [k0, k1) */
+	size_t v0, v1; /* values [v0, v1) (elements) */
+};
+
+/* Per-request state of a pull: where the answers go. */
+struct pull {
+	struct psl_kv_out *out;
+	const uint64_t *keys;
+	struct psl__kv_copy *keys_copy;
+	int nservers;
+	struct {
+		size_t k0, k1;
+		struct psl_van_rmsg *raw;
+	} part[];
+};
+
+/* ------------------------------------------------------------- helpers -- */
+
+size_t psl_dtype_size(enum psl_dtype dt)
+{
+	switch (dt) {
+	case PSL_INT8:
+	case PSL_UINT8:
+	case PSL_BYTES:
+		return 1;
+	case PSL_INT16:
+	case PSL_UINT16:
+		return 2;
+	case PSL_INT32:
+	case PSL_UINT32:
+	case PSL_FLOAT32:
+		return 4;
+	case PSL_INT64:
+	case PSL_UINT64:
+	case PSL_FLOAT64:
+		return 8;
+	}
+	return 0;
+}
+
+static void copy_done(struct psl__sendref *ref, int status)
+{
+	(void)status;
+	psl__kv_copy_put((struct psl__kv_copy *)ref);
+}
+
+struct psl__kv_copy *psl__kv_copy_new(size_t bytes, int refs)
+{
+	struct psl__kv_copy *cp = malloc(sizeof(*cp) + bytes);
+	if (!cp)
+		return NULL;
+	cp->ref.done = copy_done;
+	atomic_init(&cp->refs, refs);
+	cp->user_done = NULL;
+	cp->user_arg = NULL;
+	return cp;
+}
+
+void psl__kv_copy_put(struct psl__kv_copy *cp)
+{
+	if (cp && atomic_fetch_sub(&cp->refs, 1) == 1) {
+		if (cp->user_done)
+			cp->user_done(cp->user_arg);
+		free(cp);
+	}
+}
+
+void psl__kv_meta_data(struct psl__meta *m, enum psl_dtype dt, bool keys, bool lens)
+{
+	m->src_dev_type = PSL_DEV_CPU;
+	m->src_dev_id = 0;
+	m->dst_dev_type = PSL_DEV_CPU;
+	m->dst_dev_id = 0;
+	m->data_type_size = 0;
+	if (keys) {
+		m->data_type[m->data_type_size++] = PSL_WIRE_UINT64;
+		m->data_type[m->data_type_size++] = (int)dt;
+		if (lens)
+			m->data_type[m->data_type_size++] = PSL_WIRE_INT32;
+	}
+}
+
+/* Splits keys by the servers' ranges, as ps-lite's DefaultSlicer does. */
+static int slice_keys(const uint64_t *keys, size_t nkeys, size_t nvals, const int *lens,
+		      struct slice *sl, int S)
+{
+	size_t i, k = 0, pos = 0, v = 0;
+	int r;
+
+	for (i = 1; i < nkeys; i++) {
+		if (keys[i - 1] > keys[i]) {
+			PSL_WARN("request rejected: keys must be sorted ascending, but key[%zu]=%" PRIu64
+				 " > key[%zu]=%" PRIu64,
+				 i - 1, keys[i - 1], i, keys[i]);
+			return -EINVAL;
+		}
+	}
+	if (nkeys && !lens) {
+		k = nvals / nkeys;
+		if (k * nkeys != nvals) {
+			PSL_WARN("request rejected: %zu values for %zu keys is not a whole number per "
+				 "key (pass lens for keys of different sizes)",
+				 nvals, nkeys);
+			return -EINVAL;
+		}
+	}
+	if (lens) {
+		size_t sum = 0;
+		for (i = 0; i < nkeys; i++) {
+			if (lens[i] < 0) {
+				PSL_WARN("request rejected: lens[%zu]=%d is negative", i, lens[i]);
+				return -EINVAL;
+			}
+			sum += (size_t)lens[i];
+		}
+		if (sum != nvals) {
+			PSL_WARN("request rejected: lens add up to %zu values but %zu values were "
+				 "given",
+				 sum, nvals);
+			return -EINVAL;
+		}
+	}
+	for (r = 0; r < S; r++) {
+		uint64_t begin, end;
+		size_t lo, hi;
+		psl_server_key_range(r, &begin, &end);
+		/* lower_bound(keys + pos, end) */
+		lo = pos;
+		hi = nkeys;
+		while (lo < hi) {
+			size_t mid = lo + (hi - lo) / 2;
+			if (keys[mid] < end)
+				lo = mid + 1;
+			else
+				hi = mid;
+		}
+		sl[r].k0 = pos;
+		sl[r].k1 = lo;
+		sl[r].v0 = v;
+		if (lens) {
+			for (i = pos; i < lo; i++)
+				v += (size_t)lens[i];
+		} else {
+			v += (lo - pos) * k;
+		}
+		sl[r].v1 = v;
+		pos = lo;
+	}
+	if (pos != nkeys) {
+		uint64_t b, e;
+		psl_server_key_range(S - 1, &b, &e);
+		PSL_WARN("request rejected: key %" PRIu64 " is beyond the last server's range "
+			 "(keys must be below %" PRIu64 " with %d server(s))",
+			 keys[pos], e, S);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+static int check_ready(struct psl_kv_worker *w)
+{
+	if (!w)
+		return -EINVAL;
+	if (psl__po.state != PSL__READY)
+		return -ESHUTDOWN;
+	return 0;
+}
+
+/* Sends one slice to server rank r. */
+static int send_slice(struct psl_kv_worker *w, int ts, int r, bool push, int cmd,
+		      const uint64_t *keys, size_t nk, const void *vals, size_t nv,
+		      const int *lens, void *out_ptr, size_t out_elems, struct psl__kv_copy *cp)
+{
+	struct psl__meta m;
+	struct psl_van_seg segs[3];
+	uint32_t n = 0;
+	int id = psl_server_rank_to_id(r);
+
+	if (psl__node_dead(id))
+		return -EHOSTDOWN;
+	psl__meta_init(&m);
+	m.head = cmd;
+	m.app_id = w->c.app_id;
+	m.customer_id = w->c.customer_id;
+	m.timestamp = ts;
+	m.request = true;
+	m.push = push;
+	m.recver = id;
+	m.key = 0;
+	m.option = 0;
+	m.sid = 0;
+	if (push) {
+		m.addr = (uint64_t)(uintptr_t)vals;
+		m.val_len = (int)nv;
+	} else {
+		m.addr = (uint64_t)(uintptr_t)out_ptr;
+		m.val_len = (int)out_elems;
+	}
+	psl__kv_meta_data(&m, w->dt, nk > 0, push && lens);
+	if (nk) {
+		segs[n++] = (struct psl_van_seg){keys, nk * 8, PSL_MEM_HOST, -1, NULL};
+		segs[n++] = (struct psl_van_seg){push ? vals : NULL, push ? nv * w->esz : 0,
+						 PSL_MEM_HOST, -1, NULL};
+		if (push && lens)
+			segs[n++] = (struct psl_van_seg){lens, nk * 4, PSL_MEM_HOST, -1, NULL};
+	}
+	if (cp)
+		atomic_fetch_add(&cp->refs, 1);
+	return psl__send(&m, segs, n, cp ? &cp->ref : NULL);
+}
+
+/* ----------------------------------------------------------- requests -- */
+
+enum { OP_PUSH = 1, OP_PULL = 2 };
+
+struct job {
+	struct psl_kv_worker *w;
+	const uint64_t *keys;
+	size_t nkeys;
+	const void *vals;
+	size_t nvals;
+	const int *lens;
+	struct psl_kv_out *out;
+	int cmd;
+	struct psl__kv_copy *cp; /* copy of keys/vals/lens, or NULL */
+};
+
+static void fail_target(struct psl__customer *c, int ts, int id, int err)
+{
+	struct psl__req *r;
+	bool done = false;
+	pthread_mutex_lock(&c->mu);
+	r = psl__req_find_locked(c, ts);
+	if (r)
+		done = psl__req_answer_locked(c, r, id, err);
+	pthread_mutex_unlock(&c->mu);
+	if (done)
+		psl__req_finish(c, r);
+}
+
+static void send_all(struct job *j, int ts, int op, const struct slice *sl, int S)
+{
+	int r;
+	for (r = 0; r < S; r++) {
+		size_t nk = sl[r].k1 - sl[r].k0;
+		int rc;
+		if (!nk)
+			continue;
+		if (op == OP_PUSH) {
+			rc = send_slice(j->w, ts, r, true, j->cmd, j->keys + sl[r].k0, nk,
+					(const char *)j->vals + sl[r].v0 * j->w->esz,
+					sl[r].v1 - sl[r].v0, j->lens ? j->lens + sl[r].k0 : NULL, NULL,
+					0, j->cp);
+		} else {
+			size_t per = j->out->cap && j->nkeys && j->out->cap % j->nkeys == 0
+					     ? j->out->cap / j->nkeys
+					     : 0;
+			rc = send_slice(j->w, ts, r, false, j->cmd, j->keys + sl[r].k0, nk, NULL,
+					0, NULL,
+					(char *)j->out->vals + sl[r].k0 * per * j->w->esz,
+					nk * per, j->cp);
+		}
+		if (rc) {
+			char d[96];
+			PSL_WARN("request %d of app %d: cannot send to %s: %s", ts, j->w->c.app_id,
+				 psl__node_desc(psl_server_rank_to_id(r), d, sizeof(d)),
+				 psl_strerror(rc));
+			fail_target(&j->w->c, ts, psl_server_rank_to_id(r), rc);
+		}
+	}
+}
+
+static struct pull *pull_new(const struct job *j, const struct slice *sl, int S)
+{
+	struct pull *p = calloc(1, sizeof(*p) + (size_t)S * sizeof(p->part[0]));
+	int r;
+	if (!p)
+		return NULL;
+	p->out = j->out;
+	p->keys = j->keys;
+	p->keys_copy = j->cp;
+	p->nservers = S;
+	for (r = 0; r < S; r++) {
+		p->part[r].k0 = sl[r].k0;
+		p->part[r].k1 = sl[r].k1;
+	}
+	return p;
+}
+
+/* Registers the request(s) and sends them. Returns the timestamp. */
+static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
+{
+	struct psl__customer *c = &j->w->c;
+	int S = psl__po.cfg.num_servers, r, ts, push_ts;
+	struct slice *sl;
+	struct pull *p = NULL;
+	struct psl__req *rp = NULL, *rq = NULL, *fin[2] = {NULL, NULL};
+	int rc;
+
+	sl = calloc((size_t)S, sizeof(*sl));
+	if (!sl)
+		return -ENOMEM;
+	rc = slice_keys(j->keys, j->nkeys, (ops & OP_PUSH) ? j->nvals : 0,
+			(ops & OP_PUSH) ? j->lens : NULL, sl, S);
+	if (rc)
+		goto out;
+	if (ops & OP_PULL) {
+		p = pull_new(j, sl, S);
+		if (!p) {
+			rc = -ENOMEM;
+			goto out;
+		}
+		if (j->cp)
+			atomic_fetch_add(&j->cp->refs, 1); /* held until completion */
+	}
+
+	pthread_mutex_lock(&c->mu);
+	if (ops & OP_PUSH) {
+		rp = psl__req_new_locked(c);
+		if (!rp)
+			goto nomem;
+	}
+	if (ops & OP_PULL) {
+		rq = psl__req_new_locked(c);
+		if (!rq)
+			goto nomem;
+		rq->priv = p;
+	}
+	for (r = 0; r < S; r++) {
+		if (sl[r].k1 == sl[r].k0)
+			continue;
+		if (rp)
+			psl__req_expect_locked(c, rp, psl_server_rank_to_id(r));
+		if (rq)
+			psl__req_expect_locked(c, rq, psl_server_rank_to_id(r));
+	}
+	if (rp && rq) { /* push-pull: the pull completes after the push */
+		rp->parent = rq->ts;
+		if (rp->awaiting)
+			rq->holds = 1;
+	}
+	push_ts = rp ? rp->ts : -1;
+	if (rq) {
+		rq->cb = cb;
+		rq->arg = arg;
+		ts = rq->ts;
+	} else {
+		rp->cb = cb;
+		rp->arg = arg;
+		ts = rp->ts;
+	}
+	/* a request with no keys completes at once, as ps-lite's does */
+	if (rp && !rp->awaiting) {
+		rp->parent = -1;
+		rp->state = PSL__REQ_COMPLETING;
+		fin[0] = rp;
+	}
+	if (rq && !rq->awaiting && !rq->holds) {
+		rq->state = PSL__REQ_COMPLETING;
+		fin[1] = rq;
+	}
+	pthread_mutex_unlock(&c->mu);
+
+	if (rp && !fin[0])
+		send_all(j, push_ts, OP_PUSH, sl, S);
+	if (rq && !fin[1])
+		send_all(j, ts, OP_PULL, sl, S);
+	if (fin[0])
+		psl__req_finish(c, fin[0]);
+	if (fin[1])
+		psl__req_finish(c, fin[1]);
+	free(sl);
+	if (j->cp)
+		psl__kv_copy_put(j->cp); /* the submitter's own reference */
+	return ts;
+
+nomem:
+	/* out of memory with the tracker half-updated: only the push half
+	 * (rp) can exist here, and it has no targets yet */
+	if (rp) {
+		rp->state = PSL__REQ_COMPLETING;
+		fin[0] = rp;
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (fin[0])
+		psl__req_finish(c, fin[0]);
+	if (p && j->cp)
+		psl__kv_copy_put(j->cp);
+	rc = -ENOMEM;
+out:
+	free(p);
+	free(sl);
+	if (j->cp)
+		psl__kv_copy_put(j->cp);
+	return rc;
+}
+
+/* Copies keys (and for pushes, values and lens) into one block. */
+static int copy_job(struct job *j, bool with_vals)
+{
+	size_t kb = j->nkeys * 8, vb = with_vals ? j->nvals * j->w->esz : 0;
+	size_t lb = with_vals && j->lens ? j->nkeys * 4 : 0;
+	struct psl__kv_copy *cp = psl__kv_copy_new(kb + vb + lb + 16, 1);
+	char *d;
+	if (!cp)
+		return -ENOMEM;
+	d = psl__kv_copy_data(cp);
+	memcpy(d, j->keys, kb);
+	j->keys = (const uint64_t *)(void *)d;
+	d += kb;
+	if (vb) {
+		memcpy(d, j->vals, vb);
+		j->vals = d;
+		d += vb;
+	}
+	if (lb) {
+		d = (char *)(((uintptr_t)d + 3) & ~(uintptr_t)3);
+		memcpy(d, j->lens, lb);
+		j->lens = (const int *)(void *)d;
+	}
+	j->cp = cp;
+	return 0;
+}
+
+static int do_request(struct psl_kv_worker *w, const struct psl_kv *kv, const uint64_t *keys,
+		      size_t nkeys, struct psl_kv_out *out, int ops, bool copy, int cmd,
+		      psl_kv_cb cb, void *arg)
+{
+	struct job j = {0};
+	int rc = check_ready(w);
+	if (rc)
+		return rc;
+	if ((ops & OP_PUSH) && !kv)
+		return -EINVAL;
+	if ((ops & OP_PULL) && (!out || (out->cap && !out->vals)))
+		return -EINVAL;
+	j.w = w;
+	j.cmd = cmd;
+	j.out = out;
+	if (kv) {
+		j.keys = kv->keys;
+		j.nkeys = kv->num_keys;
+		j.vals = kv->vals;
+		j.nvals = kv->num_vals;
+		j.lens = kv->lens;
+	} else {
+		j.keys = keys;
+		j.nkeys = nkeys;
+	}
+	if ((j.nkeys && !j.keys) || (j.nvals && !j.vals))
+		return -EINVAL;
+	if (copy && j.nkeys && (rc = copy_job(&j, (ops & OP_PUSH) != 0)))
+		return rc;
+	return submit(&j, ops, cb, arg);
+}
+
+int psl_kv_push(struct psl_kv_worker *w, const struct psl_kv *kv, int cmd, psl_kv_cb cb,
+		void *arg)
+{
+	return do_request(w, kv, NULL, 0, NULL, OP_PUSH, true, cmd, cb, arg);
+}
+
+int psl_kv_zpush(struct psl_kv_worker *w, const struct psl_kv *kv, int cmd, psl_kv_cb cb,
+		 void *arg)
+{
+	return do_request(w, kv, NULL, 0, NULL, OP_PUSH, false, cmd, cb, arg);
+}
+
+int psl_kv_pull(struct psl_kv_worker *w, const uint64_t *keys, size_t num_keys,
+		struct psl_kv_out *out, int cmd, psl_kv_cb cb, void *arg)
+{
+	return do_request(w, NULL, keys, num_keys, out, OP_PULL, true, cmd, cb, arg);
+}
+
+int psl_kv_zpull(struct psl_kv_worker *w, const uint64_t *keys, size_t num_keys,
+		 struct psl_kv_out *out, int cmd, psl_kv_cb cb, void *arg)
+{
+	return do_request(w, NULL, keys, num_keys, out, OP_PULL, false, cmd, cb, arg);
+}
+
+int psl_kv_pushpull(struct psl_kv_worker *w, const struct psl_kv *kv, struct psl_kv_out *out,
+		    int cmd, psl_kv_cb cb, void *arg)
+{
+	return do_request(w, kv, NULL, 0, out, OP_PUSH | OP_PULL, true, cmd, cb, arg);
+}
+
+int psl_kv_zpushpull(struct psl_kv_worker *w, const struct psl_kv *kv, struct psl_kv_out *out,
+		     int cmd, psl_kv_cb cb, void *arg)
+{
+	return do_request(w, kv, NULL, 0, out, OP_PUSH | OP_PULL, false, cmd, cb, arg);
+}
+
+int psl_kv_wait(struct psl_kv_worker *w, int ts)
+{
+	if (!w)
+		return -EINVAL;
+	return psl__req_wait(&w->c, ts);
+}
+
+/* ---------------------------------------------------------- responses -- */
+
+static int accept_pull(struct psl_kv_worker *w, struct pull *p, const struct psl__meta *m,
+		       struct psl_van_rmsg *raw, char *why, size_t whylen)
+{
+	int rank = psl_id_to_rank(m->sender);
+	size_t nk, nv, i;
+	const struct psl_van_rseg *s = raw->segs;
+	long long sum = 0;
+
+	if (rank < 0 || rank >= p->nservers)
+		return -EPROTO;
+	nk = p->part[rank].k1 - p->part[rank].k0;
+	if (raw->nseg < 2 || raw->nseg > 3) {
+		snprintf(why, whylen, "%u data frames, expected keys, values and optional lens",
+			 raw->nseg);
+		return -EPROTO;
+	}
+	if (s[0].len != nk * 8 ||
+	    (nk && memcmp(s[0].data, p->keys + p->part[rank].k0, nk * 8) != 0)) {
+		snprintf(why, whylen, "its keys (%zu bytes) are not the %zu keys requested",
+			 s[0].len, nk);
+		return -EPROTO;
+	}
+	if (s[1].len % w->esz) {
+		snprintf(why, whylen, "%zu value bytes is not a multiple of the value size %zu",
+			 s[1].len, w->esz);
+		return -EPROTO;
+	}
+	nv = s[1].len / w->esz;
+	if (raw->nseg == 3) {
+		if (s[2].len != nk * 4) {
+			snprintf(why, whylen, "%zu lens for %zu keys", s[2].len / 4, nk);
+			return -EPROTO;
+		}
+		for (i = 0; i < nk; i++) {
+			int32_t l = psl__load_i32((const char *)s[2].data + 4 * i);
+			if (l < 0) {
+				snprintf(why, whylen, "lens[%zu]=%d is negative", i, l);
+				return -EPROTO;
+			}
+			sum += l;
+		}
+		if ((size_t)sum != nv) {
+			snprintf(why, whylen, "lens add up to %lld values but %zu came", sum, nv);
+			return -EPROTO;
+		}
+	} else if (p->out->lens && nk && nv % nk) {
+		snprintf(why, whylen, "no lens, and %zu values do not split evenly over %zu keys",
+			 nv, nk);
+		return -EPROTO;
+	}
+	p->part[rank].raw = raw;
+	return 0;
+}
+
+static void kvw_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_van_rmsg *raw)
+{
+	struct psl_kv_worker *w = (struct psl_kv_worker *)c;
+	struct psl__req *r;
+	char why[160] = "", d[96];
+	int err = 0;
+	bool done, kept = false;
+
+	if (m->request || m->simple_app) {
+		PSL_WARN("dropped a %s from %s for KV worker app %d: a worker takes only KV "
+			 "responses",
+			 m->simple_app ? "SimpleApp message" : "request",
+			 psl__node_desc(m->sender, d, sizeof(d)), c->app_id);
+		psl__raw_release(raw);
+		return;
+	}
+	pthread_mutex_lock(&c->mu);
+	r = psl__req_find_locked(c, m->timestamp);
+	if (!r || !psl__req_awaits_locked(c, r, m->sender)) {
+		pthread_mutex_unlock(&c->mu);
+		PSL_WARN("dropped a response from %s for request %d of app %d customer %d: no such "
+			 "request is waiting for that node",
+			 psl__node_desc(m->sender, d, sizeof(d)), m->timestamp, c->app_id,
+			 c->customer_id);
+		psl__raw_release(raw);
+		return;
+	}
+	if (m->option < 0 && m->option >= -4095 && raw->nseg == 0) {
+		err = m->option; /* an error reply from a pslite server */
+	} else if (r->priv) {
+		err = accept_pull(w, r->priv, m, raw, why, sizeof(why));
+		kept = err == 0;
+	}
+	done = psl__req_answer_locked(c, r, m->sender, err);
+	pthread_mutex_unlock(&c->mu);
+	if (err == -EPROTO)
+		PSL_WARN("pull response from %s for request %d is inconsistent (%s): the request "
+			 "fails with EPROTO",
+			 psl__node_desc(m->sender, d, sizeof(d)), m->timestamp, why);
+	if (!kept)
+		psl__raw_release(raw);
+	if (done)
+		psl__req_finish(c, r);
+}
+
+static void kvw_on_complete(struct psl__customer *c, struct psl__req *r)
+{
+	struct psl_kv_worker *w = (struct psl_kv_worker *)c;
+	struct pull *p = r->priv;
+	size_t total = 0, off = 0;
+	int i;
+
+	if (!p)
+		return;
+	for (i = 0; i < p->nservers; i++)
+		if (p->part[i].raw)
+			total += p->part[i].raw->segs[1].len / w->esz;
+	if (!r->status) {
+		p->out->num_vals = total;
+		if (total > p->out->cap)
+			r->status = -EMSGSIZE;
+	}
+	for (i = 0; i < p->nservers; i++) {
+		struct psl_van_rmsg *raw = p->part[i].raw;
+		size_t nk = p->part[i].k1 - p->part[i].k0, bytes;
+		if (!raw)
+			continue;
+		bytes = raw->segs[1].len;
+		if (!r->status) {
+			if (bytes)
+				memcpy((char *)p->out->vals + off * w->esz, raw->segs[1].data,
+				       bytes);
+			if (p->out->lens && nk) {
+				if (raw->nseg == 3) {
+					memcpy(p->out->lens + p->part[i].k0, raw->segs[2].data,
+					       nk * 4);
+				} else {
+					size_t k;
+					for (k = 0; k < nk; k++)
+						p->out->lens[p->part[i].k0 + k] =
+							(int)(bytes / w->esz / nk);
+				}
+			}
+		}
+		off += bytes / w->esz;
+		psl__raw_release(raw);
+	}
+	psl__kv_copy_put(p->keys_copy);
+	free(p);
+	r->priv = NULL;
+}
+
+static const struct psl__customer_ops kvw_ops = {
+	.on_msg = kvw_on_msg,
+	.on_complete = kvw_on_complete,
+};
+
+int psl_kv_worker_new(int app_id, int customer_id, enum psl_dtype dtype,
+		      struct psl_kv_worker **out)
+{
+	struct psl_kv_worker *w;
+	int rc;
+
+	if (!out || !psl_dtype_size(dtype))
+		return -EINVAL;
+	if (psl__po.state != PSL__READY)
+		return -ESHUTDOWN;
+	if (psl__po.role != PSL_WORKER) {
+		PSL_WARN("psl_kv_worker_new: this node is a %s; KV workers run on workers",
+			 psl__role_name(psl__po.role));
+		return -EPERM;
+	}
+	w = calloc(1, sizeof(*w));
+	if (!w)
+		return -ENOMEM;
+	rc = psl__customer_init(&w->c, app_id, customer_id, &kvw_ops);
+	if (rc) {
+		free(w);
+		return rc;
+	}
+	w->dt = dtype;
+	w->esz = psl_dtype_size(dtype);
+	rc = psl__customer_add(&w->c);
+	if (rc) {
+		PSL_WARN("psl_kv_worker_new: app %d customer %d already exists on this node",
+			 app_id, customer_id);
+		psl__customer_remove(&w->c);
+		free(w);
+		return rc;
+	}
+	*out = w;
+	return 0;
+}
+
+void psl_kv_worker_free(struct psl_kv_worker *w)
+{
+	if (!w)
+		return;
+	psl__customer_remove(&w->c);
+	free(w);
+}

@@ -1,0 +1,63 @@
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+#include "log.h"
+
+int psl__log_level = PSL_LOG_INFO;
+static char log_who[48] = "";
+
+static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
+
+void psl__log_init(int verbose)
+{
+	psl__log_level = PSL_LOG_INFO + (verbose < 0 ? 0 : verbose > 2 ? 2 : verbose);
+}
+
+void psl__log_set_who(const char *who)
+{
+	snprintf(log_who, sizeof(log_who), "%s", who ? who : "");
+}
+
+void psl__vlog(int level, const char *tag, const char *fmt, va_list ap)
+{
+	int saved = errno;
+	char line[2048];
+	struct timespec ts;
+	struct tm tm;
+	int n;
+
+	if (level < 0)
+		level = 0;
+	if (level > PSL_LOG_TRACE)
+		level = PSL_LOG_TRACE;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	localtime_r(&ts.tv_sec, &tm);
+	n = snprintf(line, sizeof(line), "[pslite %02d:%02d:%02d.%03ld%s%s%s%s] %s: ", tm.tm_hour,
+		     tm.tm_min, tm.tm_sec, ts.tv_nsec / 1000000, log_who[0] ? " " : "", log_who,
+		     tag ? " " : "", tag ? tag : "", level_names[level]);
+	if (n < 0)
+		n = 0;
+	if ((size_t)n < sizeof(line))
+		vsnprintf(line + n, sizeof(line) - (size_t)n, fmt, ap);
+	n = (int)strlen(line);
+	if (n > 0 && line[n - 1] != '\n' && (size_t)n + 1 < sizeof(line)) {
+		line[n++] = '\n';
+		line[n] = 0;
+	}
+	/* one write per line so that lines of several threads do not mix */
+	fputs(line, stderr);
+	errno = saved;
+}
+
+void psl__log(int level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	psl__vlog(level, NULL, fmt, ap);
+	va_end(ap);
+}

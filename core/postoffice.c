@@ -1,0 +1,524 @@
+/* The node: start-up, finalize, identity, groups and key ranges. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "control.h"
+#include "customer.h"
+#include "log.h"
+#include "postoffice.h"
+#include "resender.h"
+#include "van_host.h"
+
+struct psl__po psl__po = {
+	.mu = PTHREAD_MUTEX_INITIALIZER,
+	.cv = PTHREAD_COND_INITIALIZER,
+	.my_id = -1,
+	.my_rank = -1,
+};
+#define po psl__po
+
+static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
+
+int64_t psl__now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+/* ------------------------------------------------------ ids and groups -- */
+
+int psl_server_rank_to_id(int rank)
+{
+	return 8 + 2 * rank;
+}
+
+int psl_worker_rank_to_id(int rank)
+{
+	return 9 + 2 * rank;
+}
+
+int psl_id_to_rank(int id)
+{
+	int r = (id - 8) / 2;
+	return r > 0 ? r : 0;
+}
+
+int psl__group_members(int g, int *ids)
+{
+	int n = 0, i;
+	if (g & PSL_GROUP_WORKERS)
+		for (i = 0; i < po.cfg.num_workers; i++)
+			ids[n++] = psl_worker_rank_to_id(i);
+	if (g & PSL_GROUP_SERVERS)
+		for (i = 0; i < po.cfg.num_servers; i++)
+			ids[n++] = psl_server_rank_to_id(i);
+	if (g & PSL_GROUP_SCHEDULER)
+		ids[n++] = 1;
+	return n;
+}
+
+bool psl__group_has(int g, int id)
+{
+	if (id == 1)
+		return g & PSL_GROUP_SCHEDULER;
+	if (psl__is_server_id(id))
+		return (g & PSL_GROUP_SERVERS) && psl_id_to_rank(id) < po.cfg.num_servers;
+	if (psl__is_worker_id(id))
+		return (g & PSL_GROUP_WORKERS) && psl_id_to_rank(id) < po.cfg.num_workers;
+	return false;
+}
+
+int psl_server_key_range(int rank, uint64_t *begin, uint64_t *end)
+{
+	uint64_t q;
+	if (po.cfg.num_servers <= 0)
+		return -ESHUTDOWN;
+	if (rank < 0 || rank >= po.cfg.num_servers || !begin || !end)
+		return -EINVAL;
+	q = UINT64_MAX / (uint64_t)po.cfg.num_servers;
+	*begin = q * (uint64_t)rank;
+	*end = q * (uint64_t)(rank + 1);
+	return 0;
+}
+
+const char *psl__node_desc(int id, char *buf, size_t len)
+{
+	if (id == PSL_EMPTY) {
+		snprintf(buf, len, "an unregistered peer");
+	} else if (id == 1) {
+		snprintf(buf, len, "the scheduler (%s:%d)", po.cfg.root_uri, po.cfg.root_port);
+	} else if (id >= 8 && id <= po.max_id && po.peers && po.peers[id].known) {
+		snprintf(buf, len, "%s %d (id %d, %s:%d)", psl__is_server_id(id) ? "server" : "worker",
+			 psl_id_to_rank(id), id, po.peers[id].node.hostname, po.peers[id].node.port);
+	} else {
+		snprintf(buf, len, "node %d", id);
+	}
+	return buf;
+}
+
+bool psl__node_dead(int id)
+{
+	bool d;
+	if (id < 1 || id > po.max_id || !po.peers)
+		return true;
+	pthread_mutex_lock(&po.mu);
+	d = po.peers[id].dead;
+	pthread_mutex_unlock(&po.mu);
+	return d;
+}
+
+void psl__node_lost(int id, int err, const char *why)
+{
+	char d[96];
+	if (id < 1 || id > po.max_id)
+		return;
+	pthread_mutex_lock(&po.mu);
+	if (po.peers[id].dead || (po.state != PSL__READY && po.state != PSL__STARTING)) {
+		pthread_mutex_unlock(&po.mu);
+		return;
+	}
+	po.peers[id].dead = true;
+	po.peers[id].down_at_ms = psl__now_ms();
+	pthread_cond_broadcast(&po.cv);
+	pthread_mutex_unlock(&po.mu);
+	PSL_ERR("lost %s: %s; requests waiting on it fail with \"%s\"",
+		psl__node_desc(id, d, sizeof(d)), why, psl_strerror(err));
+	psl__resender_forget(id);
+	psl__customers_node_lost(id, err);
+	psl__control_forget_node(id);
+}
+
+/* ------------------------------------------------------------- queries -- */
+
+enum psl_role psl_my_role(void)
+{
+	return (enum psl_role)po.role;
+}
+bool psl_is_scheduler(void)
+{
+	return po.state != PSL__STOPPED && po.role == PSL_SCHEDULER;
+}
+bool psl_is_server(void)
+{
+	return po.state != PSL__STOPPED && po.role == PSL_SERVER;
+}
+bool psl_is_worker(void)
+{
+	return po.state != PSL__STOPPED && po.role == PSL_WORKER;
+}
+int psl_my_rank(void)
+{
+	return po.state == PSL__READY ? po.my_rank : -1;
+}
+int psl_my_id(void)
+{
+	return po.state == PSL__READY ? po.my_id : -1;
+}
+int psl_num_workers(void)
+{
+	return po.cfg.num_workers;
+}
+int psl_num_servers(void)
+{
+	return po.cfg.num_servers;
+}
+const char *psl_van_name(void)
+{
+	return po.lib.ops ? po.lib.ops->name : NULL;
+}
+
+int psl_barrier(int customer_id, int group)
+{
+	if (po.state != PSL__READY)
+		return -ESHUTDOWN;
+	if (group < 1 || group > 7)
+		return -EINVAL;
+	return psl__control_barrier(customer_id, group, PSL_CMD_BARRIER);
+}
+
+/* ------------------------------------------------------ start / finalize -- */
+
+static int wait_ms(int64_t ms)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	ts.tv_sec += ms / 1000;
+	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
+	if (ts.tv_nsec >= 1000000000L) {
+		ts.tv_sec++;
+		ts.tv_nsec -= 1000000000L;
+	}
+	return pthread_cond_timedwait(&po.cv, &po.mu, &ts);
+}
+
+/* Scheduler: wait until every node registered and got the list. */
+static int wait_registrations(void)
+{
+	int64_t t0 = psl__now_ms(), next_log = t0 + 10000;
+	int total = po.cfg.num_servers + po.cfg.num_workers, rc = 0;
+
+	pthread_mutex_lock(&po.mu);
+	while (!po.got_node_list && !po.start_err) {
+		int64_t now = psl__now_ms();
+		if (now - t0 > po.cfg.start_timeout_s * 1000LL || now >= next_log) {
+			int i, ns = 0, nw = 0;
+			for (i = 0; i < po.nreg; i++) {
+				if (po.reg[i].role == PSL_SERVER)
+					ns++;
+				else
+					nw++;
+			}
+			if (now - t0 > po.cfg.start_timeout_s * 1000LL) {
+				snprintf(po.start_msg, sizeof(po.start_msg),
+					 "only %d of %d servers (DMLC_NUM_SERVER) and %d of %d workers "
+					 "(DMLC_NUM_WORKER) registered within %d s (PS_START_TIMEOUT): "
+					 "start the missing nodes with DMLC_PS_ROOT_URI=%s "
+					 "DMLC_PS_ROOT_PORT=%d, or raise PS_START_TIMEOUT",
+					 ns, po.cfg.num_servers, nw, po.cfg.num_workers,
+					 po.cfg.start_timeout_s, po.cfg.root_uri, po.cfg.root_port);
+				po.start_err = -ETIMEDOUT;
+				break;
+			}
+			PSL_INFO("waiting for nodes to register: %d of %d servers, %d of %d workers",
+				 ns, po.cfg.num_servers, nw, po.cfg.num_workers);
+			next_log = now + 10000;
+		}
+		wait_ms(250);
+	}
+	rc = po.start_err;
+	pthread_mutex_unlock(&po.mu);
+	(void)total;
+	return rc;
+}
+
+/* Server or worker: reach the scheduler, register, wait for the list. */
+static int wait_node_list(void)
+{
+	int64_t t0 = psl__now_ms(), next_log = t0 + 10000;
+	int rc = 0;
+
+	pthread_mutex_lock(&po.mu);
+	while (!po.got_node_list && !po.start_err) {
+		int64_t now = psl__now_ms();
+		if (po.peers[1].dead) {
+			snprintf(po.start_msg, sizeof(po.start_msg),
+				 "lost the connection to the scheduler at %s:%d while registering",
+				 po.cfg.root_uri, po.cfg.root_port);
+			po.start_err = -ECONNRESET;
+			break;
+		}
+		if (!po.peers[1].up && now - t0 > po.cfg.connect_timeout_s * 1000LL) {
+			snprintf(po.start_msg, sizeof(po.start_msg),
+				 "cannot reach the scheduler at %s:%d (DMLC_PS_ROOT_URI, "
+				 "DMLC_PS_ROOT_PORT) within %d s (PS_CONNECT_TIMEOUT): is it running, "
+				 "and are the address and port right?",
+				 po.cfg.root_uri, po.cfg.root_port, po.cfg.connect_timeout_s);
+			po.start_err = -ETIMEDOUT;
+			break;
+		}
+		if (now - t0 > po.cfg.start_timeout_s * 1000LL) {
+			snprintf(po.start_msg, sizeof(po.start_msg),
+				 "registered with the scheduler at %s:%d, but the node list did not "
+				 "come within %d s (PS_START_TIMEOUT): are all %d servers and %d "
+				 "workers started, with the same DMLC_NUM_SERVER and DMLC_NUM_WORKER?",
+				 po.cfg.root_uri, po.cfg.root_port, po.cfg.start_timeout_s,
+				 po.cfg.num_servers, po.cfg.num_workers);
+			po.start_err = -ETIMEDOUT;
+			break;
+		}
+		if (now >= next_log) {
+			PSL_INFO("%s the scheduler at %s:%d ...",
+				 po.peers[1].up ? "registered; waiting for the other nodes via"
+						: "still trying to reach",
+				 po.cfg.root_uri, po.cfg.root_port);
+			next_log = now + 10000;
+		}
+		wait_ms(200);
+	}
+	rc = po.start_err;
+	pthread_mutex_unlock(&po.mu);
+	return rc;
+}
+
+static void teardown(void)
+{
+	int64_t t0;
+	pthread_mutex_lock(&po.mu);
+	po.state = PSL__FINALIZING;
+	pthread_mutex_unlock(&po.mu);
+	psl__timer_stop();
+	t0 = psl__now_ms();
+	if (po.van)
+		po.lib.ops->fini(po.van);
+	PSL_DBG("van stopped in %lld ms", (long long)(psl__now_ms() - t0));
+	po.van = NULL;
+	psl__customers_node_lost(0, -ESHUTDOWN);
+	psl__customer_drop_held();
+	if (po.cfg.resend)
+		psl__resender_fini();
+	psl__van_close(&po.lib);
+	psl__control_reset();
+	pthread_mutex_lock(&po.mu);
+	free(po.peers);
+	po.peers = NULL;
+	po.max_id = 0;
+	po.state = PSL__STOPPED;
+	po.my_id = -1;
+	po.my_rank = -1;
+	po.got_node_list = false;
+	po.start_err = 0;
+	po.start_msg[0] = 0;
+	po.barrier_err = 0;
+	memset(po.inst_barrier_count, 0, sizeof(po.inst_barrier_count));
+	pthread_mutex_unlock(&po.mu);
+}
+
+static const char *port_var(void)
+{
+	return po.role == PSL_SCHEDULER ? "DMLC_PS_ROOT_PORT" : "DMLC_PORT";
+}
+
+static int start_node(void)
+{
+	char err[1024];
+	struct psl_van_bind_req breq;
+	struct psl_van_bind_res bres;
+	int rc, g;
+
+	rc = psl__config_load(&po.cfg, err, sizeof(err));
+	if (rc) {
+		PSL_ERR("%s", err);
+		return rc;
+	}
+	psl__log_init(po.cfg.verbose);
+	po.role = po.cfg.role;
+	psl__log_set_who(psl__role_name(po.role));
+	po.max_id = 7 + 2 * po.cfg.num_workers;
+	if (6 + 2 * po.cfg.num_servers > po.max_id)
+		po.max_id = 6 + 2 * po.cfg.num_servers;
+	po.peers = calloc((size_t)po.max_id + 1, sizeof(*po.peers));
+	if (!po.peers)
+		return -ENOMEM;
+	if (po.role == PSL_SCHEDULER) {
+		int total = po.cfg.num_servers + po.cfg.num_workers;
+		po.reg = calloc((size_t)total, sizeof(*po.reg));
+		if (!po.reg)
+			return -ENOMEM;
+		for (g = 1; g <= 7; g++) {
+			po.barrier_senders[g] = calloc(2 * ((size_t)po.max_id + 1), sizeof(bool));
+			if (!po.barrier_senders[g])
+				return -ENOMEM;
+		}
+	}
+
+	rc = psl__van_open(po.cfg.van, &po.lib, err, sizeof(err));
+	if (rc) {
+		PSL_ERR("%s=%s: %s", po.cfg.van_var, po.cfg.van, err);
+		return rc;
+	}
+	psl__host_init(&po.host);
+	rc = po.lib.ops->init(&po.host, &po.van);
+	if (rc) {
+		po.van = NULL;
+		if (rc == -ENODEV) {
+			PSL_INFO("van '%s' (%s) found no device it can use on this machine",
+				 po.cfg.van, po.lib.path);
+			PSL_ERR("%s=%s: the '%s' van cannot run here (no device): choose another "
+				"van with DMLC_ENABLE_RDMA (pslite-info lists them)",
+				po.cfg.van_var, po.cfg.van, po.cfg.van);
+		} else {
+			PSL_ERR("%s=%s: the van failed to start: %s", po.cfg.van_var, po.cfg.van,
+				psl_strerror(rc));
+		}
+		return rc;
+	}
+	memset(&po.caps, 0, sizeof(po.caps));
+	po.caps.size = sizeof(po.caps);
+	po.lib.ops->query(po.van, &po.caps);
+	if (po.cfg.resend && (rc = psl__resender_init(po.cfg.resend_timeout_ms)))
+		return rc;
+
+	memset(&po.me, 0, sizeof(po.me));
+	po.me.role = po.role;
+	po.me.id = po.role == PSL_SCHEDULER ? 1 : PSL_EMPTY;
+	snprintf(po.me.hostname, sizeof(po.me.hostname), "%s", po.cfg.node_host);
+	po.me.aux_id = po.cfg.preferred_rank;
+	po.me.customer_id = 0;
+	po.my_id = po.me.id;
+	po.got_node_list = false;
+	po.start_err = 0;
+	atomic_store(&po.van_ts, 0);
+	po.state = PSL__STARTING;
+
+	breq = (struct psl_van_bind_req){
+		.size = sizeof(breq),
+		.role = po.role,
+		.host = po.cfg.node_host,
+		.port = po.cfg.port,
+	};
+	memset(&bres, 0, sizeof(bres));
+	if (po.role == PSL_SCHEDULER) {
+		po.peers[1].node = po.me;
+		po.peers[1].known = true;
+		po.peers[1].up = true;
+	}
+	rc = po.lib.ops->bind(po.van, &breq, &bres);
+	if (rc == -EADDRINUSE) {
+		PSL_ERR("%s=%d: port %d on %s is already in use: choose a free port%s", port_var(),
+			po.cfg.port, po.cfg.port, po.cfg.node_host,
+			po.role == PSL_SCHEDULER ? "" : ", or leave DMLC_PORT unset");
+		return rc;
+	} else if (rc) {
+		PSL_ERR("cannot listen on %s:%d: %s (check %s)", po.cfg.node_host, po.cfg.port,
+			psl_strerror(rc),
+			po.role == PSL_SCHEDULER ? "DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT"
+						 : "DMLC_NODE_HOST, DMLC_INTERFACE and DMLC_PORT");
+		return rc;
+	}
+	po.me.port = bres.port;
+	po.me.first_port = bres.port;
+	po.me.addr_len = bres.addr_len > PSL_VAN_ADDR_MAX ? PSL_VAN_ADDR_MAX : bres.addr_len;
+	memcpy(po.me.addr, bres.addr, po.me.addr_len);
+	if (po.role == PSL_SCHEDULER)
+		po.peers[1].node = po.me;
+	PSL_INFO("%s listening on %s:%d, van %s (%s)", psl__role_name(po.role), po.me.hostname,
+		 po.me.port, po.lib.ops->name, po.lib.ops->version ? po.lib.ops->version : "");
+
+	if (po.role == PSL_SCHEDULER) {
+		po.my_rank = 0;
+		rc = wait_registrations();
+	} else {
+		struct psl__node sched;
+		struct psl_van_peer p;
+		memset(&sched, 0, sizeof(sched));
+		sched.role = PSL_SCHEDULER;
+		sched.id = 1;
+		snprintf(sched.hostname, sizeof(sched.hostname), "%s", po.cfg.root_uri);
+		sched.port = po.cfg.root_port;
+		po.peers[1].node = sched;
+		p = (struct psl_van_peer){.size = sizeof(p),
+					  .id = 1,
+					  .role = PSL_SCHEDULER,
+					  .host = sched.hostname,
+					  .port = sched.port};
+		rc = po.lib.ops->connect(po.van, &p, PSL_EMPTY);
+		if (!rc)
+			rc = psl__control_register();
+		if (rc) {
+			PSL_ERR("cannot contact the scheduler at %s:%d: %s", po.cfg.root_uri,
+				po.cfg.root_port, psl_strerror(rc));
+			return rc;
+		}
+		rc = wait_node_list();
+	}
+	if (rc) {
+		PSL_ERR("%s", po.start_msg[0] ? po.start_msg : psl_strerror(rc));
+		return rc;
+	}
+	rc = psl__timer_start();
+	if (rc)
+		return rc;
+	pthread_mutex_lock(&po.mu);
+	po.state = PSL__READY;
+	pthread_cond_broadcast(&po.cv);
+	pthread_mutex_unlock(&po.mu);
+	{
+		char who[48];
+		if (po.role == PSL_SCHEDULER)
+			snprintf(who, sizeof(who), "scheduler");
+		else
+			snprintf(who, sizeof(who), "%s %d", psl__role_name(po.role), po.my_rank);
+		psl__log_set_who(who);
+	}
+	PSL_DBG("ready: id %d, %d servers, %d workers", po.my_id, po.cfg.num_servers,
+		po.cfg.num_workers);
+	return 0;
+}
+
+int psl_start(int customer_id, bool do_barrier)
+{
+	int rc;
+
+	pthread_mutex_lock(&start_mu);
+	if (po.state != PSL__READY) {
+		rc = start_node();
+		if (rc) {
+			teardown();
+			pthread_mutex_unlock(&start_mu);
+			return rc;
+		}
+	}
+	pthread_mutex_unlock(&start_mu);
+	if (!do_barrier)
+		return 0;
+	rc = psl__control_barrier(customer_id, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER);
+	if (rc)
+		PSL_ERR("the start-up barrier failed: %s", psl_strerror(rc));
+	return rc;
+}
+
+int psl_finalize(int customer_id, bool do_barrier)
+{
+	int rc = 0;
+
+	pthread_mutex_lock(&start_mu);
+	if (po.state == PSL__STOPPED) {
+		pthread_mutex_unlock(&start_mu);
+		return 0;
+	}
+	if (po.state == PSL__READY && do_barrier) {
+		rc = psl__control_barrier(customer_id, PSL_GROUP_ALL,
+					  PSL_CMD_INSTANCE_BARRIER);
+		if (rc)
+			PSL_ERR("the final barrier failed: %s", psl_strerror(rc));
+	}
+	teardown();
+	pthread_mutex_unlock(&start_mu);
+	return rc;
+}

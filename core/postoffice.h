@@ -1,0 +1,101 @@
+/* The node's shared state: configuration, identity, node table, van. */
+#ifndef PSL_CORE_POSTOFFICE_H
+#define PSL_CORE_POSTOFFICE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "env.h"
+#include "message.h"
+#include "pslite.h"
+#include "pslite/van.h"
+#include "van_loader.h"
+
+enum psl__state {
+	PSL__STOPPED = 0,
+	PSL__STARTING, /* bound, registering */
+	PSL__READY,    /* node list known */
+	PSL__FINALIZING,
+};
+
+/* One known node (indexed by id in psl__po.peers). */
+struct psl__peer {
+	struct psl__node node;
+	bool known;	/* in the node list */
+	bool up;	/* the van reported it reachable */
+	bool dead;	/* lost: requests to it fail */
+	int64_t last_heartbeat_ms;
+	int64_t down_at_ms;
+};
+
+struct psl__po {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct psl__config cfg;
+	enum psl__state state;
+	int role;
+	int my_id;
+	int my_rank;
+	struct psl__node me;
+
+	struct psl__van_lib lib;
+	struct psl_van *van;
+	struct psl_van_host host;
+	struct psl_van_caps caps;
+
+	struct psl__peer *peers; /* [0, max_id] */
+	int max_id;
+	atomic_int van_ts; /* ps-lite's per-Van control timestamp */
+
+	/* node side of start-up */
+	bool got_node_list;
+	int start_err; /* set when registration failed */
+	char start_msg[512];
+
+	/* barriers, node side */
+	unsigned barrier_gen;
+	int barrier_err; /* the scheduler was lost */
+
+	/* scheduler: registration and barrier bookkeeping */
+	struct psl__node *reg;
+	int nreg;
+	int inst_barrier_count[8];
+	bool *barrier_senders[8]; /* [group][id] */
+	int barrier_count[8];
+	int barrier_last_customer[8];
+
+	/* timer thread */
+	pthread_t timer;
+	bool timer_running;
+	bool timer_stop;
+
+	int64_t sched_last_heartbeat_ms;
+};
+
+extern struct psl__po psl__po;
+
+static inline bool psl__is_server_id(int id)
+{
+	return id >= 8 && id % 2 == 0;
+}
+static inline bool psl__is_worker_id(int id)
+{
+	return id >= 9 && id % 2 == 1;
+}
+
+int64_t psl__now_ms(void);
+
+/* Ids of the members of group g (1..7) in ps-lite's order: workers, servers,
+ * scheduler. Returns how many; ids must hold num_workers+num_servers+1. */
+int psl__group_members(int g, int *ids);
+bool psl__group_has(int g, int id);
+
+/* Marks a node lost and fails what waits on it. Takes po.mu itself. */
+void psl__node_lost(int id, int err, const char *why);
+bool psl__node_dead(int id);
+/* "server 1 (id 10, 127.0.0.1:4567)" */
+const char *psl__node_desc(int id, char *buf, size_t len);
+
+#endif

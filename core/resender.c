@@ -1,0 +1,274 @@
+/* PS_RESEND: every message but ACKs is kept until its receiver ACKs it, and
+ * resent unchanged after PS_RESEND_TIMEOUT*(1+retries) ms. Receivers ACK
+ * everything and drop what they saw before (a bounded window of signatures,
+ * where ps-lite's set grew for ever). After 10 resends ps-lite aborted; pslite
+ * declares the receiver lost, which fails the requests waiting on it. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "log.h"
+#include "postoffice.h"
+#include "resender.h"
+#include "van_host.h"
+
+#include <stdatomic.h>
+
+#define BUCKETS 4096
+#define SEEN_WINDOW 65536 /* power of two */
+#define MAX_RETRIES 10
+
+struct entry {
+	struct psl__sendref ref; /* resends in flight hold a reference */
+	atomic_int refs;
+	uint64_t sig;
+	int recver;
+	int retries;
+	int64_t sent_ms;
+	size_t meta_len;
+	uint32_t nseg;
+	struct psl_van_seg *segs;
+	struct entry *next;
+	/* meta, segment table and data follow */
+};
+
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static struct entry *table[BUCKETS];
+static int timeout_ms;
+static bool on;
+/* de-duplication: a FIFO window of signatures plus an open hash set */
+static uint64_t *seen_fifo;
+static uint64_t *seen_set; /* 2*SEEN_WINDOW slots, 0 = empty */
+static uint32_t seen_head, seen_count;
+
+static void entry_put(struct entry *e)
+{
+	if (e && atomic_fetch_sub(&e->refs, 1) == 1)
+		free(e);
+}
+
+static void entry_sent(struct psl__sendref *ref, int status)
+{
+	(void)status;
+	entry_put((struct entry *)ref);
+}
+
+static uint32_t hash(uint64_t x)
+{
+	x ^= x >> 33;
+	x *= 0xff51afd7ed558ccdull;
+	x ^= x >> 33;
+	return (uint32_t)x;
+}
+
+int psl__resender_init(int t_ms)
+{
+	pthread_mutex_lock(&mu);
+	timeout_ms = t_ms;
+	seen_fifo = calloc(SEEN_WINDOW, sizeof(uint64_t));
+	seen_set = calloc(2 * SEEN_WINDOW, sizeof(uint64_t));
+	seen_head = seen_count = 0;
+	on = seen_fifo && seen_set;
+	pthread_mutex_unlock(&mu);
+	return on ? 0 : -ENOMEM;
+}
+
+void psl__resender_fini(void)
+{
+	int i;
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < BUCKETS; i++) {
+		while (table[i]) {
+			struct entry *e = table[i];
+			table[i] = e->next;
+			entry_put(e);
+		}
+	}
+	free(seen_fifo);
+	free(seen_set);
+	seen_fifo = seen_set = NULL;
+	on = false;
+	pthread_mutex_unlock(&mu);
+}
+
+void psl__resender_on_send(const struct psl__meta *m, const void *meta, size_t meta_len,
+			   const struct psl_van_seg *segs, uint32_t nseg)
+{
+	uint64_t sig = psl__msg_sig(m->app_id, psl__po.my_id, m->recver, m->timestamp, m->request);
+	size_t data = 0, off;
+	uint32_t i, b = hash(sig) % BUCKETS;
+	struct entry *e;
+	char *p;
+
+	for (i = 0; i < nseg; i++)
+		data += (segs[i].len + 7) & ~(size_t)7;
+	pthread_mutex_lock(&mu);
+	if (!on) {
+		pthread_mutex_unlock(&mu);
+		return;
+	}
+	for (e = table[b]; e; e = e->next)
+		if (e->sig == sig) { /* a resend of a message already kept */
+			pthread_mutex_unlock(&mu);
+			return;
+		}
+	pthread_mutex_unlock(&mu);
+
+	off = (sizeof(*e) + meta_len + 7) & ~(size_t)7;
+	e = malloc(off + nseg * sizeof(struct psl_van_seg) + data);
+	if (!e)
+		return;
+	e->ref.done = entry_sent;
+	atomic_init(&e->refs, 1);
+	e->sig = sig;
+	e->recver = m->recver;
+	e->retries = 0;
+	e->sent_ms = psl__now_ms();
+	e->meta_len = meta_len;
+	e->nseg = nseg;
+	memcpy(e + 1, meta, meta_len);
+	e->segs = (struct psl_van_seg *)(void *)((char *)e + off);
+	p = (char *)(e->segs + nseg);
+	for (i = 0; i < nseg; i++) {
+		e->segs[i] = segs[i];
+		e->segs[i].data = p;
+		e->segs[i].mr = NULL;
+		if (segs[i].len)
+			memcpy(p, segs[i].data, segs[i].len);
+		p += (segs[i].len + 7) & ~(size_t)7;
+	}
+	pthread_mutex_lock(&mu);
+	e->next = table[b];
+	table[b] = e;
+	pthread_mutex_unlock(&mu);
+}
+
+static bool seen_check_add(uint64_t sig)
+{
+	uint32_t mask = 2 * SEEN_WINDOW - 1, s;
+	uint64_t key = sig ? sig : 1; /* 0 marks an empty slot */
+
+	for (s = hash(key) & mask; seen_set[s]; s = (s + 1) & mask)
+		if (seen_set[s] == key)
+			return true;
+	if (seen_count == SEEN_WINDOW) {
+		/* evict the oldest, re-inserting the run that follows it */
+		uint64_t old = seen_fifo[seen_head];
+		uint32_t j;
+		for (j = hash(old) & mask; seen_set[j] != old; j = (j + 1) & mask)
+			;
+		seen_set[j] = 0;
+		for (j = (j + 1) & mask; seen_set[j]; j = (j + 1) & mask) {
+			uint64_t k = seen_set[j];
+			uint32_t t;
+			seen_set[j] = 0;
+			for (t = hash(k) & mask; seen_set[t]; t = (t + 1) & mask)
+				;
+			seen_set[t] = k;
+		}
+		seen_count--;
+		for (s = hash(key) & mask; seen_set[s]; s = (s + 1) & mask)
+			;
+	}
+	seen_set[s] = key;
+	seen_fifo[(seen_head + seen_count) % SEEN_WINDOW] = key;
+	if (seen_count < SEEN_WINDOW)
+		seen_count++;
+	else
+		seen_head = (seen_head + 1) % SEEN_WINDOW;
+	return false;
+}
+
+bool psl__resender_on_recv(const struct psl__meta *m)
+{
+	struct psl__meta ack;
+	uint64_t sig;
+	bool dup;
+
+	if (m->cmd == PSL_CMD_ACK) {
+		uint32_t b = hash(m->msg_sig) % BUCKETS;
+		struct entry **pp, *e = NULL;
+		pthread_mutex_lock(&mu);
+		for (pp = &table[b]; *pp; pp = &(*pp)->next) {
+			if ((*pp)->sig == m->msg_sig) {
+				e = *pp;
+				*pp = e->next;
+				break;
+			}
+		}
+		pthread_mutex_unlock(&mu);
+		entry_put(e);
+		return true;
+	}
+	if (m->sender == PSL_EMPTY)
+		return false; /* an anonymous peer cannot be ACKed */
+	sig = psl__msg_sig(m->app_id, m->sender, psl__po.my_id, m->timestamp, m->request);
+	psl__meta_init(&ack);
+	ack.cmd = PSL_CMD_ACK;
+	ack.msg_sig = sig;
+	ack.recver = m->sender;
+	psl__send(&ack, NULL, 0, NULL);
+	pthread_mutex_lock(&mu);
+	dup = on && seen_check_add(sig);
+	pthread_mutex_unlock(&mu);
+	if (dup)
+		PSL_DBG("dropped a duplicate %s from node %d (ts %d)", psl__cmd_name(m->cmd),
+			m->sender, m->timestamp);
+	return dup;
+}
+
+void psl__resender_forget(int id)
+{
+	int i;
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < BUCKETS; i++) {
+		struct entry **pp = &table[i];
+		while (*pp) {
+			struct entry *e = *pp;
+			if (e->recver == id) {
+				*pp = e->next;
+				entry_put(e);
+			} else {
+				pp = &e->next;
+			}
+		}
+	}
+	pthread_mutex_unlock(&mu);
+}
+
+void psl__resender_tick(int64_t now)
+{
+	int i, lost = -1;
+
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < BUCKETS && lost < 0; i++) {
+		struct entry *e;
+		for (e = table[i]; e; e = e->next) {
+			if (now - e->sent_ms <= (int64_t)timeout_ms * (1 + e->retries))
+				continue;
+			if (e->retries >= MAX_RETRIES) {
+				lost = e->recver;
+				break;
+			}
+			e->retries++;
+			PSL_DBG("resending a message to node %d (try %d)", e->recver, e->retries);
+			/* the van copies the meta; the segments stay until the van is
+			 * done with them, even if the ACK comes first */
+			atomic_fetch_add(&e->refs, 1);
+			if (psl__po.lib.ops->send(psl__po.van, e->recver, e + 1, e->meta_len,
+						  e->segs, e->nseg, &e->ref))
+				atomic_fetch_sub(&e->refs, 1);
+		}
+	}
+	pthread_mutex_unlock(&mu);
+	if (lost >= 0) {
+		char why[128];
+		snprintf(why, sizeof(why), "no ACK after %d resends (PS_RESEND_TIMEOUT=%d ms)",
+			 MAX_RETRIES, timeout_ms);
+		psl__resender_forget(lost);
+		psl__node_lost(lost, -ETIMEDOUT, why);
+	}
+}

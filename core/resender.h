@@ -1,0 +1,24 @@
+/* ps-lite's resender (PS_RESEND): ACKs, resends, de-duplication. */
+#ifndef PSL_CORE_RESENDER_H
+#define PSL_CORE_RESENDER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "message.h"
+#include "pslite/van.h"
+
+int psl__resender_init(int timeout_ms);
+void psl__resender_fini(void);
+/* Keeps a copy of an outgoing message until it is ACKed. */
+void psl__resender_on_send(const struct psl__meta *m, const void *meta, size_t meta_len,
+			   const struct psl_van_seg *segs, uint32_t nseg);
+/* For a received message: handles an ACK, or ACKs it. Returns true if the
+ * message must not be processed further (an ACK, or a duplicate). */
+bool psl__resender_on_recv(const struct psl__meta *m);
+/* Resends what is overdue; gives up on a peer after 10 resends. */
+void psl__resender_tick(int64_t now_ms);
+/* Drops what waits for node id (it was lost). */
+void psl__resender_forget(int id);
+
+#endif

@@ -1,0 +1,210 @@
+/* SimpleApp: request/response with a head and a body (ps-lite's SimpleApp). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "customer.h"
+#include "log.h"
+#include "postoffice.h"
+#include "van_host.h"
+
+struct psl_simple_app {
+	struct psl__customer c;
+	psl_simple_handler on_request;
+	psl_simple_handler on_response;
+	void *arg;
+};
+
+static int send_msg(struct psl_simple_app *app, int recver, int head, const void *body,
+		    size_t len, bool request, int customer_id, int ts)
+{
+	struct psl__meta m;
+	psl__meta_init(&m);
+	m.head = head;
+	m.app_id = app->c.app_id;
+	m.customer_id = customer_id;
+	m.timestamp = ts;
+	m.request = request;
+	m.simple_app = true;
+	m.body = body;
+	m.body_size = (int)len;
+	m.recver = recver;
+	m.key = 0;
+	m.val_len = 0;
+	m.option = 0;
+	m.sid = 0;
+	return psl__send(&m, NULL, 0, NULL);
+}
+
+int psl_simple_request(struct psl_simple_app *app, int head, const void *body, size_t len,
+		       int recv_id)
+{
+	struct psl__customer *c;
+	struct psl__req *r;
+	int *ids, n, i, ts;
+	bool done = false;
+
+	if (!app || (len && !body) || len > 0x7fffffff)
+		return -EINVAL;
+	if (psl__po.state != PSL__READY)
+		return -ESHUTDOWN;
+	c = &app->c;
+	ids = malloc(sizeof(int) * (size_t)(psl__po.cfg.num_workers + psl__po.cfg.num_servers + 1));
+	if (!ids)
+		return -ENOMEM;
+	if (recv_id >= 1 && recv_id <= 7) {
+		n = psl__group_members(recv_id, ids);
+	} else if (recv_id >= 8 && recv_id <= psl__po.max_id && psl__po.peers[recv_id].known) {
+		ids[0] = recv_id;
+		n = 1;
+	} else {
+		PSL_WARN("psl_simple_request: %d is neither a node group (1-7) nor a node id of "
+			 "this job",
+			 recv_id);
+		free(ids);
+		return -EINVAL;
+	}
+	pthread_mutex_lock(&c->mu);
+	r = psl__req_new_locked(c);
+	if (!r) {
+		pthread_mutex_unlock(&c->mu);
+		free(ids);
+		return -ENOMEM;
+	}
+	for (i = 0; i < n; i++)
+		psl__req_expect_locked(c, r, ids[i]);
+	ts = r->ts;
+	if (!r->awaiting) {
+		r->state = PSL__REQ_COMPLETING;
+		done = true;
+	}
+	pthread_mutex_unlock(&c->mu);
+	if (done) {
+		psl__req_finish(c, r);
+		free(ids);
+		return ts;
+	}
+	for (i = 0; i < n; i++) {
+		int rc = psl__node_dead(ids[i])
+				 ? -EHOSTDOWN
+				 : send_msg(app, ids[i], head, body, len, true, c->customer_id, ts);
+		if (rc) {
+			pthread_mutex_lock(&c->mu);
+			r = psl__req_find_locked(c, ts);
+			done = r && psl__req_answer_locked(c, r, ids[i], rc);
+			pthread_mutex_unlock(&c->mu);
+			if (done)
+				psl__req_finish(c, r);
+		}
+	}
+	free(ids);
+	return ts;
+}
+
+int psl_simple_respond(struct psl_simple_app *app, const struct psl_simple_msg *req,
+		       const void *body, size_t len)
+{
+	if (!app || !req || (len && !body) || len > 0x7fffffff)
+		return -EINVAL;
+	return send_msg(app, req->sender, req->head, body, len, false, req->customer_id,
+			req->timestamp);
+}
+
+int psl_simple_wait(struct psl_simple_app *app, int ts)
+{
+	if (!app)
+		return -EINVAL;
+	return psl__req_wait(&app->c, ts);
+}
+
+static void sa_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_van_rmsg *raw)
+{
+	struct psl_simple_app *app = (struct psl_simple_app *)c;
+	struct psl_simple_msg msg = {
+		.head = m->head,
+		.body = m->body,
+		.body_len = (size_t)m->body_size,
+		.sender = m->sender,
+		.timestamp = m->timestamp,
+		.app_id = m->app_id,
+		.customer_id = m->customer_id,
+		.request = m->request,
+	};
+	char d[96];
+
+	if (m->request) {
+		if (app->on_request)
+			app->on_request(app, &msg, app->arg);
+		else
+			psl_simple_respond(app, &msg, NULL, 0);
+	} else {
+		struct psl__req *r;
+		bool done;
+		pthread_mutex_lock(&c->mu);
+		r = psl__req_find_locked(c, m->timestamp);
+		if (!r || !psl__req_awaits_locked(c, r, m->sender)) {
+			pthread_mutex_unlock(&c->mu);
+			PSL_WARN("dropped a SimpleApp response from %s for request %d of app %d: "
+				 "no such request is waiting for that node",
+				 psl__node_desc(m->sender, d, sizeof(d)), m->timestamp, c->app_id);
+			psl__raw_release(raw);
+			return;
+		}
+		pthread_mutex_unlock(&c->mu);
+		if (app->on_response)
+			app->on_response(app, &msg, app->arg);
+		pthread_mutex_lock(&c->mu);
+		r = psl__req_find_locked(c, m->timestamp);
+		done = r && psl__req_answer_locked(c, r, m->sender, 0);
+		pthread_mutex_unlock(&c->mu);
+		if (done)
+			psl__req_finish(c, r);
+	}
+	psl__raw_release(raw);
+}
+
+static const struct psl__customer_ops sa_ops = {
+	.on_msg = sa_on_msg,
+};
+
+int psl_simple_app_new(int app_id, int customer_id, psl_simple_handler on_request,
+		       psl_simple_handler on_response, void *arg, struct psl_simple_app **out)
+{
+	struct psl_simple_app *app;
+	int rc;
+
+	if (!out)
+		return -EINVAL;
+	if (psl__po.state != PSL__READY)
+		return -ESHUTDOWN;
+	app = calloc(1, sizeof(*app));
+	if (!app)
+		return -ENOMEM;
+	rc = psl__customer_init(&app->c, app_id, customer_id, &sa_ops);
+	if (rc) {
+		free(app);
+		return rc;
+	}
+	app->on_request = on_request;
+	app->on_response = on_response;
+	app->arg = arg;
+	rc = psl__customer_add(&app->c);
+	if (rc) {
+		psl__customer_remove(&app->c);
+		free(app);
+		return rc;
+	}
+	*out = app;
+	return 0;
+}
+
+void psl_simple_app_free(struct psl_simple_app *app)
+{
+	if (!app)
+		return;
+	psl__customer_remove(&app->c);
+	free(app);
+}

@@ -1,0 +1,227 @@
+/* The core side of the van ABI: encoding and sending, and the receive
+ * callback that checks every message before it is used. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control.h"
+#include "customer.h"
+#include "log.h"
+#include "postoffice.h"
+#include "resender.h"
+#include "van_host.h"
+
+static void host_vlog(void *ctx, int level, const char *van, const char *fmt, va_list ap)
+{
+	(void)ctx;
+	if (level <= psl__log_level)
+		psl__vlog(level, van, fmt, ap);
+}
+
+static const char *host_param(void *ctx, const char *name)
+{
+	(void)ctx;
+	return getenv(name);
+}
+
+static void host_send_done(void *ctx, void *cookie, int status)
+{
+	struct psl__sendref *ref = cookie;
+	(void)ctx;
+	if (ref)
+		ref->done(ref, status);
+}
+
+static void host_peer_event(void *ctx, int32_t id, int event, int err, const char *detail)
+{
+	(void)ctx;
+	psl__control_peer_event(id, event, err, detail);
+}
+
+/* At most a few warnings a second about malformed input, so that a flood of
+ * garbage cannot flood the log. */
+static bool warn_allowed(void)
+{
+	static atomic_long window;
+	static atomic_int count;
+	long now = (long)(psl__now_ms() / 1000);
+	if (atomic_exchange(&window, now) != now)
+		atomic_store(&count, 0);
+	return atomic_fetch_add(&count, 1) < 5;
+}
+
+static void trace_msg(const char *dir, const struct psl__meta *m, uint32_t nseg, int peer)
+{
+	PSL_TRACE("%s node %d: %s app %d cust %d ts %d %s%s%s head %d frames %u", dir, peer,
+		  psl__cmd_name(m->cmd), m->app_id, m->customer_id, m->timestamp,
+		  m->request ? "request" : "response", m->push ? " push" : "",
+		  m->simple_app ? " simple" : "", m->head, nseg);
+}
+
+static void host_recv(void *ctx, struct psl_van_rmsg *raw)
+{
+	struct psl__meta m;
+	char why[256];
+	int rc;
+	(void)ctx;
+
+	rc = psl__meta_decode(raw->meta, raw->meta_len, &m, why, sizeof(why));
+	if (rc) {
+		if (warn_allowed()) {
+			char d[96];
+			PSL_WARN("dropped a malformed message from %s: %s",
+				 psl__node_desc(raw->sender, d, sizeof(d)), why);
+		}
+		psl__raw_release(raw);
+		return;
+	}
+	m.sender = raw->sender;
+	m.recver = psl__po.my_id;
+	if (psl__log_level >= PSL_LOG_TRACE)
+		trace_msg("from", &m, raw->nseg, m.sender);
+	if (psl__po.cfg.resend && psl__po.state >= PSL__READY && m.cmd != PSL_CMD_TERMINATE &&
+	    psl__resender_on_recv(&m)) {
+		psl__meta_clear(&m);
+		psl__raw_release(raw);
+		return;
+	}
+	if (m.cmd != PSL_CMD_EMPTY) {
+		psl__control_handle(&m, raw->nseg);
+		psl__meta_clear(&m);
+		psl__raw_release(raw);
+		return;
+	}
+	if (m.sender != 1 && !(m.sender >= 8 && m.sender <= psl__po.max_id &&
+			       psl__po.peers[m.sender].known)) {
+		if (warn_allowed()) {
+			char d[96];
+			PSL_WARN("dropped a data message from %s: not a node of this job",
+				 psl__node_desc(m.sender, d, sizeof(d)));
+		}
+		psl__raw_release(raw);
+		return;
+	}
+	psl__customer_dispatch(&m, raw);
+}
+
+void psl__host_init(struct psl_van_host *h)
+{
+	memset(h, 0, sizeof(*h));
+	h->abi_version = PSL_VAN_ABI_VERSION;
+	h->size = sizeof(*h);
+	h->ctx = &psl__po;
+	h->log_level = psl__log_level;
+	h->vlog = host_vlog;
+	h->param = host_param;
+	h->recv = host_recv;
+	h->send_done = host_send_done;
+	h->peer_event = host_peer_event;
+}
+
+/* ------------------------------------------------------------ loopback -- */
+
+/* A message a node sends to itself (a SimpleApp request to a group it is in,
+ * say) does not cross the van. */
+struct loop_msg {
+	struct psl_van_rmsg raw;
+	struct psl_van_rseg segs[4];
+};
+
+static void loop_release(struct psl_van_rmsg *raw)
+{
+	free(raw);
+}
+
+static int loopback(const void *meta, size_t meta_len, const struct psl_van_seg *segs,
+		    uint32_t nseg)
+{
+	size_t data = 0, off;
+	uint32_t i;
+	struct loop_msg *lm;
+	char *p;
+
+	if (nseg > 4)
+		return -EINVAL;
+	for (i = 0; i < nseg; i++) {
+		if (segs[i].mem_type != PSL_MEM_HOST)
+			return -EINVAL;
+		data += (segs[i].len + 7) & ~(size_t)7;
+	}
+	off = (sizeof(*lm) + 7) & ~(size_t)7;
+	lm = malloc(off + ((meta_len + 7) & ~(size_t)7) + data);
+	if (!lm)
+		return -ENOMEM;
+	p = (char *)lm + off;
+	memcpy(p, meta, meta_len);
+	lm->raw.meta = p;
+	lm->raw.meta_len = meta_len;
+	p += (meta_len + 7) & ~(size_t)7;
+	for (i = 0; i < nseg; i++) {
+		if (segs[i].len)
+			memcpy(p, segs[i].data, segs[i].len);
+		lm->segs[i] = (struct psl_van_rseg){p, segs[i].len, PSL_MEM_HOST, -1};
+		p += (segs[i].len + 7) & ~(size_t)7;
+	}
+	lm->raw.sender = psl__po.my_id;
+	lm->raw.nseg = nseg;
+	lm->raw.segs = lm->segs;
+	lm->raw.release = loop_release;
+	host_recv(NULL, &lm->raw);
+	return 0;
+}
+
+/* ---------------------------------------------------------------- send -- */
+
+int psl__send(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg,
+	      struct psl__sendref *ref)
+{
+	uint8_t stack[2048];
+	uint8_t *buf = stack;
+	size_t len, data = 0;
+	uint32_t i;
+	int rc;
+
+	if (!psl__po.van) {
+		rc = -ESHUTDOWN;
+		goto out;
+	}
+	for (i = 0; i < nseg; i++)
+		data += segs[i].len;
+	if (m->cmd == PSL_CMD_EMPTY)
+		m->data_size = data > 0x7fffffff ? 0x7fffffff : (int)data;
+	len = psl__meta_size(m);
+	if (len > sizeof(stack) && !(buf = malloc(len))) {
+		rc = -ENOMEM;
+		goto out;
+	}
+	psl__meta_encode(m, buf);
+	if (psl__log_level >= PSL_LOG_TRACE)
+		trace_msg("to", m, nseg, m->recver);
+	if (psl__po.cfg.resend && psl__po.state >= PSL__READY && m->cmd != PSL_CMD_ACK)
+		psl__resender_on_send(m, buf, len, segs, nseg);
+	if (m->recver == psl__po.my_id && psl__po.my_id != PSL_EMPTY) {
+		rc = loopback(buf, len, segs, nseg);
+		if (!rc && ref)
+			ref->done(ref, 0);
+		if (buf != stack)
+			free(buf);
+		return rc;
+	}
+	rc = psl__po.lib.ops->send(psl__po.van, m->recver, buf, len, segs, nseg, ref);
+	if (buf != stack)
+		free(buf);
+out:
+	if (rc && ref)
+		ref->done(ref, rc);
+	return rc;
+}
+
+int psl__send_control(struct psl__meta *m, bool ts_next)
+{
+	if (ts_next)
+		m->timestamp = atomic_fetch_add(&psl__po.van_ts, 1);
+	return psl__send(m, NULL, 0, NULL);
+}

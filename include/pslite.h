@@ -1,0 +1,284 @@
+/*
+ * pslite: the ps-lite parameter server, in C.
+ *
+ * One process is one node: a scheduler, a server or a worker, chosen and
+ * configured by ps-lite's environment variables (DMLC_ROLE, DMLC_PS_ROOT_URI,
+ * DMLC_PS_ROOT_PORT, DMLC_NUM_WORKER, DMLC_NUM_SERVER, ...). The transport is
+ * a plugin ("van") picked with DMLC_ENABLE_RDMA.
+ *
+ * Every function returns 0 (or a non-negative value) on success and a negative
+ * errno on failure; psl_strerror() explains any of them. Nothing here aborts
+ * the process on bad input or on a peer's fault.
+ *
+ * The equivalents of ps-lite's C++ API:
+ *   ps::StartPS / Finalize          psl_start / psl_finalize
+ *   ps::MyRank, NumWorkers, ...     psl_my_rank, psl_num_workers, ...
+ *   Postoffice::Barrier             psl_barrier
+ *   KVWorker<Val>                   struct psl_kv_worker (psl_kv_push, _pull, ...)
+ *   KVServer<Val>                   struct psl_kv_server (handler + psl_kv_respond)
+ *   SimpleApp                       struct psl_simple_app
+ */
+#ifndef PSLITE_H
+#define PSLITE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define PSL_EXPORT __attribute__((visibility("default")))
+#else
+#define PSL_EXPORT
+#endif
+
+#define PSL_VERSION_MAJOR 0
+#define PSL_VERSION_MINOR 1
+#define PSL_VERSION_PATCH 0
+#define PSL_VERSION_STRING "0.1.0"
+
+/* ---------------------------------------------------------------- nodes -- */
+
+enum psl_role {
+	PSL_SERVER = 0,
+	PSL_WORKER = 1,
+	PSL_SCHEDULER = 2,
+};
+
+/* Node groups (ps-lite's kScheduler, kServerGroup, kWorkerGroup), or-able. */
+#define PSL_GROUP_SCHEDULER 1
+#define PSL_GROUP_SERVERS 2
+#define PSL_GROUP_WORKERS 4
+#define PSL_GROUP_ALL 7
+
+/* Start this node: read the environment, load the van, register with the
+ * scheduler and (if do_barrier) wait until every node has started.
+ * customer_id is ps-lite's Start() customer id, normally 0. */
+PSL_EXPORT int psl_start(int customer_id, bool do_barrier);
+
+/* Stop this node: (if do_barrier) wait until every node has called finalize,
+ * then close every connection and unload the van. Safe to call after a failed
+ * psl_start. */
+PSL_EXPORT int psl_finalize(int customer_id, bool do_barrier);
+
+/* Block until every node of group (PSL_GROUP_*) has called it. */
+PSL_EXPORT int psl_barrier(int customer_id, int group);
+
+PSL_EXPORT enum psl_role psl_my_role(void);
+PSL_EXPORT bool psl_is_scheduler(void);
+PSL_EXPORT bool psl_is_server(void);
+PSL_EXPORT bool psl_is_worker(void);
+/* Rank among the nodes of the same role (0-based), -1 before start. */
+PSL_EXPORT int psl_my_rank(void);
+/* Node id assigned by the scheduler (1, 8, 9, 10, ...), -1 before start. */
+PSL_EXPORT int psl_my_id(void);
+PSL_EXPORT int psl_num_workers(void);
+PSL_EXPORT int psl_num_servers(void);
+/* ps-lite's id <-> rank mapping. */
+PSL_EXPORT int psl_server_rank_to_id(int rank);
+PSL_EXPORT int psl_worker_rank_to_id(int rank);
+PSL_EXPORT int psl_id_to_rank(int id);
+
+/* The key range [*begin, *end) that server `rank` holds, as ps-lite splits
+ * the 64-bit key space: q = (2^64-1) / num_servers, server i holds
+ * [q*i, q*(i+1)). Small integer keys therefore all land on server 0. */
+PSL_EXPORT int psl_server_key_range(int rank, uint64_t *begin, uint64_t *end);
+
+/* Text for an error code returned by any psl_ function. */
+PSL_EXPORT const char *psl_strerror(int err);
+
+/* Name of the van this node runs on ("zmq", "ucx", ...), NULL before start. */
+PSL_EXPORT const char *psl_van_name(void);
+
+/* ---------------------------------------------------------------- vans -- */
+
+/* What psl_van_probe found about one van_<name>.so. */
+struct psl_van_info {
+	const char *name;	 /* from the file name */
+	const char *path;
+	int status;		 /* 0: loads and starts here; else why not (-errno) */
+	const char *error;	 /* one line saying why not, or "" */
+	const char *version;	 /* the van's own version string, or "" */
+	const char *description;
+	unsigned abi_major, abi_minor;
+	uint32_t caps;		 /* PSL_VAN_CAP_* from pslite/van.h */
+	uint64_t max_msg_size;	 /* 0 = no limit */
+	const char *transports;	 /* what the van found on this machine */
+	bool shadowed;		 /* an earlier folder of the search path has this van */
+};
+
+typedef void (*psl_van_info_cb)(const struct psl_van_info *info, void *arg);
+
+/* Loads, starts and queries every van_*.so on the van search path (without
+ * joining a job) and reports each to cb. Returns how many were found. */
+PSL_EXPORT int psl_van_probe(psl_van_info_cb cb, void *arg);
+/* The van search path, folders separated by ':' (PS_VAN_PATH first). */
+PSL_EXPORT const char *psl_van_search_path(void);
+
+/* ------------------------------------------------------------ key-value -- */
+
+/* Value types (the wire's DataType numbers). */
+enum psl_dtype {
+	PSL_INT8 = 1,
+	PSL_INT16 = 2,
+	PSL_INT32 = 3,
+	PSL_INT64 = 4,
+	PSL_UINT8 = 5,
+	PSL_UINT16 = 6,
+	PSL_UINT32 = 7,
+	PSL_UINT64 = 8,
+	PSL_FLOAT32 = 9,
+	PSL_FLOAT64 = 10,
+	PSL_BYTES = 11, /* char / opaque bytes: ps-lite's OTHER */
+};
+
+/* Size in bytes of one value of type dt, 0 if dt is unknown. */
+PSL_EXPORT size_t psl_dtype_size(enum psl_dtype dt);
+
+/* A list of keys (sorted ascending) with their values. Without lens, every key
+ * has num_vals / num_keys values; with lens, key i has lens[i] values. */
+struct psl_kv {
+	const uint64_t *keys;
+	size_t num_keys;
+	void *vals;	 /* num_vals values of the worker's or server's dtype */
+	size_t num_vals;
+	int *lens;	 /* NULL, or num_keys counts */
+};
+
+/* Where a pull puts what it receives. vals has room for cap values; on
+ * completion num_vals holds how many arrived (if more than cap arrived, the
+ * request fails with -EMSGSIZE and num_vals says how many were needed). lens,
+ * if not NULL, receives one count per key. */
+struct psl_kv_out {
+	void *vals;
+	size_t cap;
+	size_t num_vals;
+	int *lens;
+};
+
+/* Completion callback: ts is the request's timestamp, status 0 or -errno.
+ * Runs on a pslite receive thread: it may start new requests but must not
+ * wait for one. */
+typedef void (*psl_kv_cb)(int ts, int status, void *arg);
+
+struct psl_kv_worker;
+
+/* ps-lite's KVWorker<Val>(app_id, customer_id). */
+PSL_EXPORT int psl_kv_worker_new(int app_id, int customer_id, enum psl_dtype dtype,
+				 struct psl_kv_worker **out);
+/* Waits for the worker's outstanding requests, then frees it. */
+PSL_EXPORT void psl_kv_worker_free(struct psl_kv_worker *w);
+
+/*
+ * Requests. Each returns the request's timestamp (>= 0), or a negative errno
+ * if it could not be sent at all (then the callback is not called).
+ * Completion is reported once, through cb (may be NULL) and psl_kv_wait.
+ *
+ * push/pull/pushpull copy the keys, values and lens before returning. The
+ * z-forms (zero-copy) use the caller's memory directly: it must stay valid
+ * and unchanged until the request completes.
+ * For pulls, `out` (and its buffers) must stay valid until completion in both
+ * forms. cmd is the application's command, carried as the meta's head.
+ */
+PSL_EXPORT int psl_kv_push(struct psl_kv_worker *w, const struct psl_kv *kv, int cmd,
+			   psl_kv_cb cb, void *arg);
+PSL_EXPORT int psl_kv_zpush(struct psl_kv_worker *w, const struct psl_kv *kv, int cmd,
+			    psl_kv_cb cb, void *arg);
+PSL_EXPORT int psl_kv_pull(struct psl_kv_worker *w, const uint64_t *keys, size_t num_keys,
+			   struct psl_kv_out *out, int cmd, psl_kv_cb cb, void *arg);
+PSL_EXPORT int psl_kv_zpull(struct psl_kv_worker *w, const uint64_t *keys, size_t num_keys,
+			    struct psl_kv_out *out, int cmd, psl_kv_cb cb, void *arg);
+/* Push kv, then pull the same keys into out, as one request: both messages
+ * leave at once and the request completes when both are answered. */
+PSL_EXPORT int psl_kv_pushpull(struct psl_kv_worker *w, const struct psl_kv *kv,
+			       struct psl_kv_out *out, int cmd, psl_kv_cb cb, void *arg);
+PSL_EXPORT int psl_kv_zpushpull(struct psl_kv_worker *w, const struct psl_kv *kv,
+				struct psl_kv_out *out, int cmd, psl_kv_cb cb, void *arg);
+/* Wait for request ts; returns its status (0, or the error it failed with). A
+ * timestamp that completed long ago returns 0. */
+PSL_EXPORT int psl_kv_wait(struct psl_kv_worker *w, int ts);
+
+/* What a server's handler sees of a request. */
+struct psl_kv_meta {
+	int cmd;	 /* the worker's cmd (meta head) */
+	bool push;	 /* push request (data in kv) */
+	bool pull;	 /* pull request (answer with data) */
+	int sender;	 /* the worker's node id */
+	int timestamp;
+	int app_id;
+	int customer_id;
+	uint64_t key, addr; /* echoed as they came */
+	int val_len, option;
+};
+
+struct psl_kv_request {
+	struct psl_kv_meta meta;
+	struct psl_kv kv; /* the request's keys, values and lens (pull: keys only);
+			     valid until the request is answered */
+};
+
+struct psl_kv_server;
+
+/* Called for each request, on a pslite receive thread. The handler (or any
+ * thread it hands req to) must answer with exactly one psl_kv_respond* call,
+ * which frees req. */
+typedef void (*psl_kv_handler)(struct psl_kv_server *s, struct psl_kv_request *req, void *arg);
+
+/* ps-lite's KVServer<Val>(app_id) with its request handler set at once. */
+PSL_EXPORT int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler,
+				 void *arg, struct psl_kv_server **out);
+PSL_EXPORT void psl_kv_server_free(struct psl_kv_server *s);
+
+/* Answer req. res is NULL for a push; for a pull, the keys, values and
+ * (optional) lens to send back, copied before return. Frees req. */
+PSL_EXPORT int psl_kv_respond(struct psl_kv_request *req, const struct psl_kv *res);
+/* Same without copying res: its memory must stay valid until done(done_arg)
+ * is called (from any thread). */
+PSL_EXPORT int psl_kv_zrespond(struct psl_kv_request *req, const struct psl_kv *res,
+			       void (*done)(void *done_arg), void *done_arg);
+/* Answer req with an error (a negative errno) instead of data: a pslite
+ * worker's request fails with it. Frees req. */
+PSL_EXPORT int psl_kv_respond_error(struct psl_kv_request *req, int err);
+
+/* ----------------------------------------------------------- simple app -- */
+
+struct psl_simple_msg {
+	int head;
+	const char *body; /* not NUL-terminated */
+	size_t body_len;
+	int sender;
+	int timestamp;
+	int app_id;
+	int customer_id;
+	bool request;
+};
+
+struct psl_simple_app;
+
+/* Runs on a receive thread; for a request, answer with psl_simple_respond
+ * (before returning, or later with a copy of the message). */
+typedef void (*psl_simple_handler)(struct psl_simple_app *app, const struct psl_simple_msg *msg,
+				   void *arg);
+
+/* ps-lite's SimpleApp(app_id, customer_id). Without a request handler,
+ * requests are answered with an empty body (as ps-lite does). */
+PSL_EXPORT int psl_simple_app_new(int app_id, int customer_id, psl_simple_handler on_request,
+				  psl_simple_handler on_response, void *arg,
+				  struct psl_simple_app **out);
+PSL_EXPORT void psl_simple_app_free(struct psl_simple_app *app);
+/* Send head/body to every node of recv_id (a node id or a PSL_GROUP_*);
+ * returns the timestamp to wait on. */
+PSL_EXPORT int psl_simple_request(struct psl_simple_app *app, int head, const void *body,
+				  size_t body_len, int recv_id);
+PSL_EXPORT int psl_simple_respond(struct psl_simple_app *app, const struct psl_simple_msg *req,
+				  const void *body, size_t body_len);
+PSL_EXPORT int psl_simple_wait(struct psl_simple_app *app, int ts);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PSLITE_H */

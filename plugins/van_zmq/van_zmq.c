@@ -1,0 +1,731 @@
+/*
+ * van_zmq: ZeroMQ over TCP, speaking ps-lite's byteps-branch protocol
+ * (WIRE.md sections 1 and 2): one ROUTER per node that every peer's DEALER
+ * connects to, DEALERs with identity "ps<id>" (anonymous while registering),
+ * frames [meta][data...], received as [identity][meta][data...].
+ *
+ * Threads: one receive thread blocks in zmq_poll on the ROUTER, on each
+ * DEALER's ZMQ_FD (a C++ ps-lite server answers a worker through its ROUTER,
+ * which arrives on the worker's DEALER), on each DEALER's monitor socket (to
+ * tell the core when a peer is reached or lost) and on an eventfd. Senders
+ * use the DEALERs from any thread under a per-peer mutex. Nothing spins
+ * unless PS_BUSY_POLL=1.
+ */
+#include "config.h"
+
+#define _GNU_SOURCE 1
+#include <arpa/inet.h>
+#include <errno.h>
+#include <netdb.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+#include <zmq.h>
+
+#include <pslite/van.h>
+
+#define VAN "zmq"
+#define MAX_FRAMES 64 /* meta + data frames of one message */
+#define STR2(x) #x
+#define STR(x) STR2(x)
+
+#define LOG(v, lvl, ...) psl_van_log((v)->host, (lvl), "van_zmq", __VA_ARGS__)
+
+struct zpeer {
+	int id;
+	void *sock; /* DEALER */
+	void *mon;  /* PAIR reading the DEALER's monitor events (receive thread) */
+	int fd;	    /* the DEALER's ZMQ_FD */
+	pthread_mutex_t mu;
+	atomic_bool rx_pending; /* a sender saw input waiting on the DEALER */
+	bool up;
+	bool mismatch_told;
+	char endpoint[128];
+	struct zpeer *next; /* graveyard */
+};
+
+struct psl_van {
+	const struct psl_van_host *host;
+	void *ctx;
+	void *router;
+	int wake_fd;
+	pthread_t thread;
+	bool running;
+	atomic_bool stop;
+	pthread_rwlock_t lock; /* protects peers[] and grave */
+	struct zpeer **peers;
+	int npeers;
+	struct zpeer *grave;
+	atomic_uint gen; /* bumped when peers[] changes */
+	atomic_uint mon_seq;
+	bool busy_poll;
+	int linger_ms;
+	int io_threads;
+};
+
+/* One received message: the frames stay alive until the core releases it. */
+struct zrmsg {
+	struct psl_van_rmsg pub;
+	uint32_t nframes;
+	zmq_msg_t *frames;
+	struct psl_van_rseg *segs;
+};
+
+/* Counts the zero-copy frames of one send still held by libzmq. */
+struct ztrack {
+	atomic_int refs;
+	void *cookie;
+	const struct psl_van_host *host;
+};
+
+static const char *param(struct psl_van *v, const char *name, const char *def)
+{
+	const char *s = v->host->param ? v->host->param(v->host->ctx, name) : NULL;
+	return (s && *s) ? s : def;
+}
+
+static void wake(struct psl_van *v)
+{
+	uint64_t one = 1;
+	ssize_t rc = write(v->wake_fd, &one, sizeof(one));
+	(void)rc;
+}
+
+/* "ps<digits>" -> id; anything else is an anonymous peer (WIRE.md 2.3). */
+static int parse_identity(const unsigned char *s, size_t n)
+{
+	size_t i;
+	int id = 0;
+	if (n <= 2 || n > 8 || s[0] != 'p' || s[1] != 's')
+		return PSL_VAN_ID_NONE;
+	for (i = 2; i < n; i++) {
+		if (s[i] < '0' || s[i] > '9')
+			return PSL_VAN_ID_NONE;
+		id = id * 10 + (s[i] - '0');
+	}
+	return id;
+}
+
+/* ---------------------------------------------------------------- send -- */
+
+static void zfree(void *data, void *hint)
+{
+	struct ztrack *t = hint;
+	(void)data;
+	if (atomic_fetch_sub(&t->refs, 1) == 1) {
+		t->host->send_done(t->host->ctx, t->cookie, 0);
+		free(t);
+	}
+}
+
+static int send_frame(zmq_msg_t *m, void *sock, int flags)
+{
+	for (;;) {
+		if (zmq_msg_send(m, sock, flags) >= 0)
+			return 0;
+		if (errno != EINTR) {
+			int e = errno;
+			zmq_msg_close(m);
+			return -e;
+		}
+	}
+}
+
+static struct zpeer *peer_get(struct psl_van *v, int id)
+{
+	return (id >= 0 && id < v->npeers) ? v->peers[id] : NULL;
+}
+
+static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
+		 const struct psl_van_seg *segs, uint32_t nseg, void *cookie)
+{
+	struct ztrack *t = NULL;
+	struct zpeer *p;
+	zmq_msg_t m;
+	uint32_t i, zc = 0;
+	int rc, ev = 0;
+	size_t evlen = sizeof(ev);
+
+	for (i = 0; i < nseg; i++) {
+		if (segs[i].mem_type != PSL_MEM_HOST) {
+			LOG(v, PSL_VAN_LOG_ERROR,
+			    "cannot send a GPU buffer (segment %u): the zmq van carries host "
+			    "memory only; use a van with CUDA support (ucx)",
+			    i);
+			return -EINVAL;
+		}
+		zc += segs[i].len > 0;
+	}
+	if (cookie && zc) {
+		t = malloc(sizeof(*t));
+		if (!t)
+			return -ENOMEM;
+		atomic_init(&t->refs, (int)zc + 1);
+		t->cookie = cookie;
+		t->host = v->host;
+	}
+	pthread_rwlock_rdlock(&v->lock);
+	p = peer_get(v, id);
+	if (!p) {
+		pthread_rwlock_unlock(&v->lock);
+		free(t);
+		return -EHOSTUNREACH;
+	}
+	pthread_mutex_lock(&p->mu);
+	zmq_msg_init_size(&m, meta_len);
+	memcpy(zmq_msg_data(&m), meta, meta_len);
+	rc = send_frame(&m, p->sock, nseg ? ZMQ_SNDMORE : 0);
+	if (rc) {
+		pthread_mutex_unlock(&p->mu);
+		pthread_rwlock_unlock(&v->lock);
+		free(t);
+		return rc;
+	}
+	for (i = 0; i < nseg; i++) {
+		int flags = i + 1 < nseg ? ZMQ_SNDMORE : 0;
+		if (!segs[i].len)
+			zmq_msg_init(&m);
+		else if (t)
+			zmq_msg_init_data(&m, (void *)segs[i].data, segs[i].len, zfree, t);
+		else /* constant message: no copy, no allocation, no callback */
+			zmq_msg_init_data(&m, (void *)segs[i].data, segs[i].len, NULL, NULL);
+		rc = send_frame(&m, p->sock, flags);
+		if (rc) {
+			/* libzmq owns what it took; frames not yet made still count */
+			uint32_t j;
+			LOG(v, PSL_VAN_LOG_ERROR, "message to node %d cut after frame %u: %s", id,
+			    i, zmq_strerror(-rc));
+			if (t)
+				for (j = i + 1; j < nseg; j++)
+					if (segs[j].len)
+						atomic_fetch_sub(&t->refs, 1);
+			break;
+		}
+	}
+	/* a send can consume the DEALER's ZMQ_FD edge: look for input ourselves */
+	if (zmq_getsockopt(p->sock, ZMQ_EVENTS, &ev, &evlen) == 0 && (ev & ZMQ_POLLIN) &&
+	    !atomic_exchange(&p->rx_pending, true))
+		wake(v);
+	pthread_mutex_unlock(&p->mu);
+	pthread_rwlock_unlock(&v->lock);
+	if (cookie && !zc)
+		v->host->send_done(v->host->ctx, cookie, 0);
+	else if (t)
+		zfree(NULL, t); /* the sender's own reference */
+	return 0;
+}
+
+/* ------------------------------------------------------------- receive -- */
+
+static void zrelease(struct psl_van_rmsg *pub)
+{
+	struct zrmsg *r = (struct zrmsg *)pub;
+	uint32_t i;
+	for (i = 0; i < r->nframes; i++)
+		zmq_msg_close(&r->frames[i]);
+	free(r);
+}
+
+/* Reads one message [identity][meta][data...] from sock. Returns 1 if one
+ * was read (delivered or dropped), 0 if none was waiting. */
+static int recv_one(struct psl_van *v, void *sock, struct psl_van_rmsg **out)
+{
+	zmq_msg_t frames[MAX_FRAMES + 1];
+	uint32_t n = 0, i;
+	int more = 1, sender, dropped = 0;
+	struct zrmsg *r;
+
+	*out = NULL;
+	zmq_msg_init(&frames[0]);
+	if (zmq_msg_recv(&frames[0], sock, ZMQ_DONTWAIT) < 0) {
+		zmq_msg_close(&frames[0]);
+		return 0;
+	}
+	sender = parse_identity(zmq_msg_data(&frames[0]), zmq_msg_size(&frames[0]));
+	more = zmq_msg_more(&frames[0]);
+	zmq_msg_close(&frames[0]);
+	while (more) {
+		zmq_msg_t *f = n < MAX_FRAMES ? &frames[n] : &frames[MAX_FRAMES];
+		zmq_msg_init(f);
+		if (zmq_msg_recv(f, sock, 0) < 0) {
+			zmq_msg_close(f);
+			break;
+		}
+		more = zmq_msg_more(f);
+		if (n < MAX_FRAMES) {
+			n++;
+		} else {
+			dropped++;
+			zmq_msg_close(f);
+		}
+	}
+	if (n == 0 || dropped) {
+		LOG(v, PSL_VAN_LOG_WARN,
+		    "dropped a message from %s%d: %s", sender == PSL_VAN_ID_NONE ? "an unregistered peer " : "node ",
+		    sender == PSL_VAN_ID_NONE ? 0 : sender,
+		    n == 0 ? "it has no meta frame" : "it has more than 64 frames");
+		for (i = 0; i < n; i++)
+			zmq_msg_close(&frames[i]);
+		return 1;
+	}
+	r = malloc(sizeof(*r) + n * sizeof(zmq_msg_t) + n * sizeof(struct psl_van_rseg));
+	if (!r) {
+		for (i = 0; i < n; i++)
+			zmq_msg_close(&frames[i]);
+		return 1;
+	}
+	r->frames = (zmq_msg_t *)(r + 1);
+	r->segs = (struct psl_van_rseg *)(r->frames + n);
+	r->nframes = n;
+	for (i = 0; i < n; i++) {
+		zmq_msg_init(&r->frames[i]);
+		zmq_msg_move(&r->frames[i], &frames[i]);
+		zmq_msg_close(&frames[i]);
+		if (i > 0)
+			r->segs[i - 1] = (struct psl_van_rseg){zmq_msg_data(&r->frames[i]),
+							       zmq_msg_size(&r->frames[i]),
+							       PSL_MEM_HOST, -1};
+	}
+	r->pub.sender = sender;
+	r->pub.meta = zmq_msg_data(&r->frames[0]);
+	r->pub.meta_len = zmq_msg_size(&r->frames[0]);
+	r->pub.nseg = n - 1;
+	r->pub.segs = r->segs;
+	r->pub.release = zrelease;
+	*out = &r->pub;
+	return 1;
+}
+
+static void drain_router(struct psl_van *v)
+{
+	int k;
+	for (k = 0; k < 256; k++) { /* then poll again, so that others get a turn */
+		struct psl_van_rmsg *m;
+		if (!recv_one(v, v->router, &m))
+			return;
+		if (m)
+			v->host->recv(v->host->ctx, m);
+	}
+}
+
+static void drain_dealer(struct psl_van *v, struct zpeer *p)
+{
+	int k;
+	for (k = 0; k < 256; k++) {
+		struct psl_van_rmsg *m = NULL;
+		int ev = 0, got = 0;
+		size_t evlen = sizeof(ev);
+		pthread_mutex_lock(&p->mu);
+		if (zmq_getsockopt(p->sock, ZMQ_EVENTS, &ev, &evlen) == 0 && (ev & ZMQ_POLLIN))
+			got = recv_one(v, p->sock, &m);
+		pthread_mutex_unlock(&p->mu);
+		if (!got)
+			return;
+		if (m)
+			v->host->recv(v->host->ctx, m);
+	}
+	/* more is waiting: come back after one round of polling */
+	if (!atomic_exchange(&p->rx_pending, true))
+		wake(v);
+}
+
+static void read_monitor(struct psl_van *v, struct zpeer *p)
+{
+	for (;;) {
+		zmq_msg_t a, b;
+		uint16_t event;
+		int32_t value;
+		char detail[320];
+
+		zmq_msg_init(&a);
+		if (zmq_msg_recv(&a, p->mon, ZMQ_DONTWAIT) < 0) {
+			zmq_msg_close(&a);
+			return;
+		}
+		zmq_msg_init(&b);
+		if (zmq_msg_more(&a))
+			zmq_msg_recv(&b, p->mon, 0);
+		if (zmq_msg_size(&a) < 6) {
+			zmq_msg_close(&a);
+			zmq_msg_close(&b);
+			continue;
+		}
+		memcpy(&event, zmq_msg_data(&a), 2);
+		memcpy(&value, (char *)zmq_msg_data(&a) + 2, 4);
+		zmq_msg_close(&a);
+		zmq_msg_close(&b);
+		switch (event) {
+		case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+			if (!p->up) {
+				p->up = true;
+				v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_UP, 0, NULL);
+			}
+			break;
+		case ZMQ_EVENT_DISCONNECTED:
+			if (p->up) {
+				p->up = false;
+				snprintf(detail, sizeof(detail), "%s closed the connection",
+					 p->endpoint);
+				v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_DOWN,
+						    -ECONNRESET, detail);
+			}
+			break;
+		case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
+		case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
+			if (!p->mismatch_told) {
+				p->mismatch_told = true;
+				snprintf(detail, sizeof(detail),
+					 "%s accepted the TCP connection but did not answer the "
+					 "ZeroMQ handshake: it runs another van, or is not a pslite "
+					 "or ps-lite node",
+					 p->endpoint);
+				v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_MISMATCH,
+						    -EPROTO, detail);
+			}
+			break;
+		default:
+			break;
+		}
+	}
+}
+
+static void peer_close(struct psl_van *v, struct zpeer *p)
+{
+	zmq_socket_monitor(p->sock, NULL, 0);
+	zmq_setsockopt(p->sock, ZMQ_LINGER, &v->linger_ms, sizeof(v->linger_ms));
+	zmq_close(p->sock);
+	zmq_close(p->mon);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+}
+
+static void *recv_main(void *arg)
+{
+	struct psl_van *v = arg;
+	zmq_pollitem_t *items = NULL;
+	struct zpeer **snap = NULL;
+	int nitems = 0, npeer = 0, cap = 0;
+	unsigned seen_gen = ~0u;
+
+	while (!atomic_load(&v->stop)) {
+		int i, rc;
+		if (atomic_load(&v->gen) != seen_gen) {
+			struct zpeer *grave;
+			pthread_rwlock_wrlock(&v->lock);
+			seen_gen = atomic_load(&v->gen);
+			grave = v->grave;
+			v->grave = NULL;
+			if (cap < 2 + 2 * v->npeers) {
+				cap = 2 + 2 * v->npeers + 16;
+				items = realloc(items, sizeof(*items) * (size_t)cap);
+				snap = realloc(snap, sizeof(*snap) * (size_t)cap);
+			}
+			nitems = 0;
+			npeer = 0;
+			items[nitems++] = (zmq_pollitem_t){NULL, v->wake_fd, ZMQ_POLLIN, 0};
+			items[nitems++] = (zmq_pollitem_t){v->router, 0, ZMQ_POLLIN, 0};
+			for (i = 0; i < v->npeers; i++) {
+				struct zpeer *p = v->peers[i];
+				if (!p)
+					continue;
+				snap[npeer++] = p;
+				items[nitems++] = (zmq_pollitem_t){p->mon, 0, ZMQ_POLLIN, 0};
+				items[nitems++] = (zmq_pollitem_t){NULL, p->fd, ZMQ_POLLIN, 0};
+			}
+			pthread_rwlock_unlock(&v->lock);
+			while (grave) {
+				struct zpeer *n = grave->next;
+				peer_close(v, grave);
+				grave = n;
+			}
+		}
+		rc = zmq_poll(items, nitems, v->busy_poll ? 0 : -1);
+		if (rc < 0) {
+			if (errno == ETERM)
+				break;
+			continue;
+		}
+		if (items[0].revents & ZMQ_POLLIN) {
+			uint64_t x;
+			ssize_t r = read(v->wake_fd, &x, sizeof(x));
+			(void)r;
+		}
+		if (items[1].revents & ZMQ_POLLIN)
+			drain_router(v);
+		for (i = 0; i < npeer; i++) {
+			struct zpeer *p = snap[i];
+			if (items[2 + 2 * i].revents & ZMQ_POLLIN)
+				read_monitor(v, p);
+			if ((items[3 + 2 * i].revents & ZMQ_POLLIN) ||
+			    atomic_exchange(&p->rx_pending, false))
+				drain_dealer(v, p);
+		}
+	}
+	free(items);
+	free(snap);
+	return NULL;
+}
+
+/* ----------------------------------------------------------- lifecycle -- */
+
+static int set_int(void *s, int opt, int val)
+{
+	return zmq_setsockopt(s, opt, &val, sizeof(val));
+}
+
+static int zinit(const struct psl_van_host *host, struct psl_van **out)
+{
+	struct psl_van *v = calloc(1, sizeof(*v));
+	int maxs;
+	if (!v)
+		return -ENOMEM;
+	v->host = host;
+	v->wake_fd = -1;
+	v->io_threads = atoi(param(v, "BYTEPS_ZMQ_NTHREADS", "1"));
+	if (v->io_threads < 1)
+		v->io_threads = 1;
+	maxs = atoi(param(v, "BYTEPS_ZMQ_MAX_SOCKET", "1024"));
+	v->busy_poll = atoi(param(v, "PS_BUSY_POLL", "0")) != 0;
+	v->linger_ms = atoi(param(v, "PS_ZMQ_LINGER_MS", "500"));
+	v->ctx = zmq_ctx_new();
+	if (!v->ctx) {
+		free(v);
+		return -ENOMEM;
+	}
+	zmq_ctx_set(v->ctx, ZMQ_IO_THREADS, v->io_threads);
+	zmq_ctx_set(v->ctx, ZMQ_MAX_SOCKETS, maxs > 0 ? maxs : 1024);
+	pthread_rwlock_init(&v->lock, NULL);
+	*out = v;
+	return 0;
+}
+
+static int zquery(struct psl_van *v, struct psl_van_caps *caps)
+{
+	int maj, min, pat;
+	zmq_version(&maj, &min, &pat);
+	caps->flags = PSL_VAN_CAP_ZC_SEND | PSL_VAN_CAP_ZC_RECV | PSL_VAN_CAP_MEM_HOST |
+		      PSL_VAN_CAP_PSLITE_WIRE;
+	caps->max_msg_size = 0;
+	snprintf(caps->transports, sizeof(caps->transports),
+		 "tcp (libzmq %d.%d.%d, %d io thread%s%s)", maj, min, pat, v->io_threads,
+		 v->io_threads > 1 ? "s" : "", v->busy_poll ? ", busy polling" : "");
+	return 0;
+}
+
+/* A numeric IPv4 address for host (libzmq binds interfaces and numbers, not
+ * names). */
+static void numeric_host(const char *host, char *out, size_t len)
+{
+	struct in_addr a;
+	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_STREAM}, *res;
+	if (inet_pton(AF_INET, host, &a) == 1 || !strcmp(host, "*") ||
+	    getaddrinfo(host, NULL, &hints, &res) != 0) {
+		snprintf(out, len, "%s", host);
+		return;
+	}
+	inet_ntop(AF_INET, &((struct sockaddr_in *)res->ai_addr)->sin_addr, out, (socklen_t)len);
+	freeaddrinfo(res);
+}
+
+static int zbind(struct psl_van *v, const struct psl_van_bind_req *req,
+		 struct psl_van_bind_res *res)
+{
+	char ep[160], host[128], last[160];
+	size_t len = sizeof(last);
+	const char *colon;
+	int rc;
+
+	if (v->router)
+		return -EALREADY;
+	numeric_host(req->host, host, sizeof(host));
+	v->router = zmq_socket(v->ctx, ZMQ_ROUTER);
+	if (!v->router)
+		return -errno;
+	set_int(v->router, ZMQ_RCVHWM, 0);
+	set_int(v->router, ZMQ_SNDHWM, 0);
+	set_int(v->router, ZMQ_LINGER, v->linger_ms);
+	if (req->port > 0)
+		snprintf(ep, sizeof(ep), "tcp://%s:%d", host, req->port);
+	else
+		snprintf(ep, sizeof(ep), "tcp://%s:*", host);
+	if (zmq_bind(v->router, ep) != 0) {
+		rc = -errno;
+		LOG(v, PSL_VAN_LOG_DEBUG, "zmq_bind(%s): %s", ep, zmq_strerror(-rc));
+		zmq_close(v->router);
+		v->router = NULL;
+		return rc;
+	}
+	if (zmq_getsockopt(v->router, ZMQ_LAST_ENDPOINT, last, &len) != 0 ||
+	    !(colon = strrchr(last, ':'))) {
+		zmq_close(v->router);
+		v->router = NULL;
+		return -EIO;
+	}
+	res->port = atoi(colon + 1);
+	res->addr_len = 0;
+	v->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	if (v->wake_fd < 0) {
+		rc = -errno;
+		zmq_close(v->router);
+		v->router = NULL;
+		return rc;
+	}
+	rc = pthread_create(&v->thread, NULL, recv_main, v);
+	if (rc) {
+		close(v->wake_fd);
+		v->wake_fd = -1;
+		zmq_close(v->router);
+		v->router = NULL;
+		return -rc;
+	}
+	v->running = true;
+	LOG(v, PSL_VAN_LOG_DEBUG, "bound %s", last);
+	return 0;
+}
+
+static int zconnect(struct psl_van *v, const struct psl_van_peer *peer, int32_t my_id)
+{
+	struct zpeer *p, *old = NULL;
+	char mon_ep[96], host[128];
+	size_t fdlen = sizeof(int);
+	int id = peer->id;
+
+	if (id < 0 || id > 65535 || !peer->host || peer->port <= 0 || peer->port > 65535)
+		return -EINVAL;
+	p = calloc(1, sizeof(*p));
+	if (!p)
+		return -ENOMEM;
+	p->id = id;
+	pthread_mutex_init(&p->mu, NULL);
+	atomic_init(&p->rx_pending, false);
+	numeric_host(peer->host, host, sizeof(host));
+	snprintf(p->endpoint, sizeof(p->endpoint), "tcp://%.100s:%d", host, peer->port);
+	p->sock = zmq_socket(v->ctx, ZMQ_DEALER);
+	p->mon = zmq_socket(v->ctx, ZMQ_PAIR);
+	if (!p->sock || !p->mon)
+		goto fail;
+	if (my_id != PSL_VAN_ID_NONE) {
+		char ident[16];
+		int n = snprintf(ident, sizeof(ident), "ps%d", my_id);
+		zmq_setsockopt(p->sock, ZMQ_ROUTING_ID, ident, (size_t)n);
+	}
+	set_int(p->sock, ZMQ_SNDHWM, 0);
+	set_int(p->sock, ZMQ_RCVHWM, 0);
+	set_int(p->sock, ZMQ_LINGER, v->linger_ms);
+	snprintf(mon_ep, sizeof(mon_ep), "inproc://psl-zmq-mon-%p-%u", (void *)v,
+		 atomic_fetch_add(&v->mon_seq, 1));
+	if (zmq_socket_monitor(p->sock, mon_ep,
+			       ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
+				       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
+				       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0 ||
+	    zmq_connect(p->mon, mon_ep) != 0)
+		goto fail;
+	if (zmq_connect(p->sock, p->endpoint) != 0)
+		goto fail;
+	if (zmq_getsockopt(p->sock, ZMQ_FD, &p->fd, &fdlen) != 0)
+		goto fail;
+
+	pthread_rwlock_wrlock(&v->lock);
+	if (id >= v->npeers) {
+		int n = id + 16;
+		struct zpeer **np = realloc(v->peers, sizeof(*np) * (size_t)n);
+		if (!np) {
+			pthread_rwlock_unlock(&v->lock);
+			goto fail;
+		}
+		memset(np + v->npeers, 0, sizeof(*np) * (size_t)(n - v->npeers));
+		v->peers = np;
+		v->npeers = n;
+	}
+	old = v->peers[id];
+	v->peers[id] = p;
+	if (old) {
+		old->next = v->grave;
+		v->grave = old;
+	}
+	atomic_fetch_add(&v->gen, 1);
+	pthread_rwlock_unlock(&v->lock);
+	wake(v);
+	LOG(v, PSL_VAN_LOG_DEBUG, "node %d: DEALER %s%s%d to %s", id,
+	    my_id == PSL_VAN_ID_NONE ? "(anonymous)" : "ps",
+	    my_id == PSL_VAN_ID_NONE ? "" : "", my_id == PSL_VAN_ID_NONE ? 0 : my_id, p->endpoint);
+	return 0;
+fail: {
+	int e = errno ? errno : EIO;
+	LOG(v, PSL_VAN_LOG_ERROR, "cannot connect to %s: %s", p->endpoint, zmq_strerror(e));
+	if (p->sock)
+		zmq_close(p->sock);
+	if (p->mon)
+		zmq_close(p->mon);
+	pthread_mutex_destroy(&p->mu);
+	free(p);
+	return -e;
+}
+}
+
+static int zdisconnect(struct psl_van *v, int32_t id)
+{
+	struct zpeer *p;
+	pthread_rwlock_wrlock(&v->lock);
+	p = peer_get(v, id);
+	if (p) {
+		v->peers[id] = NULL;
+		p->next = v->grave;
+		v->grave = p;
+		atomic_fetch_add(&v->gen, 1);
+	}
+	pthread_rwlock_unlock(&v->lock);
+	if (p)
+		wake(v);
+	return p ? 0 : -ENOENT;
+}
+
+static void zfini(struct psl_van *v)
+{
+	int i;
+	if (v->running) {
+		atomic_store(&v->stop, true);
+		wake(v);
+		pthread_join(v->thread, NULL);
+	}
+	for (i = 0; i < v->npeers; i++)
+		if (v->peers[i])
+			peer_close(v, v->peers[i]);
+	while (v->grave) {
+		struct zpeer *n = v->grave->next;
+		peer_close(v, v->grave);
+		v->grave = n;
+	}
+	if (v->router)
+		zmq_close(v->router);
+	/* waits until libzmq let go of every frame (send_done calls included) */
+	zmq_ctx_term(v->ctx);
+	if (v->wake_fd >= 0)
+		close(v->wake_fd);
+	pthread_rwlock_destroy(&v->lock);
+	free(v->peers);
+	free(v);
+}
+
+static const struct psl_van_ops zmq_ops = {
+	.abi_version = PSL_VAN_ABI_VERSION,
+	.size = sizeof(struct psl_van_ops),
+	.name = VAN,
+	.version = "pslite van_zmq " PACKAGE_VERSION " (built with libzmq " STR(
+		ZMQ_VERSION_MAJOR) "." STR(ZMQ_VERSION_MINOR) "." STR(ZMQ_VERSION_PATCH) ")",
+	.description = "ZeroMQ over TCP, wire-compatible with ps-lite (byteps branch)",
+	.init = zinit,
+	.fini = zfini,
+	.query = zquery,
+	.bind = zbind,
+	.connect = zconnect,
+	.disconnect = zdisconnect,
+	.send = zsend,
+};
+
+PSL_VAN_DEFINE_ENTRY(zmq_ops)

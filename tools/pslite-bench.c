@@ -1,0 +1,612 @@
+/*
+ * pslite-bench: ps-lite's tests/test_benchmark, on pslite.
+ *
+ * The same binary runs as scheduler, server or worker (DMLC_ROLE), with the
+ * same arguments:  pslite-bench [bytes per key] [repeat] [mode]
+ *   mode 0 push then pull, 1 push-pull, 2 push only, 3 pull only,
+ *   4 push-pull as one fused request (psl_kv_zpushpull)
+ * and environment: NUM_KEY_PER_SERVER (40), LOG_DURATION (10 iterations per
+ * line), TOTAL_DURATION (iterations in all), BENCHMARK_NTHREAD (1).
+ * It prints ps-lite's "Application goodput: X Gbps" lines, with latency
+ * percentiles, and checks the data it pulls back.
+ *
+ * Options (after or between the numbers):
+ *   --seconds S   stop after S seconds of measuring (instead of TOTAL_DURATION)
+ *   --json        print one machine-readable summary line at the end
+ *   --quiet       print only the summary lines
+ */
+#define _GNU_SOURCE 1
+#include <errno.h>
+#include <inttypes.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <pslite.h>
+
+enum { PUSH_THEN_PULL = 0, PUSH_PULL = 1, PUSH_ONLY = 2, PULL_ONLY = 3, FUSED_PUSHPULL = 4 };
+static const char *const mode_names[] = {"push_then_pull", "push_pull", "push_only",
+					 "pull_only", "fused_pushpull"};
+
+static size_t g_len = 1024000;
+static int g_repeat = 10;
+static int g_mode = PUSH_PULL;
+static double g_seconds = 0;
+static bool g_json, g_quiet;
+static int g_keys_per_server = 40;
+static long g_log_every = 10;
+static long g_total = 2000000000;
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+static long env_long(const char *name, long def)
+{
+	const char *v = getenv(name);
+	char *end;
+	long x;
+	if (!v || !*v)
+		return def;
+	errno = 0;
+	x = strtol(v, &end, 10);
+	if (errno || *end || x <= 0) {
+		fprintf(stderr, "pslite-bench: %s=%s: expected a positive integer\n", name, v);
+		exit(2);
+	}
+	return x;
+}
+
+/* The byte every worker writes at offset i of key k: the server and the
+ * worker both know it, so pushes and pulls can be checked. */
+static inline unsigned char pattern(uint64_t k, size_t i)
+{
+	return (unsigned char)((k * 131u + i * 7u + (i >> 12)) & 0xff);
+}
+
+static void fill(unsigned char *p, uint64_t k, size_t len)
+{
+	size_t i;
+	for (i = 0; i < len; i++)
+		p[i] = pattern(k, i);
+}
+
+/* Checks p fully, or (sampled) its first and last 256 bytes and one 4 KiB
+ * window that moves with `turn`. Returns the number of wrong bytes. */
+static size_t check(const unsigned char *p, uint64_t k, size_t len, bool full, unsigned turn)
+{
+	size_t bad = 0, i;
+	if (full || len <= 8192) {
+		for (i = 0; i < len; i++)
+			bad += p[i] != pattern(k, i);
+		return bad;
+	}
+	for (i = 0; i < 256; i++) {
+		bad += p[i] != pattern(k, i);
+		bad += p[len - 1 - i] != pattern(k, len - 1 - i);
+	}
+	{
+		size_t off = ((size_t)turn * 4099u * 4096u) % (len - 4096);
+		for (i = off; i < off + 4096; i++)
+			bad += p[i] != pattern(k, i);
+	}
+	return bad;
+}
+
+/* ---------------------------------------------------------------- server -- */
+
+struct store {
+	uint64_t key;
+	unsigned char *vals;
+	int len;
+};
+
+static struct store *g_store;
+static int g_nstore;
+static uint64_t g_range_begin;
+static atomic_ulong g_server_bad;
+
+static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, void *arg)
+{
+	struct psl_kv res;
+	uint64_t key;
+	long idx;
+	(void)s;
+	(void)arg;
+
+	if (req->kv.num_keys != 1) {
+		psl_kv_respond_error(req, -EINVAL);
+		return;
+	}
+	key = req->kv.keys[0];
+	idx = (long)(key - g_range_begin);
+	if (idx < 0 || idx >= g_nstore) {
+		fprintf(stderr, "pslite-bench server: key %" PRIu64 " is not one of mine\n", key);
+		psl_kv_respond_error(req, -EINVAL);
+		return;
+	}
+	if (req->meta.push) {
+		struct store *st = &g_store[idx];
+		if (!st->vals) {
+			st->key = key;
+			st->len = (int)req->kv.num_vals;
+			if (posix_memalign((void **)&st->vals, 4096, req->kv.num_vals + 1)) {
+				psl_kv_respond_error(req, -ENOMEM);
+				return;
+			}
+			memcpy(st->vals, req->kv.vals, req->kv.num_vals);
+		}
+		if (check(req->kv.vals, (uint64_t)idx, req->kv.num_vals, false,
+			  (unsigned)req->meta.timestamp))
+			atomic_fetch_add(&g_server_bad, 1);
+		psl_kv_respond(req, NULL);
+		return;
+	}
+	if (!g_store[idx].vals) {
+		psl_kv_respond_error(req, -ENOENT);
+		return;
+	}
+	res.keys = &g_store[idx].key;
+	res.num_keys = 1;
+	res.vals = g_store[idx].vals;
+	res.num_vals = (size_t)g_store[idx].len;
+	res.lens = &g_store[idx].len;
+	psl_kv_zrespond(req, &res, NULL, NULL);
+}
+
+/* ---------------------------------------------------------------- worker -- */
+
+struct lat {
+	double *v;
+	size_t n, cap;
+};
+
+static void lat_add(struct lat *l, double x)
+{
+	if (l->n == l->cap) {
+		size_t nc = l->cap ? l->cap * 2 : 4096;
+		double *nv = realloc(l->v, nc * sizeof(double));
+		if (!nv)
+			return;
+		l->v = nv;
+		l->cap = nc;
+	}
+	l->v[l->n++] = x;
+}
+
+static int cmp_d(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return (x > y) - (x < y);
+}
+
+static double pct(const struct lat *l, double p)
+{
+	size_t i;
+	if (!l->n)
+		return 0;
+	i = (size_t)ceil(p * (double)l->n) - 1;
+	if (i >= l->n)
+		i = l->n - 1;
+	return l->v[i];
+}
+
+struct slot {
+	double t0;
+	atomic_int done;
+	atomic_int status;
+	double lat;
+};
+
+static void on_done(int ts, int status, void *arg)
+{
+	struct slot *s = arg;
+	(void)ts;
+	s->lat = now_s() - s->t0;
+	atomic_store(&s->status, status);
+	atomic_store(&s->done, 1);
+}
+
+struct wctx {
+	int tid;
+	struct psl_kv_worker *kv;
+	int nkeys;
+	uint64_t *keys;
+	unsigned char **vals; /* pushed */
+	unsigned char **outs; /* pulled into */
+	int *lens;
+	int *outlens;
+	struct psl_kv_out *out;
+	struct slot *slots;
+	int *ts;
+	/* results */
+	double goodput_sum;
+	long intervals;
+	double gbps_total;
+	struct lat all;
+	size_t bad_bytes;
+	long errors;
+	long requests;
+	int rc;
+};
+
+static void reset_outs(struct wctx *w, int k)
+{
+	w->out[k].vals = w->outs[k];
+	w->out[k].cap = g_len;
+	w->out[k].num_vals = 0;
+	w->out[k].lens = &w->outlens[k];
+	w->outlens[k] = -1;
+}
+
+static int issue(struct wctx *w, int k, int op, int slot)
+{
+	struct psl_kv kv = {&w->keys[k], 1, w->vals[k], g_len, &w->lens[k]};
+	struct slot *s = &w->slots[slot];
+	s->t0 = now_s();
+	atomic_store(&s->done, 0);
+	switch (op) {
+	case PUSH_ONLY:
+		return psl_kv_zpush(w->kv, &kv, 0, on_done, s);
+	case PULL_ONLY:
+		reset_outs(w, k);
+		return psl_kv_zpull(w->kv, &w->keys[k], 1, &w->out[k], 0, on_done, s);
+	default:
+		reset_outs(w, k);
+		return psl_kv_zpushpull(w->kv, &kv, &w->out[k], 0, on_done, s);
+	}
+}
+
+/* Waits for request ts in slot; records latency, checks pulled data. */
+static void finish(struct wctx *w, int k, int ts, int slot, bool pulled, bool full,
+		   unsigned turn, struct lat *interval)
+{
+	struct slot *s = &w->slots[slot];
+	int st;
+	if (ts < 0) {
+		w->errors++;
+		return;
+	}
+	st = psl_kv_wait(w->kv, ts);
+	w->requests++;
+	if (st || atomic_load(&s->status)) {
+		if (w->errors++ < 5)
+			fprintf(stderr, "[%d] request for key %d failed: %s\n", w->tid, k,
+				psl_strerror(st ? st : atomic_load(&s->status)));
+		return;
+	}
+	lat_add(interval, s->lat);
+	lat_add(&w->all, s->lat);
+	if (pulled) {
+		size_t bad = w->out[k].num_vals != g_len || w->outlens[k] != (int)g_len
+				     ? g_len
+				     : check(w->outs[k], (uint64_t)k, g_len, full, turn);
+		if (bad && w->bad_bytes == 0)
+			fprintf(stderr, "[%d] key %d: pulled data differs from what was pushed\n",
+				w->tid, k);
+		w->bad_bytes += bad;
+	}
+}
+
+static void report(struct wctx *w, double secs, long iters, struct lat *l)
+{
+	double gbps = 8.0 * (double)g_len * w->nkeys * (double)iters / (secs * 1e9);
+	qsort(l->v, l->n, sizeof(double), cmp_d);
+	w->goodput_sum += gbps;
+	w->intervals++;
+	if (!g_quiet)
+		printf("[%d]\tApplication goodput: %.4f Gbps.\tAvg latency = %.1f ns per key\t"
+		       "p50 = %.1f us\tp99 = %.1f us\tp999 = %.1f us\n",
+		       w->tid, gbps, secs * 1e9 / (double)iters / w->nkeys, pct(l, 0.5) * 1e6,
+		       pct(l, 0.99) * 1e6, pct(l, 0.999) * 1e6);
+	fflush(stdout);
+	l->n = 0;
+}
+
+static void run_loop(struct wctx *w)
+{
+	struct lat interval = {0};
+	double start = now_s(), t0 = start;
+	long cnt = 0, total = 0;
+	unsigned turn = 0;
+	int k;
+
+	while (total < g_total) {
+		for (k = 0; k < w->nkeys; k++) {
+			switch (g_mode) {
+			case PUSH_PULL: /* ZPush then ZPull, as test_benchmark does */
+				w->ts[2 * k] = issue(w, k, PUSH_ONLY, 2 * k);
+				w->ts[2 * k + 1] = issue(w, k, PULL_ONLY, 2 * k + 1);
+				break;
+			case PUSH_ONLY:
+			case PULL_ONLY:
+			case FUSED_PUSHPULL:
+				w->ts[k] = issue(w, k, g_mode, k);
+				break;
+			}
+		}
+		for (k = 0; k < w->nkeys; k++) {
+			if (g_mode == PUSH_PULL) {
+				finish(w, k, w->ts[2 * k], 2 * k, false, false, turn, &interval);
+				finish(w, k, w->ts[2 * k + 1], 2 * k + 1, true, false, turn,
+				       &interval);
+			} else {
+				finish(w, k, w->ts[k], k, g_mode != PUSH_ONLY, false, turn,
+				       &interval);
+			}
+		}
+		turn++;
+		cnt++;
+		total++;
+		if (cnt % g_log_every == 0 || (g_seconds > 0 && now_s() - start >= g_seconds)) {
+			double t1 = now_s();
+			report(w, t1 - t0, cnt, &interval);
+			w->gbps_total = 8.0 * (double)g_len * w->nkeys * (double)total /
+					((t1 - start) * 1e9);
+			cnt = 0;
+			t0 = now_s();
+			if (g_seconds > 0 && t1 - start >= g_seconds)
+				break;
+		}
+	}
+	free(interval.v);
+}
+
+static void run_push_then_pull(struct wctx *w)
+{
+	int S = psl_num_servers(), i, s;
+	double push_ns = 0, pull_ns = 0;
+	struct lat l = {0};
+	for (i = 0; i < g_repeat; i++) {
+		double t = now_s();
+		for (s = 0; s < S && s < w->nkeys; s++)
+			finish(w, s, issue(w, s, PUSH_ONLY, 0), 0, false, false, 0, &l);
+		push_ns += (now_s() - t) * 1e9;
+	}
+	printf("push %zu bytes to each server, repeat=%d, total_time=%.3fms\n", g_len, g_repeat,
+	       push_ns / 1e6);
+	for (i = 0; i < g_repeat; i++) {
+		double t = now_s();
+		for (s = 0; s < S && s < w->nkeys; s++)
+			finish(w, s, issue(w, s, PULL_ONLY, 0), 0, true, true, 0, &l);
+		pull_ns += (now_s() - t) * 1e9;
+	}
+	printf("pull %zu bytes to each server, repeat=%d, total_time=%.3fms\n", g_len, g_repeat,
+	       pull_ns / 1e6);
+	free(l.v);
+}
+
+static void *worker_main(void *arg)
+{
+	struct wctx *w = arg;
+	int S = psl_num_servers(), k, rc;
+	struct lat warm = {0};
+
+	rc = psl_kv_worker_new(0, w->tid, PSL_BYTES, &w->kv);
+	if (rc) {
+		fprintf(stderr, "pslite-bench: cannot create the KV worker: %s\n", psl_strerror(rc));
+		w->rc = 2;
+		return NULL;
+	}
+	w->nkeys = S * g_keys_per_server;
+	w->keys = calloc((size_t)w->nkeys, sizeof(uint64_t));
+	w->vals = calloc((size_t)w->nkeys, sizeof(void *));
+	w->outs = calloc((size_t)w->nkeys, sizeof(void *));
+	w->lens = calloc((size_t)w->nkeys, sizeof(int));
+	w->outlens = calloc((size_t)w->nkeys, sizeof(int));
+	w->out = calloc((size_t)w->nkeys, sizeof(*w->out));
+	w->slots = calloc(2 * (size_t)w->nkeys, sizeof(*w->slots));
+	w->ts = calloc(2 * (size_t)w->nkeys, sizeof(int));
+	if (!w->keys || !w->vals || !w->outs || !w->lens || !w->outlens || !w->out || !w->slots ||
+	    !w->ts) {
+		w->rc = 2;
+		return NULL;
+	}
+	for (k = 0; k < w->nkeys; k++) {
+		uint64_t b, e;
+		/* key k lives on server k % S, as test_benchmark places it */
+		psl_server_key_range(k % S, &b, &e);
+		w->keys[k] = b + (uint64_t)k;
+		w->lens[k] = (int)g_len;
+		if (posix_memalign((void **)&w->vals[k], 4096, g_len + 1) ||
+		    posix_memalign((void **)&w->outs[k], 4096, g_len + 1)) {
+			w->rc = 2;
+			return NULL;
+		}
+		fill(w->vals[k], (uint64_t)k, g_len);
+	}
+	/* initial push (not timed), then one fully checked pull of every key */
+	for (k = 0; k < w->nkeys; k++)
+		finish(w, k, issue(w, k, PUSH_ONLY, 0), 0, false, false, 0, &warm);
+	for (k = 0; k < w->nkeys; k++)
+		finish(w, k, issue(w, k, PULL_ONLY, 0), 0, true, true, 0, &warm);
+	w->all.n = 0;
+	w->requests = 0;
+
+	if (g_mode == PUSH_THEN_PULL)
+		run_push_then_pull(w);
+	else
+		run_loop(w);
+	free(warm.v);
+	for (k = 0; k < w->nkeys; k++) {
+		free(w->vals[k]);
+		free(w->outs[k]);
+	}
+	psl_kv_worker_free(w->kv);
+	return NULL;
+}
+
+static int usage(void)
+{
+	fprintf(stderr,
+		"usage: pslite-bench [bytes_per_key] [repeat] [mode] [--seconds S] [--json] "
+		"[--quiet]\n"
+		"  mode: 0 push then pull, 1 push-pull, 2 push only, 3 pull only, 4 fused "
+		"push-pull\n"
+		"  environment: DMLC_ROLE and the other ps-lite variables; NUM_KEY_PER_SERVER, "
+		"LOG_DURATION, TOTAL_DURATION, BENCHMARK_NTHREAD\n");
+	return 2;
+}
+
+static int parse_args(int argc, char **argv)
+{
+	int i, pos = 0;
+	for (i = 1; i < argc; i++) {
+		char *end;
+		long v;
+		if (!strcmp(argv[i], "--json")) {
+			g_json = true;
+		} else if (!strcmp(argv[i], "--quiet")) {
+			g_quiet = true;
+		} else if (!strcmp(argv[i], "--seconds") && i + 1 < argc) {
+			g_seconds = strtod(argv[++i], &end);
+			if (*end || g_seconds <= 0) {
+				fprintf(stderr, "pslite-bench: --seconds %s: expected a positive "
+						"number\n",
+					argv[i]);
+				return -1;
+			}
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			return -1;
+		} else {
+			errno = 0;
+			v = strtol(argv[i], &end, 10);
+			if (errno || *end || v < 0 || pos > 2 ||
+			    (pos == 0 && (v <= 0 || v > 0x7fffffff)) ||
+			    (pos == 1 && v <= 0) || (pos == 2 && v > 4)) {
+				fprintf(stderr,
+					"pslite-bench: argument '%s': expected bytes per key (> 0), "
+					"repeat (> 0), mode (0-4)\n",
+					argv[i]);
+				return -1;
+			}
+			if (pos == 0)
+				g_len = (size_t)v;
+			else if (pos == 1)
+				g_repeat = (int)v;
+			else
+				g_mode = (int)v;
+			pos++;
+		}
+	}
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	int rc, i, nthread, exit_code = 0;
+	const char *role = getenv("DMLC_ROLE");
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (parse_args(argc, argv))
+		return usage();
+	g_keys_per_server = (int)env_long("NUM_KEY_PER_SERVER", 40);
+	g_log_every = env_long("LOG_DURATION", 10);
+	g_total = env_long("TOTAL_DURATION", 2000000000);
+	nthread = (int)env_long("BENCHMARK_NTHREAD", 1);
+
+	rc = psl_start(0, true);
+	if (rc) {
+		fprintf(stderr, "pslite-bench (%s): cannot start: %s\n", role ? role : "?",
+			psl_strerror(rc));
+		psl_finalize(0, false);
+		return 2;
+	}
+	if (psl_is_server()) {
+		struct psl_kv_server *srv;
+		uint64_t e;
+		g_nstore = psl_num_servers() * g_keys_per_server;
+		g_store = calloc((size_t)g_nstore, sizeof(*g_store));
+		psl_server_key_range(psl_my_rank(), &g_range_begin, &e);
+		rc = psl_kv_server_new(0, PSL_BYTES, server_handler, NULL, &srv);
+		if (rc) {
+			fprintf(stderr, "pslite-bench: cannot create the KV server: %s\n",
+				psl_strerror(rc));
+			exit_code = 2;
+		}
+		rc = psl_finalize(0, true);
+		if (atomic_load(&g_server_bad)) {
+			fprintf(stderr, "pslite-bench server: %lu pushes carried wrong data\n",
+				atomic_load(&g_server_bad));
+			exit_code = 1;
+		}
+		if (!exit_code && rc)
+			exit_code = 1;
+		return exit_code;
+	}
+	if (psl_is_worker()) {
+		struct wctx *w = calloc((size_t)nthread, sizeof(*w));
+		pthread_t *th = calloc((size_t)nthread, sizeof(*th));
+		double gp = 0, p50 = 0, p99 = 0, p999 = 0;
+		long errors = 0, reqs = 0;
+		size_t bad = 0, nlat = 0;
+		struct lat all = {0};
+
+		if (!g_quiet)
+			printf("pslite-bench: %s, %zu bytes per key, %d keys per server, %d "
+			       "server(s), van %s\n",
+			       mode_names[g_mode], g_len, g_keys_per_server, psl_num_servers(),
+			       psl_van_name());
+		for (i = 0; i < nthread; i++) {
+			w[i].tid = i;
+			pthread_create(&th[i], NULL, worker_main, &w[i]);
+		}
+		for (i = 0; i < nthread; i++) {
+			pthread_join(th[i], NULL);
+			if (w[i].rc)
+				exit_code = w[i].rc;
+			gp += w[i].gbps_total;
+			errors += w[i].errors;
+			bad += w[i].bad_bytes;
+			reqs += w[i].requests;
+			nlat += w[i].all.n;
+		}
+		for (i = 0; i < nthread; i++) {
+			size_t j;
+			for (j = 0; j < w[i].all.n; j++)
+				lat_add(&all, w[i].all.v[j]);
+			free(w[i].all.v);
+		}
+		qsort(all.v, all.n, sizeof(double), cmp_d);
+		p50 = pct(&all, 0.5) * 1e6;
+		p99 = pct(&all, 0.99) * 1e6;
+		p999 = pct(&all, 0.999) * 1e6;
+		if (errors || bad) {
+			fprintf(stderr,
+				"pslite-bench: %ld request(s) failed, %zu byte(s) pulled back "
+				"wrong\n",
+				errors, bad);
+			exit_code = 1;
+		}
+		if (g_mode != PUSH_THEN_PULL)
+			printf("pslite-bench summary: %s %zu bytes x %d keys: goodput %.4f Gbps, "
+			       "p50 %.1f us, p99 %.1f us, p999 %.1f us, %ld requests, %ld errors, "
+			       "%s\n",
+			       mode_names[g_mode], g_len, w[0].nkeys, gp, p50, p99, p999, reqs,
+			       errors, bad ? "DATA WRONG" : "data checked");
+		if (g_json)
+			printf("{\"tool\":\"pslite-bench\",\"van\":\"%s\",\"mode\":\"%s\","
+			       "\"bytes_per_key\":%zu,\"keys\":%d,\"servers\":%d,\"workers\":%d,"
+			       "\"threads\":%d,\"goodput_gbps\":%.4f,\"p50_us\":%.2f,\"p99_us\":%.2f,"
+			       "\"p999_us\":%.2f,\"latency_samples\":%zu,\"requests\":%ld,"
+			       "\"errors\":%ld,\"bad_bytes\":%zu}\n",
+			       psl_van_name(), mode_names[g_mode], g_len, w[0].nkeys,
+			       psl_num_servers(), psl_num_workers(), nthread, gp, p50, p99, p999,
+			       nlat, reqs, errors, bad);
+		free(all.v);
+		free(w);
+		free(th);
+	}
+	rc = psl_finalize(0, true);
+	if (rc && !exit_code)
+		exit_code = 1;
+	return exit_code;
+}
