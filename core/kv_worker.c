@@ -286,9 +286,11 @@ static void send_all(struct job *j, int ts, int op, const struct slice *sl, int 
 		}
 		if (rc) {
 			char d[96];
-			PSL_WARN("request %d of app %d: cannot send to %s: %s", ts, j->w->c.app_id,
-				 psl__node_desc(psl_server_rank_to_id(r), d, sizeof(d)),
-				 psl_strerror(rc));
+			/* a node already known lost was reported once, when it was lost */
+			PSL_LOG(rc == -EHOSTDOWN ? PSL_LOG_DEBUG : PSL_LOG_WARN,
+				"request %d of app %d: cannot send to %s: %s", ts, j->w->c.app_id,
+				psl__node_desc(psl_server_rank_to_id(r), d, sizeof(d)),
+				psl_strerror(rc));
 			fail_target(&j->w->c, ts, psl_server_rank_to_id(r), rc);
 		}
 	}

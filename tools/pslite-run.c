@@ -2,15 +2,16 @@
  * pslite-run: start a whole job on this machine.
  *
  *   pslite-run -s S -w W [--van NAME] [--port P] [--host H] [--timeout SEC]
- *              [--verbose N] -- COMMAND [ARGS...]
+ *              [--verbose N] [--keep-going] -- COMMAND [ARGS...]
  *
  * Starts one scheduler, S servers and W workers, each running COMMAND with
  * the ps-lite environment of its role (DMLC_ROLE, DMLC_PS_ROOT_URI,
  * DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER, DMLC_NUM_WORKER, DMLC_NODE_HOST,
  * DMLC_RANK, and DMLC_ENABLE_RDMA for --van). Every output line is prefixed
  * with the role and rank. The first process to fail decides the exit code and
- * the others are ended; with --timeout, everything is ended after SEC seconds
- * and the exit code is 124.
+ * the others are ended (with --keep-going they run on, and the first failure
+ * is still the exit code); with --timeout, everything is ended after SEC
+ * seconds and the exit code is 124.
  */
 #define _GNU_SOURCE 1
 #include <arpa/inet.h>
@@ -49,7 +50,7 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: pslite-run -s SERVERS -w WORKERS [--van NAME] [--port PORT] [--host HOST]\n"
-		"                  [--timeout SECONDS] [--verbose N] -- COMMAND [ARGS...]\n"
+		"                  [--timeout SECONDS] [--verbose N] [--keep-going] -- COMMAND [ARGS...]\n"
 		"Starts a scheduler, SERVERS servers and WORKERS workers on this machine, each\n"
 		"running COMMAND with the ps-lite environment of its role.\n");
 	return 2;
@@ -138,7 +139,7 @@ int main(int argc, char **argv)
 	struct pollfd *pfd;
 	char num[32];
 	time_t t0 = time(NULL), term_at = 0;
-	bool ended = false;
+	bool ended = false, keep_going = false;
 
 	for (i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--")) {
@@ -156,6 +157,8 @@ int main(int argc, char **argv)
 			host = argv[++i];
 		} else if (!strcmp(argv[i], "--timeout") && i + 1 < argc) {
 			timeout = parse_pos("--timeout", argv[++i], 86400 * 30);
+		} else if (!strcmp(argv[i], "--keep-going")) {
+			keep_going = true;
 		} else if (!strcmp(argv[i], "--verbose") && i + 1 < argc) {
 			verbose = argv[++i];
 		} else {
@@ -262,13 +265,15 @@ int main(int argc, char **argv)
 							 : 128 + WTERMSIG(status);
 				if (code && !first_fail && !ended) {
 					first_fail = code;
-					fprintf(stderr, "pslite-run: %s exited with %s %d; ending the "
-							"others\n",
+					fprintf(stderr, "pslite-run: %s exited with %s %d%s\n",
 						ch[i].label, WIFEXITED(status) ? "code" : "signal",
-						WIFEXITED(status) ? code : WTERMSIG(status));
-					kill_all(ch, n, SIGTERM);
-					ended = true;
-					term_at = time(NULL);
+						WIFEXITED(status) ? code : WTERMSIG(status),
+						keep_going ? "" : "; ending the others");
+					if (!keep_going) {
+						kill_all(ch, n, SIGTERM);
+						ended = true;
+						term_at = time(NULL);
+					}
 				}
 			}
 		}

@@ -45,6 +45,17 @@ extern "C" {
 /* Largest van address carried in the node list (ps-lite's endpoint_name). */
 #define PSL_VAN_ADDR_MAX 64
 
+/*
+ * Telling vans apart. A van that listens on a TCP port of its own (for its
+ * bootstrap, say) writes PSL_VAN_GREETING, its name and '\n' first on every
+ * connection it accepts ("PSLVAN1 ucx\n"), so that a node started with
+ * another van can say which van it reached. A ZeroMQ peer (van zmq, or a C++
+ * ps-lite node) instead starts with the ZMTP signature: 0xFF, 8 bytes, 0x7F.
+ * A van that reaches a peer speaking something else reports
+ * PSL_VAN_PEER_MISMATCH with a detail naming both vans.
+ */
+#define PSL_VAN_GREETING "PSLVAN1 "
+
 /* Memory types of a segment: said explicitly, never sniffed from a pointer. */
 enum psl_mem_type {
 	PSL_MEM_HOST = 0,

@@ -1,0 +1,2 @@
+#!/bin/sh
+exec "$PSL_SRCDIR/tests/integration/job.sh" zmq kill 2 2
