@@ -1,0 +1,395 @@
+/* van_ucx: wire formats and run-time decisions (see ucx_proto.h). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <pslite/van.h>
+
+#include "ucx_proto.h"
+
+#define AM_MAGIC 0x314d4355u	/* "UCM1" */
+#define HELLO_MAGIC 0x68584355u /* "UCXh" */
+#define WELCOME_MAGIC 0x77584355u /* "UCXw" */
+
+static void put16(uint8_t *p, uint16_t v)
+{
+	p[0] = (uint8_t)v;
+	p[1] = (uint8_t)(v >> 8);
+}
+
+static void put32(uint8_t *p, uint32_t v)
+{
+	put16(p, (uint16_t)v);
+	put16(p + 2, (uint16_t)(v >> 16));
+}
+
+static void put64(uint8_t *p, uint64_t v)
+{
+	put32(p, (uint32_t)v);
+	put32(p + 4, (uint32_t)(v >> 32));
+}
+
+static uint16_t get16(const uint8_t *p)
+{
+	return (uint16_t)(p[0] | (p[1] << 8));
+}
+
+static uint32_t get32(const uint8_t *p)
+{
+	return (uint32_t)get16(p) | ((uint32_t)get16(p + 2) << 16);
+}
+
+static uint64_t get64(const uint8_t *p)
+{
+	return (uint64_t)get32(p) | ((uint64_t)get32(p + 4) << 32);
+}
+
+/* ------------------------------------------------------------ greeting -- */
+
+size_t psl__ucxp_greeting(char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%s%s\n", PSL_VAN_GREETING, UCXP_VAN_NAME);
+	return n < 0 ? 0 : (size_t)n;
+}
+
+int psl__ucxp_classify(const uint8_t *buf, size_t len, size_t *used, char *other,
+		       size_t other_len)
+{
+	const size_t glen = sizeof(PSL_VAN_GREETING) - 1;
+	size_t i, n;
+
+	*used = 0;
+	if (other_len)
+		other[0] = 0;
+	if (len == 0)
+		return UCXP_PEER_NEED_MORE;
+	/* ZMTP: 0xFF, 8 bytes of length, 0x7F */
+	if (buf[0] == 0xff)
+		return len < 10 ? UCXP_PEER_NEED_MORE
+				: (buf[9] == 0x7f ? UCXP_PEER_ZMTP : UCXP_PEER_UNKNOWN);
+	n = len < glen ? len : glen;
+	if (memcmp(buf, PSL_VAN_GREETING, n) != 0)
+		return UCXP_PEER_UNKNOWN;
+	if (len < glen)
+		return UCXP_PEER_NEED_MORE;
+	/* a van name: [a-z0-9_-]{1,31}, then '\n' */
+	for (i = glen; i < len && i < glen + 32; i++) {
+		uint8_t c = buf[i];
+		if (c == '\n')
+			break;
+		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
+		      c == '-' || (c >= 'A' && c <= 'Z')))
+			return UCXP_PEER_UNKNOWN;
+	}
+	if (i == len)
+		return i < glen + 32 ? UCXP_PEER_NEED_MORE : UCXP_PEER_UNKNOWN;
+	if (buf[i] != '\n' || i == glen)
+		return UCXP_PEER_UNKNOWN;
+	n = i - glen;
+	if (n == strlen(UCXP_VAN_NAME) && !memcmp(buf + glen, UCXP_VAN_NAME, n)) {
+		*used = i + 1;
+		return UCXP_PEER_UCX;
+	}
+	if (other_len) {
+		size_t k = n < other_len - 1 ? n : other_len - 1;
+		memcpy(other, buf + glen, k);
+		other[k] = 0;
+	}
+	*used = i + 1;
+	return UCXP_PEER_OTHER_VAN;
+}
+
+const char *psl__ucxp_peer_desc(int kind, const char *other, char *buf, size_t len)
+{
+	switch (kind) {
+	case UCXP_PEER_UCX:
+		snprintf(buf, len, "van ucx");
+		break;
+	case UCXP_PEER_OTHER_VAN:
+		snprintf(buf, len, "van %s", other && *other ? other : "?");
+		break;
+	case UCXP_PEER_ZMTP:
+		snprintf(buf, len, "ZeroMQ (van zmq, or a C++ ps-lite node)");
+		break;
+	default:
+		snprintf(buf, len, "something that is not a pslite van");
+		break;
+	}
+	return buf;
+}
+
+/* ------------------------------------------------------ hello, welcome -- */
+
+void psl__ucxp_hello_encode(const struct ucxp_hello *h, uint8_t out[UCXP_HELLO_SIZE])
+{
+	put32(out, HELLO_MAGIC);
+	put16(out + 4, h->version);
+	put16(out + 6, h->flags);
+	put32(out + 8, (uint32_t)h->node_id);
+	put32(out + 12, h->ucx_version);
+}
+
+int psl__ucxp_hello_decode(const uint8_t *buf, size_t len, struct ucxp_hello *h)
+{
+	if (len >= 4 && get32(buf) != HELLO_MAGIC)
+		return -EPROTO;
+	if (len < UCXP_HELLO_SIZE)
+		return -EAGAIN;
+	h->version = get16(buf + 4);
+	h->flags = get16(buf + 6);
+	h->node_id = (int32_t)get32(buf + 8);
+	h->ucx_version = get32(buf + 12);
+	if (h->version != UCXP_PROTO_VERSION)
+		return -EPROTO;
+	if (h->node_id != PSL_VAN_ID_NONE && (h->node_id < 1 || h->node_id > 65535))
+		return -EPROTO;
+	return 0;
+}
+
+void psl__ucxp_welcome_encode(const struct ucxp_welcome *w, uint8_t out[UCXP_WELCOME_SIZE])
+{
+	put32(out, WELCOME_MAGIC);
+	put16(out + 4, w->version);
+	put16(out + 6, w->status);
+	put32(out + 8, w->conn);
+	put32(out + 12, w->nonce);
+	put32(out + 16, w->ucx_version);
+	put32(out + 20, w->addr_len);
+}
+
+int psl__ucxp_welcome_decode(const uint8_t *buf, size_t len, struct ucxp_welcome *w)
+{
+	if (len >= 4 && get32(buf) != WELCOME_MAGIC)
+		return -EPROTO;
+	if (len < UCXP_WELCOME_SIZE)
+		return -EAGAIN;
+	w->version = get16(buf + 4);
+	w->status = get16(buf + 6);
+	w->conn = get32(buf + 8);
+	w->nonce = get32(buf + 12);
+	w->ucx_version = get32(buf + 16);
+	w->addr_len = get32(buf + 20);
+	if (w->version != UCXP_PROTO_VERSION || w->addr_len == 0 ||
+	    w->addr_len > UCXP_MAX_ADDR)
+		return -EPROTO;
+	if (len < UCXP_WELCOME_SIZE + (size_t)w->addr_len)
+		return -EAGAIN;
+	return 0;
+}
+
+/* ----------------------------------------------- active message header -- */
+
+void psl__ucxp_am_hdr_encode(const struct ucxp_am_hdr *h, uint8_t out[UCXP_AM_HDR_SIZE])
+{
+	put32(out, AM_MAGIC);
+	put32(out + 4, h->conn);
+	put32(out + 8, h->nonce);
+	put16(out + 12, h->part);
+	put16(out + 14, h->nparts);
+	put64(out + 16, h->seq);
+	put32(out + 24, h->nseg);
+	put32(out + 28, h->seg);
+}
+
+int psl__ucxp_am_hdr_decode(const void *buf, size_t len, struct ucxp_am_hdr *h)
+{
+	const uint8_t *p = buf;
+	if (!p || len != UCXP_AM_HDR_SIZE || get32(p) != AM_MAGIC)
+		return -EPROTO;
+	h->conn = get32(p + 4);
+	h->nonce = get32(p + 8);
+	h->part = get16(p + 12);
+	h->nparts = get16(p + 14);
+	h->seq = get64(p + 16);
+	h->nseg = get32(p + 24);
+	h->seg = get32(p + 28);
+	if (h->nseg > UCXP_MAX_SEG || h->nparts < 1 || h->nparts > h->nseg + 1 ||
+	    h->part >= h->nparts || (h->part > 0 && h->seg >= h->nseg))
+		return -EPROTO;
+	return 0;
+}
+
+/* ----------------------------------------------------- the head part -- */
+
+size_t psl__ucxp_head_size(size_t meta_len, const struct ucxp_seg_desc *segs, uint32_t nseg)
+{
+	size_t n = 8 + 16 * (size_t)nseg + ucxp_pad8(meta_len);
+	uint32_t i;
+	for (i = 0; i < nseg; i++)
+		if (segs[i].flags & UCXP_SEG_INLINE)
+			n += ucxp_pad8((size_t)segs[i].len);
+	return n;
+}
+
+size_t psl__ucxp_head_write(uint8_t *buf, const void *meta, size_t meta_len,
+			    const struct ucxp_seg_desc *segs, uint32_t nseg)
+{
+	size_t off = 8;
+	uint32_t i;
+	put32(buf, (uint32_t)meta_len);
+	put32(buf + 4, nseg);
+	for (i = 0; i < nseg; i++) {
+		put64(buf + off, segs[i].len);
+		put32(buf + off + 8, segs[i].flags);
+		put32(buf + off + 12, 0);
+		off += 16;
+	}
+	if (meta_len)
+		memcpy(buf + off, meta, meta_len);
+	memset(buf + off + meta_len, 0, ucxp_pad8(meta_len) - meta_len);
+	return off + ucxp_pad8(meta_len);
+}
+
+int psl__ucxp_head_parse(const uint8_t *buf, size_t len, uint32_t nseg,
+			 struct ucxp_seg_desc *segs, size_t *meta_off, size_t *meta_len,
+			 size_t *inline_off, char *why, size_t why_len)
+{
+	size_t off, mlen, end;
+	uint32_t i, n;
+
+	if (len < 8) {
+		snprintf(why, why_len, "head of %zu bytes", len);
+		return -EPROTO;
+	}
+	mlen = get32(buf);
+	n = get32(buf + 4);
+	if (n != nseg || n > UCXP_MAX_SEG) {
+		snprintf(why, why_len, "head says %u segments, header %u", n, nseg);
+		return -EPROTO;
+	}
+	if (mlen > UCXP_MAX_META) {
+		snprintf(why, why_len, "meta of %zu bytes", mlen);
+		return -EPROTO;
+	}
+	off = 8 + 16 * (size_t)n;
+	if (len < off || len - off < ucxp_pad8(mlen)) {
+		snprintf(why, why_len, "head of %zu bytes is shorter than its table and meta",
+			 len);
+		return -EPROTO;
+	}
+	*meta_off = off;
+	*meta_len = mlen;
+	end = off + ucxp_pad8(mlen);
+	for (i = 0; i < n; i++) {
+		const uint8_t *e = buf + 8 + 16 * (size_t)i;
+		segs[i].len = get64(e);
+		segs[i].flags = get32(e + 8);
+		if (segs[i].flags & ~UCXP_SEG_INLINE) {
+			snprintf(why, why_len, "segment %u has unknown flags 0x%x", i,
+				 segs[i].flags);
+			return -EPROTO;
+		}
+		inline_off[i] = 0;
+		if (segs[i].flags & UCXP_SEG_INLINE) {
+			if (segs[i].len > len - end || ucxp_pad8((size_t)segs[i].len) > len - end) {
+				snprintf(why, why_len,
+					 "inline segment %u of %llu bytes overruns the head", i,
+					 (unsigned long long)segs[i].len);
+				return -EPROTO;
+			}
+			inline_off[i] = end;
+			end += ucxp_pad8((size_t)segs[i].len);
+		}
+	}
+	if (end != len) {
+		snprintf(why, why_len, "head of %zu bytes, %zu expected", len, end);
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------- memory, devices -- */
+
+unsigned psl__ucxp_mem_caps(uint64_t ucp_memory_types, uint64_t cuda_bits)
+{
+	unsigned caps = UCXP_MEM_HOST; /* UCP always carries host memory */
+	if (cuda_bits && (ucp_memory_types & cuda_bits))
+		caps |= UCXP_MEM_CUDA;
+	return caps;
+}
+
+int psl__ucxp_mem_check(int32_t mem_type, int32_t dev_id, unsigned mem_caps, char *why,
+			size_t why_len)
+{
+	switch (mem_type) {
+	case PSL_MEM_HOST:
+		return 0;
+	case PSL_MEM_CUDA:
+		if (dev_id < 0) {
+			snprintf(why, why_len,
+				 "a CUDA segment needs its device id (dev_id=%d): set "
+				 "psl_van_seg.dev_id to the GPU's ordinal",
+				 (int)dev_id);
+			return -EINVAL;
+		}
+		if (!(mem_caps & UCXP_MEM_CUDA)) {
+			snprintf(why, why_len,
+				 "cannot send CUDA memory of device %d: the UCX library found at "
+				 "run time has no CUDA support (ucx_info -d lists no cuda "
+				 "transport): install a UCX built with CUDA, or copy the data to "
+				 "host memory",
+				 (int)dev_id);
+			return -ENOTSUP;
+		}
+		return 0;
+	default:
+		snprintf(why, why_len,
+			 "unknown memory type %d: expected PSL_MEM_HOST (0) or PSL_MEM_CUDA (1)",
+			 (int)mem_type);
+		return -EINVAL;
+	}
+}
+
+static unsigned tl_class(const char *tl)
+{
+	static const struct {
+		const char *prefix;
+		unsigned cls;
+	} map[] = {
+		{"posix", UCXP_TL_SHM},	  {"sysv", UCXP_TL_SHM},    {"xpmem", UCXP_TL_SHM},
+		{"knem", UCXP_TL_SHM},	  {"cma", UCXP_TL_SHM},	    {"tcp", UCXP_TL_TCP},
+		{"rc", UCXP_TL_RDMA},	  {"dc", UCXP_TL_RDMA},	    {"ud", UCXP_TL_RDMA},
+		{"cuda", UCXP_TL_CUDA},	  {"gdr", UCXP_TL_CUDA},    {"rocm", UCXP_TL_ROCM},
+	};
+	size_t i;
+	for (i = 0; i < sizeof(map) / sizeof(map[0]); i++)
+		if (!strncmp(tl, map[i].prefix, strlen(map[i].prefix)))
+			return map[i].cls;
+	return 0;
+}
+
+unsigned psl__ucxp_resources(const char *info, char *out, size_t out_len)
+{
+	const char *line = info;
+	size_t off = 0;
+	unsigned found = 0;
+
+	if (out_len)
+		out[0] = 0;
+	while (line && *line) {
+		const char *nl = strchr(line, '\n');
+		size_t n = nl ? (size_t)(nl - line) : strlen(line);
+		char buf[256], *tok, *last = NULL, *save = NULL;
+
+		if (n >= sizeof(buf))
+			n = sizeof(buf) - 1;
+		memcpy(buf, line, n);
+		buf[n] = 0;
+		line = nl ? nl + 1 : NULL;
+		if (!strstr(buf, "resource") || !strstr(buf, "--"))
+			continue;
+		for (tok = strtok_r(buf, " \t", &save); tok; tok = strtok_r(NULL, " \t", &save))
+			last = tok;
+		if (!last || !strchr(last, '/'))
+			continue;
+		found |= tl_class(last);
+		if (out_len && off + strlen(last) + 2 < out_len) {
+			int k = snprintf(out + off, out_len - off, "%s%s", off ? " " : "", last);
+			if (k > 0)
+				off += (size_t)k;
+		}
+	}
+	return found;
+}

@@ -1,0 +1,166 @@
+/*
+ * van_ucx: what goes over the wire, and the decisions that need no UCX
+ * runtime (so that tests/unit/test_van_ucx_proto.c can check them on any
+ * machine): the bootstrap greeting and hello/welcome records, the header
+ * of every active message, the layout of a message's head part, which
+ * memory types can be sent, and the summary of UCX's resources.
+ *
+ * Bootstrap (TCP, on the port bind() returned):
+ *   acceptor -> connector  "PSLVAN1 ucx\n"                      (at accept)
+ *   connector -> acceptor  "PSLVAN1 ucx\n" + hello (16 bytes)
+ *   acceptor -> connector  welcome (24 bytes) + UCX worker address
+ * Then the connector creates a UCP endpoint to that worker address and sends
+ * active messages whose header names the acceptor's connection (conn,
+ * nonce). The TCP connection stays open: its end tells that the peer is
+ * gone, whatever transport UCX uses.
+ *
+ * All integers on the wire are little-endian.
+ */
+#ifndef PSL_VAN_UCX_PROTO_H
+#define PSL_VAN_UCX_PROTO_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define UCXP_VAN_NAME "ucx"
+#define UCXP_PROTO_VERSION 1
+#define UCXP_MAX_SEG 64			    /* data segments of one message */
+#define UCXP_MAX_PARTS (UCXP_MAX_SEG + 1)   /* active messages of one message */
+#define UCXP_MAX_META (16u << 20)	    /* largest meta blob */
+#define UCXP_MAX_ADDR (64u << 10)	    /* largest UCX worker address */
+#define UCXP_SEQ_WINDOW (1u << 20)	    /* messages a sender may be ahead */
+
+/* ------------------------------------------------------------ greeting -- */
+
+enum ucxp_peer_kind {
+	UCXP_PEER_NEED_MORE = 0, /* not enough bytes yet to tell */
+	UCXP_PEER_UCX = 1,	 /* "PSLVAN1 ucx\n": the same van */
+	UCXP_PEER_OTHER_VAN = 2, /* "PSLVAN1 <name>\n" with another name */
+	UCXP_PEER_ZMTP = 3,	 /* ZeroMQ's signature: van zmq or C++ ps-lite */
+	UCXP_PEER_UNKNOWN = 4,	 /* anything else */
+};
+
+/* Our greeting, as sent. */
+size_t psl__ucxp_greeting(char *buf, size_t len);
+
+/* Classifies the first bytes a peer sent. For UCXP_PEER_UCX, *used is the
+ * greeting's length; for UCXP_PEER_OTHER_VAN, other gets the van's name. */
+int psl__ucxp_classify(const uint8_t *buf, size_t len, size_t *used, char *other,
+		       size_t other_len);
+
+/* Human-readable name of what a peer of kind k (other: its van) runs. */
+const char *psl__ucxp_peer_desc(int kind, const char *other, char *buf, size_t len);
+
+/* ------------------------------------------------------ hello, welcome -- */
+
+#define UCXP_HELLO_SIZE 16
+#define UCXP_WELCOME_SIZE 24
+
+struct ucxp_hello {
+	uint16_t version;
+	uint16_t flags;
+	int32_t node_id;      /* the connector's id, PSL_VAN_ID_NONE if none */
+	uint32_t ucx_version; /* UCP_VERSION(major, minor) of the connector */
+};
+
+struct ucxp_welcome {
+	uint16_t version;
+	uint16_t status; /* 0 = accepted */
+	uint32_t conn;	 /* the acceptor's connection index ... */
+	uint32_t nonce;	 /* ... and nonce: both go in every AM header */
+	uint32_t ucx_version;
+	uint32_t addr_len; /* bytes of UCX worker address that follow */
+};
+
+void psl__ucxp_hello_encode(const struct ucxp_hello *h, uint8_t out[UCXP_HELLO_SIZE]);
+/* 0, -EAGAIN (need more bytes), or -EPROTO. */
+int psl__ucxp_hello_decode(const uint8_t *buf, size_t len, struct ucxp_hello *h);
+void psl__ucxp_welcome_encode(const struct ucxp_welcome *w, uint8_t out[UCXP_WELCOME_SIZE]);
+/* 0 when the welcome and its whole address are in buf, -EAGAIN, -EPROTO. */
+int psl__ucxp_welcome_decode(const uint8_t *buf, size_t len, struct ucxp_welcome *w);
+
+/* ----------------------------------------------- active message header -- */
+
+#define UCXP_AM_HDR_SIZE 32
+
+struct ucxp_am_hdr {
+	uint32_t conn;	 /* receiver's connection index */
+	uint32_t nonce;	 /* receiver's connection nonce */
+	uint64_t seq;	 /* message number on this connection, from 0 */
+	uint16_t part;	 /* 0: head (meta, segment table, small segments);
+			    k > 0: the data of segment part_seg[k] alone */
+	uint16_t nparts; /* active messages of this message, head included */
+	uint32_t nseg;	 /* data segments of this message */
+	uint32_t seg;	 /* for part > 0: which segment it carries */
+};
+
+void psl__ucxp_am_hdr_encode(const struct ucxp_am_hdr *h, uint8_t out[UCXP_AM_HDR_SIZE]);
+/* 0 or -EPROTO (wrong length or magic, inconsistent counts). */
+int psl__ucxp_am_hdr_decode(const void *buf, size_t len, struct ucxp_am_hdr *h);
+
+/* ----------------------------------------------------- the head part -- */
+
+/*
+ * Payload of part 0:
+ *   u32 meta_len, u32 nseg,
+ *   nseg x { u64 len, u32 flags (UCXP_SEG_INLINE), u32 0 },
+ *   meta, padding to 8,
+ *   the data of every inline segment, each padded to 8.
+ * Segments not inline travel alone in parts 1..n, in segment order.
+ */
+#define UCXP_SEG_INLINE 1u
+
+struct ucxp_seg_desc {
+	uint64_t len;
+	uint32_t flags;
+};
+
+static inline size_t ucxp_pad8(size_t n)
+{
+	return (n + 7) & ~(size_t)7;
+}
+
+/* Bytes of the head payload for these segments. */
+size_t psl__ucxp_head_size(size_t meta_len, const struct ucxp_seg_desc *segs, uint32_t nseg);
+
+/* Writes the preamble, table and meta; returns the offset where inline data
+ * starts (each inline segment then goes at the next 8-aligned offset). */
+size_t psl__ucxp_head_write(uint8_t *buf, const void *meta, size_t meta_len,
+			    const struct ucxp_seg_desc *segs, uint32_t nseg);
+
+/* Parses a head payload of len bytes that says it has nseg segments:
+ * fills segs[nseg], *meta_off, *meta_len, and inline_off[i] for inline
+ * segments. 0 or -EPROTO with why filled. */
+int psl__ucxp_head_parse(const uint8_t *buf, size_t len, uint32_t nseg,
+			 struct ucxp_seg_desc *segs, size_t *meta_off, size_t *meta_len,
+			 size_t *inline_off, char *why, size_t why_len);
+
+/* ---------------------------------------------------- memory, devices -- */
+
+/* What the UCX found at run time can carry (from ucp_context_query's
+ * memory_types). */
+#define UCXP_MEM_HOST (1u << 0)
+#define UCXP_MEM_CUDA (1u << 1)
+
+/* Maps UCP's memory_types bit mask (bit i = ucs_memory_type_t i) to
+ * UCXP_MEM_*. cuda_bits: the bit(s) that mean CUDA memory. */
+unsigned psl__ucxp_mem_caps(uint64_t ucp_memory_types, uint64_t cuda_bits);
+
+/* Can a segment of this memory type and device be sent? 0, or -EINVAL (bad
+ * type or device id) or -ENOTSUP (this UCX cannot carry it), with why. */
+int psl__ucxp_mem_check(int32_t mem_type, int32_t dev_id, unsigned mem_caps, char *why,
+			size_t why_len);
+
+/* Resource classes found in UCX's resource list. */
+#define UCXP_TL_SHM (1u << 0)  /* posix, sysv, xpmem, knem, cma */
+#define UCXP_TL_TCP (1u << 1)
+#define UCXP_TL_RDMA (1u << 2) /* rc, dc, ud (verbs, mlx5) */
+#define UCXP_TL_CUDA (1u << 3) /* cuda_copy, cuda_ipc, gdr_copy */
+#define UCXP_TL_ROCM (1u << 4)
+
+/* Summarises the "resource N : md M dev D flags -- tl/dev" lines of
+ * ucp_context_print_info's text into out ("tcp/lo tcp/eth0 posix/memory"),
+ * and returns UCXP_TL_* of what was found. */
+unsigned psl__ucxp_resources(const char *info, char *out, size_t out_len);
+
+#endif

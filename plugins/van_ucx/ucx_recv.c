@@ -1,0 +1,335 @@
+/*
+ * van_ucx: the receive path. Every active message names the inbound
+ * connection it belongs to (conn, nonce), the message's sequence number and
+ * which part it is. Eager data stays in UCX's buffer (we return
+ * UCS_INPROGRESS and call ucp_am_data_release when the core releases the
+ * message); rendezvous data is received into a buffer we allocate. A message
+ * goes to the core once all its parts are in, and only after every earlier
+ * message of the same connection: messages from one sender are delivered in
+ * the order they were sent, whatever order UCX completes them in.
+ *
+ * Everything here but rx_release runs on the progress thread.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ucx_van.h"
+
+/* At most a few warnings a second about bad input. */
+static bool warn_ok(void)
+{
+	static _Atomic int64_t window;
+	static atomic_int count;
+	int64_t now = psl__ucx_now_ms() / 1000;
+	if (atomic_exchange(&window, now) != now)
+		atomic_store(&count, 0);
+	return atomic_fetch_add(&count, 1) < 5;
+}
+
+static void *rx_alloc(size_t len)
+{
+	void *p = NULL;
+	if (posix_memalign(&p, 64, len ? len : 1))
+		return NULL;
+	return p;
+}
+
+static void parts_free(struct psl_van *v, struct ucx_rx *m)
+{
+	uint16_t i;
+	for (i = 0; i < m->nparts; i++) {
+		struct ucx_rpart *p = &m->parts[i];
+		if (p->kind == PART_UCX) {
+			psl__ucx_lock(v);
+			ucp_am_data_release(v->worker, p->data);
+			psl__ucx_unlock(v);
+		} else if (p->kind == PART_HEAP) {
+			free(p->data);
+		}
+		p->kind = PART_NONE;
+		p->data = NULL;
+	}
+}
+
+/* The core is done with a message (any thread). */
+static void rx_release(struct psl_van_rmsg *pub)
+{
+	struct ucx_rx *m = (struct ucx_rx *)pub;
+	struct psl_van *v = m->v;
+	parts_free(v, m);
+	free(m);
+	psl__ucx_unref(v);
+}
+
+/* A message the core never sees. */
+static void rx_drop(struct ucx_rx *m)
+{
+	if (m->pending) { /* UCX still writes into a part: free with the worker */
+		m->in = NULL;
+		m->next = m->v->orphans;
+		m->v->orphans = m;
+		return;
+	}
+	rx_release(&m->pub);
+}
+
+static void unlink_rx(struct ucx_in *in, struct ucx_rx *m)
+{
+	if (m->prev)
+		m->prev->next = m->next;
+	else
+		in->head = m->next;
+	if (m->next)
+		m->next->prev = m->prev;
+	else
+		in->tail = m->prev;
+	m->next = m->prev = NULL;
+}
+
+/* Checks a complete message and fills pub; 0 or -EPROTO. */
+static int rx_finalize(struct ucx_rx *m, char *why, size_t why_len)
+{
+	struct ucxp_seg_desc desc[UCXP_MAX_SEG];
+	size_t inl[UCXP_MAX_SEG], meta_off, meta_len;
+	struct ucx_rpart *head = &m->parts[0];
+	uint32_t i, k = 1;
+	int rc;
+
+	rc = psl__ucxp_head_parse(head->data, head->len, m->nseg, desc, &meta_off, &meta_len,
+				  inl, why, why_len);
+	if (rc)
+		return rc;
+	for (i = 0; i < m->nseg; i++) {
+		if (desc[i].flags & UCXP_SEG_INLINE) {
+			m->segs[i] = (struct psl_van_rseg){(uint8_t *)head->data + inl[i],
+							   (size_t)desc[i].len, PSL_MEM_HOST, -1};
+			continue;
+		}
+		if (k >= m->nparts || m->parts[k].seg != i || m->parts[k].len != desc[i].len) {
+			snprintf(why, why_len, "segment %u does not match part %u", i, k);
+			return -EPROTO;
+		}
+		m->segs[i] = (struct psl_van_rseg){m->parts[k].data, m->parts[k].len,
+						   PSL_MEM_HOST, -1};
+		k++;
+	}
+	if (k != m->nparts) {
+		snprintf(why, why_len, "%u parts for %u separate segments", m->nparts, k - 1);
+		return -EPROTO;
+	}
+	m->pub.meta = (uint8_t *)head->data + meta_off;
+	m->pub.meta_len = meta_len;
+	m->pub.nseg = m->nseg;
+	m->pub.segs = m->segs;
+	m->pub.sender = m->in->node_id;
+	m->pub.release = rx_release;
+	return 0;
+}
+
+/* Moves every message that is complete and next in line to the ready list. */
+static void rx_advance(struct ucx_in *in)
+{
+	struct psl_van *v = in->v;
+	struct ucx_rx *m;
+
+	while ((m = in->head) && m->seq == in->next_seq && m->arrived == m->nparts &&
+	       !m->pending) {
+		char why[160] = "";
+		unlink_rx(in, m);
+		in->next_seq++;
+		if (m->err || rx_finalize(m, why, sizeof(why))) {
+			if (warn_ok())
+				LOG(v, PSL_VAN_LOG_WARN,
+				    "dropped message %llu from %s (node %d): %s",
+				    (unsigned long long)m->seq, in->desc, in->node_id,
+				    m->err ? strerror(-m->err) : why);
+			rx_drop(m);
+			continue;
+		}
+		m->next = NULL;
+		if (v->ready_tail)
+			v->ready_tail->next = m;
+		else
+			v->ready_head = m;
+		v->ready_tail = m;
+	}
+}
+
+int psl__ucx_dispatch_ready(struct psl_van *v)
+{
+	struct ucx_rx *m = v->ready_head;
+	int n = 0;
+	v->ready_head = v->ready_tail = NULL;
+	while (m) {
+		struct ucx_rx *next = m->next;
+		m->next = NULL;
+		v->host->recv(v->host->ctx, &m->pub);
+		m = next;
+		n++;
+	}
+	return n;
+}
+
+void psl__ucx_rx_drop_ready(struct psl_van *v)
+{
+	struct ucx_rx *m = v->ready_head;
+	v->ready_head = v->ready_tail = NULL;
+	while (m) {
+		struct ucx_rx *next = m->next;
+		rx_release(&m->pub);
+		m = next;
+	}
+}
+
+void psl__ucx_in_drop_all(struct ucx_in *in)
+{
+	while (in->head) {
+		struct ucx_rx *m = in->head;
+		unlink_rx(in, m);
+		rx_drop(m);
+	}
+}
+
+void psl__ucx_rx_free_orphans(struct psl_van *v)
+{
+	while (v->orphans) {
+		struct ucx_rx *m = v->orphans;
+		v->orphans = m->next;
+		m->pending = 0;
+		rx_release(&m->pub);
+	}
+}
+
+/* The message (in, h->seq), created if this is its first part. */
+static struct ucx_rx *rx_get(struct ucx_in *in, const struct ucxp_am_hdr *h)
+{
+	struct psl_van *v = in->v;
+	struct ucx_rx *m, *after;
+	size_t sz;
+
+	if (h->seq < in->next_seq || h->seq - in->next_seq >= UCXP_SEQ_WINDOW)
+		return NULL;
+	for (after = in->tail; after && after->seq > h->seq; after = after->prev)
+		;
+	if (after && after->seq == h->seq)
+		return (after->nparts == h->nparts && after->nseg == h->nseg) ? after : NULL;
+	sz = sizeof(*m) + h->nparts * sizeof(struct ucx_rpart);
+	sz = ucxp_pad8(sz);
+	m = calloc(1, sz + h->nseg * sizeof(struct psl_van_rseg));
+	if (!m)
+		return NULL;
+	m->v = v;
+	m->in = in;
+	m->seq = h->seq;
+	m->nparts = h->nparts;
+	m->nseg = h->nseg;
+	m->segs = (struct psl_van_rseg *)(void *)((char *)m + sz);
+	atomic_fetch_add(&v->refs, 1);
+	m->prev = after;
+	m->next = after ? after->next : in->head;
+	if (m->next)
+		m->next->prev = m;
+	else
+		in->tail = m;
+	if (after)
+		after->next = m;
+	else
+		in->head = m;
+	return m;
+}
+
+static void rndv_cb(void *request, ucs_status_t st, size_t length, void *user_data)
+{
+	struct ucx_rpart *p = user_data;
+	struct ucx_rx *m = p->m;
+
+	ucp_request_free(request);
+	if (st != UCS_OK || length != p->len)
+		m->err = st != UCS_OK ? -psl__ucx_errno(st) : -EPROTO;
+	m->pending--;
+	if (m->in)
+		rx_advance(m->in);
+}
+
+ucs_status_t psl__ucx_am_cb(void *arg, const void *header, size_t header_length, void *data,
+			    size_t length, const ucp_am_recv_param_t *param)
+{
+	struct psl_van *v = arg;
+	struct ucxp_am_hdr h;
+	struct ucx_in *in = NULL;
+	struct ucx_rx *m;
+	struct ucx_rpart *p;
+	ucs_status_t ret = UCS_OK;
+
+	if (psl__ucxp_am_hdr_decode(header, header_length, &h)) {
+		if (warn_ok())
+			LOG(v, PSL_VAN_LOG_WARN, "dropped an active message with a bad header "
+						 "(%zu bytes)", header_length);
+		return UCS_OK;
+	}
+	if (h.conn < v->nins)
+		in = v->ins[h.conn];
+	if (!in || in->nonce != h.nonce) {
+		if (warn_ok())
+			LOG(v, PSL_VAN_LOG_WARN,
+			    "dropped an active message for unknown connection %u", h.conn);
+		return UCS_OK;
+	}
+	m = rx_get(in, &h);
+	if (!m || m->parts[h.part].arrived) {
+		if (warn_ok())
+			LOG(v, PSL_VAN_LOG_WARN,
+			    "dropped part %u of message %llu from %s (node %d): %s", h.part,
+			    (unsigned long long)h.seq, in->desc, in->node_id,
+			    m ? "a duplicate" : "out of sequence, inconsistent, or no memory");
+		return UCS_OK;
+	}
+	p = &m->parts[h.part];
+	p->m = m;
+	p->arrived = true;
+	p->len = length;
+	p->seg = h.seg;
+	m->arrived++;
+	if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+		ucp_request_param_t prm;
+		ucs_status_ptr_t st;
+		p->data = rx_alloc(length);
+		if (!p->data) {
+			m->err = -ENOMEM; /* returning UCS_OK drops the data */
+		} else {
+			p->kind = PART_HEAP;
+			memset(&prm, 0, sizeof(prm));
+			prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+					   UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+			prm.cb.recv_am = rndv_cb;
+			prm.user_data = p;
+			prm.memory_type = UCS_MEMORY_TYPE_HOST;
+			m->pending++;
+			st = ucp_am_recv_data_nbx(v->worker, data, p->data, length, &prm);
+			if (st == NULL) {
+				m->pending--;
+			} else if (UCS_PTR_IS_ERR(st)) {
+				m->pending--;
+				m->err = -psl__ucx_errno(UCS_PTR_STATUS(st));
+			}
+			ret = UCS_INPROGRESS;
+		}
+	} else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
+		p->data = data;
+		p->kind = PART_UCX;
+		ret = UCS_INPROGRESS;
+	} else {
+		p->data = rx_alloc(length);
+		if (p->data) {
+			p->kind = PART_HEAP;
+			memcpy(p->data, data, length);
+		} else {
+			m->err = -ENOMEM;
+		}
+	}
+	rx_advance(in);
+	return ret;
+}

@@ -1,0 +1,255 @@
+/*
+ * van_ucx: the send path. A message becomes one or more UCP active messages
+ * on the peer's endpoint, posted back to back under the connection's mutex
+ * so that they carry consecutive parts of one sequence number:
+ *   part 0: meta, the segment table and every small host segment (copied:
+ *           at most PS_UCX_INLINE bytes each), in one buffer of ours;
+ *   part k: one large (or device) segment, sent from the caller's memory:
+ *           UCX picks eager zero-copy or rendezvous, no copy by the van.
+ * send_done runs when UCX completed every part.
+ */
+#include "config.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ucx_van.h"
+
+/* Finishes a send whose last reference is gone: tells the core. */
+void psl__ucx_send_finish(struct ucx_send *s)
+{
+	struct psl_van *v = s->v;
+	if (s->cookie)
+		v->host->send_done(v->host->ctx, s->cookie, atomic_load(&s->status));
+	atomic_fetch_sub(&v->inflight, 1);
+	free(s);
+}
+
+static void set_status(struct ucx_send *s, int status)
+{
+	int zero = 0;
+	if (status)
+		atomic_compare_exchange_strong(&s->status, &zero, status);
+}
+
+/* Drops one reference from a thread that may call the host: the progress
+ * thread, or the sender's own. */
+void psl__ucx_send_put(struct ucx_send *s, int status)
+{
+	set_status(s, status);
+	if (atomic_fetch_sub(&s->refs, 1) == 1)
+		psl__ucx_send_finish(s);
+}
+
+/* From UCX, inside ucp_worker_progress: queue it for the progress thread. */
+static void send_cb(void *request, ucs_status_t st, void *user_data)
+{
+	struct ucx_send *s = user_data;
+	struct psl_van *v = s->v;
+
+	if (st != UCS_OK)
+		set_status(s, -psl__ucx_errno(st));
+	ucp_request_free(request);
+	if (atomic_fetch_sub(&s->refs, 1) != 1)
+		return;
+	pthread_mutex_lock(&v->cq_mu);
+	s->next = NULL;
+	if (v->done_tail)
+		v->done_tail->next = s;
+	else
+		v->done_head = s;
+	v->done_tail = s;
+	pthread_mutex_unlock(&v->cq_mu);
+	if (v->running && !pthread_equal(pthread_self(), v->thread))
+		psl__ucx_wake(v);
+}
+
+int psl__ucx_dispatch_done(struct psl_van *v)
+{
+	struct ucx_send *s;
+	int n = 0;
+
+	pthread_mutex_lock(&v->cq_mu);
+	s = v->done_head;
+	v->done_head = v->done_tail = NULL;
+	pthread_mutex_unlock(&v->cq_mu);
+	while (s) {
+		struct ucx_send *next = s->next;
+		psl__ucx_send_finish(s);
+		s = next;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Posts every part of s on o's endpoint; o->mu held, o->state OUT_READY.
+ * Returns 0 once part 0 is posted (later failures go into s->status and
+ * mark the endpoint broken), or -errno when nothing was posted.
+ */
+int psl__ucx_post(struct ucx_out *o, struct ucx_send *s)
+{
+	struct psl_van *v = o->v;
+	bool pending = false;
+	uint16_t p;
+
+	for (p = 0; p < s->nparts; p++) {
+		struct ucxp_am_hdr h = {
+			.conn = o->conn,
+			.nonce = o->nonce,
+			.seq = o->seq,
+			.part = p,
+			.nparts = s->nparts,
+			.nseg = s->nseg,
+			.seg = p ? s->src[p - 1].seg : 0,
+		};
+		ucp_request_param_t prm;
+		ucs_status_ptr_t st;
+		const void *buf = p ? s->src[p - 1].data : s->head;
+		size_t len = p ? s->src[p - 1].len : s->head_len;
+		bool cuda = p && s->src[p - 1].mem_type == PSL_MEM_CUDA;
+
+		psl__ucxp_am_hdr_encode(&h, s->hdr[p]);
+		memset(&prm, 0, sizeof(prm));
+		prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+				   UCP_OP_ATTR_FIELD_MEMORY_TYPE;
+		prm.cb.send = send_cb;
+		prm.user_data = s;
+		prm.memory_type = cuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
+		atomic_fetch_add(&s->refs, 1);
+		psl__ucx_lock(v);
+		st = ucp_am_send_nbx(o->ep, UCX_AM_ID, s->hdr[p], UCXP_AM_HDR_SIZE, buf, len, &prm);
+		psl__ucx_unlock(v);
+		if (st == NULL) {
+			atomic_fetch_sub(&s->refs, 1); /* done already; the poster holds one */
+		} else if (UCS_PTR_IS_ERR(st)) {
+			int err = -psl__ucx_errno(UCS_PTR_STATUS(st));
+			atomic_fetch_sub(&s->refs, 1);
+			if (p == 0)
+				return err;
+			/* the peer has a cut message: this connection is done for */
+			LOG(v, PSL_VAN_LOG_ERROR, "message to %s cut after part %u of %u: %s",
+			    o->desc, p, s->nparts, ucs_status_string(UCS_PTR_STATUS(st)));
+			set_status(s, err);
+			atomic_store(&o->ep_error, true);
+			atomic_fetch_add(&v->ep_errors, 1);
+			psl__ucx_wake(v);
+			break;
+		} else {
+			pending = true;
+		}
+	}
+	o->seq++;
+	if (pending)
+		psl__ucx_kick(v);
+	return 0;
+}
+
+int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
+		  const struct psl_van_seg *segs, uint32_t nseg, void *cookie)
+{
+	struct ucxp_seg_desc desc[UCXP_MAX_SEG];
+	struct ucx_send *s;
+	struct ucx_out *o = NULL;
+	size_t inl = 0, head_len, off, sz;
+	uint32_t i, nsep = 0, k;
+	char why[320];
+	bool queued = false;
+	int rc;
+
+	if (nseg > UCXP_MAX_SEG) {
+		LOG(v, PSL_VAN_LOG_ERROR, "cannot send %u segments to node %d: at most %d", nseg,
+		    id, UCXP_MAX_SEG);
+		return -EINVAL;
+	}
+	if ((meta_len && !meta) || meta_len > UCXP_MAX_META || (nseg && !segs))
+		return -EINVAL;
+	for (i = 0; i < nseg; i++) {
+		rc = psl__ucxp_mem_check(segs[i].mem_type, segs[i].dev_id, v->mem_caps, why,
+					 sizeof(why));
+		if (rc) {
+			LOG(v, PSL_VAN_LOG_ERROR, "send to node %d, segment %u: %s", id, i, why);
+			return rc;
+		}
+		if (segs[i].len && !segs[i].data)
+			return -EINVAL;
+		desc[i].len = segs[i].len;
+		desc[i].flags = 0;
+		if (segs[i].mem_type == PSL_MEM_HOST && segs[i].len <= v->inline_max &&
+		    inl + segs[i].len <= 2 * v->inline_max) {
+			desc[i].flags = UCXP_SEG_INLINE;
+			inl += segs[i].len;
+		} else {
+			nsep++;
+		}
+	}
+	head_len = psl__ucxp_head_size(meta_len, desc, nseg);
+	sz = ucxp_pad8(sizeof(*s)) + ucxp_pad8(nsep * sizeof(struct ucx_part_src)) +
+	     (nsep + 1) * UCXP_AM_HDR_SIZE + head_len;
+	s = malloc(sz);
+	if (!s)
+		return -ENOMEM;
+	s->v = v;
+	s->cookie = cookie;
+	atomic_init(&s->refs, 1);
+	atomic_init(&s->status, 0);
+	s->next = NULL;
+	s->nparts = (uint16_t)(nsep + 1);
+	s->nseg = nseg;
+	s->src = (struct ucx_part_src *)(void *)((char *)s + ucxp_pad8(sizeof(*s)));
+	s->hdr = (uint8_t(*)[UCXP_AM_HDR_SIZE])(void *)((char *)s->src +
+						       ucxp_pad8(nsep * sizeof(*s->src)));
+	s->head = (uint8_t *)s->hdr + (nsep + 1) * UCXP_AM_HDR_SIZE;
+	s->head_len = head_len;
+	off = psl__ucxp_head_write(s->head, meta, meta_len, desc, nseg);
+	for (i = 0, k = 0; i < nseg; i++) {
+		if (desc[i].flags & UCXP_SEG_INLINE) {
+			size_t pad = ucxp_pad8(segs[i].len);
+			if (segs[i].len)
+				memcpy(s->head + off, segs[i].data, segs[i].len);
+			memset(s->head + off + segs[i].len, 0, pad - segs[i].len);
+			off += pad;
+		} else {
+			s->src[k++] = (struct ucx_part_src){segs[i].data, segs[i].len, i,
+							    segs[i].mem_type};
+		}
+	}
+
+	pthread_rwlock_rdlock(&v->lock);
+	if (id >= 0 && id < v->npeers)
+		o = v->peers[id];
+	if (!o) {
+		pthread_rwlock_unlock(&v->lock);
+		free(s);
+		LOG(v, PSL_VAN_LOG_DEBUG, "send to node %d: not connected", id);
+		return -EHOSTUNREACH;
+	}
+	pthread_mutex_lock(&o->mu);
+	switch (o->state) {
+	case OUT_FAILED:
+		rc = o->err ? o->err : -ECONNRESET;
+		break;
+	case OUT_READY:
+		rc = psl__ucx_post(o, s);
+		break;
+	default: /* still connecting: goes out in order once the endpoint is up */
+		*o->q_tail = s;
+		o->q_tail = &s->next;
+		o->qlen++;
+		queued = true;
+		rc = 0;
+		break;
+	}
+	if (!rc)
+		atomic_fetch_add(&v->inflight, 1);
+	pthread_mutex_unlock(&o->mu);
+	pthread_rwlock_unlock(&v->lock);
+	if (rc) {
+		free(s);
+		return rc;
+	}
+	if (!queued)
+		psl__ucx_send_put(s, 0);
+	return 0;
+}

@@ -1,0 +1,267 @@
+/*
+ * van_ucx internals: the instance, outbound and inbound connections, sends
+ * and received messages, shared by van_ucx.c (lifecycle, progress thread),
+ * ucx_boot.c (TCP bootstrap), ucx_send.c and ucx_recv.c.
+ *
+ * Threads. One progress thread per van blocks in epoll_wait on the UCX
+ * worker's event fd (armed with ucp_worker_arm), an eventfd for wake-ups,
+ * the listening socket and every bootstrap socket; with PS_BUSY_POLL=1 it
+ * polls instead. Every UCX callback runs inside ucp_worker_progress on that
+ * thread and only records what happened; the thread then calls the host
+ * (recv, send_done, peer_event) with no UCX or van lock held. Senders post
+ * active messages from their own threads on a thread-safe worker
+ * (UCS_THREAD_MODE_MULTI; where UCX cannot give one, ucx_mu serialises every
+ * UCX call).
+ *
+ * Locks, outermost first: lock (peers[]) > out->mu > UCX's worker lock >
+ * cq_mu. v->mu guards the list of outbound connections and is never held
+ * while taking another one.
+ */
+#ifndef PSL_VAN_UCX_VAN_H
+#define PSL_VAN_UCX_VAN_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/socket.h>
+#include <ucp/api/ucp.h>
+
+#include <pslite/van.h>
+
+#include "ucx_proto.h"
+
+#define UCX_LOGNAME "van_ucx"
+#define LOG(v, lvl, ...) psl_van_log((v)->host, (lvl), UCX_LOGNAME, __VA_ARGS__)
+
+#define UCX_AM_ID 17 /* our active message id */
+
+/* What an epoll event's data.ptr points at. */
+enum ucx_fd_kind { FD_WAKE = 1, FD_WORKER, FD_LISTEN, FD_OUT, FD_IN };
+struct ucx_fdh {
+	int kind;
+};
+
+/* ------------------------------------------------------------ outbound -- */
+
+enum ucx_out_state {
+	OUT_IDLE = 0,	/* waiting to (re)try the TCP connect */
+	OUT_CONNECTING, /* TCP connect in progress */
+	OUT_HANDSHAKE,	/* greeting and hello sent, waiting for the welcome */
+	OUT_READY,	/* UCP endpoint up: sends are posted */
+	OUT_FAILED,	/* given up, or the peer went away: sends fail */
+};
+
+struct ucx_send;
+
+/* A connection this node opened (connect()) to send to peer id. */
+struct ucx_out {
+	struct ucx_fdh fdh; /* FD_OUT */
+	struct psl_van *v;
+	int32_t id, my_id;
+	char desc[192]; /* "node 9 at 127.0.0.1:40000" */
+	char where[160]; /* "127.0.0.1:40000" */
+	struct sockaddr_storage sa;
+	socklen_t salen;
+
+	/* progress thread only */
+	int fd;
+	uint8_t *rx;
+	size_t rxlen, rxcap;
+	bool greeted;
+	uint8_t tx[64];
+	size_t txlen, txoff;
+	int64_t t_first, t_retry, t_deadline;
+	int tries;
+	ucs_status_ptr_t close_req; /* ucp_ep_close_nbx in progress */
+	bool closing;
+	bool freeable; /* retired and closed: free at the next sweep */
+
+	/* under mu: what senders look at */
+	pthread_mutex_t mu;
+	int state; /* enum ucx_out_state */
+	int err;   /* why it failed */
+	ucp_ep_h ep;
+	uint32_t conn, nonce; /* the peer's name for this connection */
+	uint64_t seq;
+	struct ucx_send *q_head, **q_tail; /* sends waiting for OUT_READY */
+	uint32_t qlen;
+	bool retired; /* replaced or disconnected: no events, close once flushed */
+
+	atomic_bool ep_error; /* UCX's error callback fired */
+	struct ucx_out *next; /* v->outs, under v->mu */
+};
+
+/* ------------------------------------------------------------- inbound -- */
+
+enum ucx_in_state { IN_HELLO = 0, IN_READY, IN_CLOSED };
+
+struct ucx_rx;
+
+/* A connection a peer opened to this node; it owns the reassembly state of
+ * the messages that peer sends. Progress thread only. Kept until fini, so
+ * that active messages still in UCX's queues when the TCP connection ends
+ * are delivered. */
+struct ucx_in {
+	struct ucx_fdh fdh; /* FD_IN */
+	struct psl_van *v;
+	uint32_t idx, nonce;
+	int fd;
+	int state;
+	int32_t node_id;
+	char desc[80];
+	uint8_t rx[64];
+	size_t rxlen;
+	bool greeted;
+	uint8_t *tx;
+	size_t txlen, txoff;
+	int64_t t_deadline;
+	uint64_t next_seq;
+	struct ucx_rx *head, *tail; /* messages being received, by seq */
+};
+
+/* ---------------------------------------------------------------- send -- */
+
+struct ucx_part_src {
+	const void *data;
+	size_t len;
+	uint32_t seg;
+	int32_t mem_type;
+};
+
+/* One send: meta and small segments copied into head, large segments sent
+ * from the caller's memory as parts of their own. */
+struct ucx_send {
+	struct psl_van *v;
+	void *cookie;
+	atomic_int refs;   /* posted requests not yet complete, + 1 for the poster */
+	atomic_int status; /* first error, or 0 */
+	struct ucx_send *next;
+	uint16_t nparts;
+	uint32_t nseg;
+	size_t head_len;
+	uint8_t *head;
+	struct ucx_part_src *src; /* nparts - 1 */
+	uint8_t (*hdr)[UCXP_AM_HDR_SIZE]; /* nparts, alive until completion */
+};
+
+/* ------------------------------------------------------------- receive -- */
+
+enum { PART_NONE = 0, PART_UCX, PART_HEAP };
+
+struct ucx_rpart {
+	struct ucx_rx *m;
+	void *data;
+	size_t len;
+	uint32_t seg;
+	uint8_t kind;
+	bool arrived;
+};
+
+struct ucx_rx {
+	struct psl_van_rmsg pub; /* first: release() casts back */
+	struct psl_van *v;
+	struct ucx_in *in; /* NULL once orphaned by fini */
+	uint64_t seq;
+	uint16_t nparts, arrived, pending;
+	uint32_t nseg;
+	int err;
+	struct ucx_rx *next, *prev;
+	struct psl_van_rseg *segs;
+	struct ucx_rpart parts[];
+};
+
+/* ------------------------------------------------------------ instance -- */
+
+struct psl_van {
+	const struct psl_van_host *host;
+	ucp_context_h ctx;
+	ucp_worker_h worker;
+	ucp_address_t *addr;
+	size_t addr_len;
+	bool mt;		 /* worker is UCS_THREAD_MODE_MULTI */
+	pthread_mutex_t ucx_mu;	 /* recursive; used only when !mt */
+	unsigned mem_caps;	 /* UCXP_MEM_* */
+	unsigned tl_found;	 /* UCXP_TL_* */
+	unsigned ucx_version;	 /* UCP_VERSION(major, minor) */
+	char ucx_version_str[32];
+	char transports[192];
+
+	/* settings */
+	bool busy_poll;
+	size_t inline_max;
+	int handshake_ms, connect_ms, linger_ms;
+	bool peer_errors; /* PS_UCX_ERR_MODE=peer: UCP_ERR_HANDLING_MODE_PEER */
+
+	int epfd, wake_fd, lfd, efd;
+	struct ucx_fdh h_wake, h_worker, h_listen;
+	char listen_desc[96];
+	pthread_t thread;
+	bool running;
+	atomic_bool stop;
+	atomic_bool kicked;
+	atomic_bool boot_dirty;
+	int64_t next_timer;
+
+	pthread_rwlock_t lock; /* peers[] */
+	struct ucx_out **peers;
+	int npeers;
+	pthread_mutex_t mu; /* outs */
+	struct ucx_out *outs;
+	atomic_int ep_errors;
+
+	struct ucx_in **ins; /* progress thread only */
+	uint32_t nins, cap_ins;
+	uint32_t nonce_seed;
+
+	pthread_mutex_t cq_mu; /* sends done by UCX, waiting for send_done */
+	struct ucx_send *done_head, *done_tail;
+	atomic_int inflight; /* sends accepted and not yet finished */
+
+	struct ucx_rx *ready_head, *ready_tail; /* for host->recv; progress thread */
+	struct ucx_rx *orphans; /* receives cut by fini, freed with the worker */
+
+	atomic_int refs; /* 1 for the van + 1 per message the core holds */
+	bool stopping;	 /* fini started: no more host callbacks but send_done */
+};
+
+/* van_ucx.c */
+int64_t psl__ucx_now_ms(void);
+void psl__ucx_lock(struct psl_van *v);
+void psl__ucx_unlock(struct psl_van *v);
+void psl__ucx_wake(struct psl_van *v);
+void psl__ucx_kick(struct psl_van *v);
+int psl__ucx_errno(ucs_status_t st);
+void psl__ucx_unref(struct psl_van *v);
+
+/* ucx_boot.c */
+int psl__ucx_listen(struct psl_van *v, const char *host, int port, int *bound);
+void psl__ucx_accept(struct psl_van *v);
+void psl__ucx_in_io(struct ucx_in *in, uint32_t events);
+void psl__ucx_out_io(struct ucx_out *o, uint32_t events);
+/* Timers, retries, retired connections; returns ms to the next deadline
+ * (-1: none). */
+int psl__ucx_boot_tick(struct psl_van *v);
+void psl__ucx_out_fail(struct ucx_out *o, int event, int err, const char *detail);
+void psl__ucx_out_free(struct ucx_out *o);
+void psl__ucx_in_free(struct ucx_in *in);
+struct ucx_out *psl__ucx_out_new(struct psl_van *v, const struct psl_van_peer *peer,
+				 int32_t my_id, int *err);
+
+/* ucx_send.c */
+int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
+		  const struct psl_van_seg *segs, uint32_t nseg, void *cookie);
+int psl__ucx_post(struct ucx_out *o, struct ucx_send *s);
+void psl__ucx_send_put(struct ucx_send *s, int status);
+void psl__ucx_send_finish(struct ucx_send *s);
+int psl__ucx_dispatch_done(struct psl_van *v);
+
+/* ucx_recv.c */
+ucs_status_t psl__ucx_am_cb(void *arg, const void *header, size_t header_length, void *data,
+			    size_t length, const ucp_am_recv_param_t *param);
+int psl__ucx_dispatch_ready(struct psl_van *v);
+void psl__ucx_in_drop_all(struct ucx_in *in);
+void psl__ucx_rx_free_orphans(struct psl_van *v);
+void psl__ucx_rx_drop_ready(struct psl_van *v);
+
+#endif

@@ -1,0 +1,693 @@
+/*
+ * van_ucx: UCX (UCP active messages) for pslite. Shared memory, TCP, RDMA
+ * and CUDA memory, as far as the UCX library found at run time offers them.
+ *
+ * Files:
+ *   van_ucx.c    lifecycle (init, query, bind, connect, fini) and the
+ *                progress thread
+ *   ucx_boot.c   the TCP bootstrap on the bound port: greeting, worker
+ *                address exchange, liveness of the peer
+ *   ucx_send.c   a message as active messages, zero-copy for large data
+ *   ucx_recv.c   reassembly, in-order delivery, zero-copy hand-over
+ *   ucx_proto.c  wire formats and decisions that need no UCX run time
+ *
+ * Settings (the host's parameters, i.e. the environment):
+ *   PS_BUSY_POLL=1              poll UCX instead of sleeping in epoll_wait
+ *   PS_UCX_INLINE=BYTES         host segments up to this size are copied into
+ *                               the message's first active message (8192)
+ *   PS_UCX_HANDSHAKE_TIMEOUT=S  bootstrap handshake limit in seconds (10)
+ *   PS_UCX_LINGER_MS=MS         how long fini lets sends in flight finish (1000)
+ *   PS_UCX_ERR_MODE=none|peer   UCP endpoint error handling (none: the
+ *                               bootstrap connection tells that a peer died,
+ *                               and every transport stays usable; peer: UCX
+ *                               also watches, but only over transports that
+ *                               detect peer failure, which excludes shared
+ *                               memory in UCX 1.13)
+ *   PS_CONNECT_TIMEOUT=S        how long to retry reaching a peer (60)
+ * and UCX's own UCX_* variables (UCX_TLS, UCX_NET_DEVICES, ...).
+ */
+#include "config.h"
+
+#define _GNU_SOURCE 1
+#include <errno.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "ucx_van.h"
+
+#define STR2(x) #x
+#define STR(x) STR2(x)
+
+int64_t psl__ucx_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void psl__ucx_lock(struct psl_van *v)
+{
+	if (!v->mt)
+		pthread_mutex_lock(&v->ucx_mu);
+}
+
+void psl__ucx_unlock(struct psl_van *v)
+{
+	if (!v->mt)
+		pthread_mutex_unlock(&v->ucx_mu);
+}
+
+void psl__ucx_wake(struct psl_van *v)
+{
+	uint64_t one = 1;
+	ssize_t rc;
+	if (v->wake_fd < 0)
+		return;
+	rc = write(v->wake_fd, &one, sizeof(one));
+	(void)rc;
+}
+
+/* A request is waiting for progress: make sure the thread looks. */
+void psl__ucx_kick(struct psl_van *v)
+{
+	if (v->busy_poll || !v->running || pthread_equal(pthread_self(), v->thread))
+		return;
+	if (!atomic_exchange(&v->kicked, true))
+		psl__ucx_wake(v);
+}
+
+int psl__ucx_errno(ucs_status_t st)
+{
+	switch (st) {
+	case UCS_OK:
+		return 0;
+	case UCS_ERR_NO_MEMORY:
+		return ENOMEM;
+	case UCS_ERR_INVALID_PARAM:
+		return EINVAL;
+	case UCS_ERR_UNREACHABLE:
+		return EHOSTUNREACH;
+	case UCS_ERR_NO_DEVICE:
+	case UCS_ERR_NO_ELEM:
+		return ENODEV;
+	case UCS_ERR_BUSY:
+		return EBUSY;
+	case UCS_ERR_CANCELED:
+		return ECANCELED;
+	case UCS_ERR_TIMED_OUT:
+	case UCS_ERR_ENDPOINT_TIMEOUT:
+		return ETIMEDOUT;
+	case UCS_ERR_CONNECTION_RESET:
+		return ECONNRESET;
+	case UCS_ERR_NOT_CONNECTED:
+		return ENOTCONN;
+	case UCS_ERR_REJECTED:
+		return ECONNREFUSED;
+	case UCS_ERR_UNSUPPORTED:
+		return ENOTSUP;
+	case UCS_ERR_MESSAGE_TRUNCATED:
+		return EMSGSIZE;
+	case UCS_ERR_NO_RESOURCE:
+		return EAGAIN;
+	default:
+		return EIO;
+	}
+}
+
+/* ----------------------------------------------------------- settings -- */
+
+static const char *param(struct psl_van *v, const char *name)
+{
+	const char *s = v->host->param ? v->host->param(v->host->ctx, name) : NULL;
+	return (s && *s) ? s : NULL;
+}
+
+static int param_long(struct psl_van *v, const char *name, long def, long lo, long hi,
+		      const char *unit, long *out)
+{
+	const char *s = param(v, name);
+	char *end;
+	long x;
+	if (!s) {
+		*out = def;
+		return 0;
+	}
+	errno = 0;
+	x = strtol(s, &end, 10);
+	if (errno || end == s || *end || x < lo || x > hi) {
+		LOG(v, PSL_VAN_LOG_ERROR, "%s=%s: expected %s from %ld to %ld", name, s, unit, lo,
+		    hi);
+		return -EINVAL;
+	}
+	*out = x;
+	return 0;
+}
+
+static int read_settings(struct psl_van *v)
+{
+	long x;
+	const char *s;
+	int rc;
+
+	if ((rc = param_long(v, "PS_BUSY_POLL", 0, 0, 1, "0 or 1", &x)))
+		return rc;
+	v->busy_poll = x != 0;
+	if ((rc = param_long(v, "PS_UCX_INLINE", 8192, 0, 1 << 20, "a number of bytes", &x)))
+		return rc;
+	v->inline_max = (size_t)x;
+	if ((rc = param_long(v, "PS_UCX_HANDSHAKE_TIMEOUT", 10, 1, 3600, "seconds", &x)))
+		return rc;
+	v->handshake_ms = (int)x * 1000;
+	if ((rc = param_long(v, "PS_UCX_LINGER_MS", 1000, 0, 600000, "milliseconds", &x)))
+		return rc;
+	v->linger_ms = (int)x;
+	if ((rc = param_long(v, "PS_CONNECT_TIMEOUT", 60, 1, 86400, "seconds", &x)))
+		return rc;
+	v->connect_ms = (int)x * 1000;
+	s = param(v, "PS_UCX_ERR_MODE");
+	if (!s || !strcmp(s, "none"))
+		v->peer_errors = false;
+	else if (!strcmp(s, "peer"))
+		v->peer_errors = true;
+	else {
+		LOG(v, PSL_VAN_LOG_ERROR, "PS_UCX_ERR_MODE=%s: expected none or peer", s);
+		return -EINVAL;
+	}
+	return 0;
+}
+
+/* ---------------------------------------------------------- lifecycle -- */
+
+static void van_destroy(struct psl_van *v)
+{
+	if (v->addr)
+		ucp_worker_release_address(v->worker, v->addr);
+	if (v->worker)
+		ucp_worker_destroy(v->worker);
+	psl__ucx_rx_free_orphans(v); /* UCX no longer writes into them */
+	if (v->ctx)
+		ucp_cleanup(v->ctx);
+	pthread_rwlock_destroy(&v->lock);
+	pthread_mutex_destroy(&v->mu);
+	pthread_mutex_destroy(&v->cq_mu);
+	pthread_mutex_destroy(&v->ucx_mu);
+	free(v);
+}
+
+void psl__ucx_unref(struct psl_van *v)
+{
+	if (atomic_fetch_sub(&v->refs, 1) == 1)
+		van_destroy(v);
+}
+
+/* "tcp/lo tcp/eth0 posix/memory ..." from UCX's own account. */
+static void find_resources(struct psl_van *v)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	if (f) {
+		ucp_context_print_info(v->ctx, f);
+		fclose(f);
+	}
+	v->tl_found = text ? psl__ucxp_resources(text, v->transports, sizeof(v->transports)) : 0;
+	if (!v->transports[0])
+		snprintf(v->transports, sizeof(v->transports), "(UCX did not list them)");
+	free(text);
+}
+
+static int uinit(const struct psl_van_host *host, struct psl_van **out)
+{
+	struct psl_van *v = calloc(1, sizeof(*v));
+	ucp_params_t cp;
+	ucp_worker_params_t wp;
+	ucp_worker_attr_t wa;
+	ucp_context_attr_t ca;
+	ucp_am_handler_param_t ap;
+	ucp_config_t *cfg = NULL;
+	pthread_mutexattr_t ma;
+	unsigned maj, min, rel;
+	const char *tls;
+	ucs_status_t st;
+	int rc;
+
+	if (!v)
+		return -ENOMEM;
+	v->host = host;
+	v->epfd = v->wake_fd = v->lfd = v->efd = -1;
+	v->next_timer = -1;
+	v->h_wake.kind = FD_WAKE;
+	v->h_worker.kind = FD_WORKER;
+	v->h_listen.kind = FD_LISTEN;
+	atomic_init(&v->refs, 1);
+	pthread_rwlock_init(&v->lock, NULL);
+	pthread_mutex_init(&v->mu, NULL);
+	pthread_mutex_init(&v->cq_mu, NULL);
+	pthread_mutexattr_init(&ma);
+	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
+	pthread_mutex_init(&v->ucx_mu, &ma);
+	pthread_mutexattr_destroy(&ma);
+	v->nonce_seed = (uint32_t)getpid() * 2654435761u ^ (uint32_t)psl__ucx_now_ms();
+	rc = read_settings(v);
+	if (rc)
+		goto out_free;
+
+	ucp_get_version(&maj, &min, &rel);
+	v->ucx_version = UCP_VERSION(maj, min);
+	snprintf(v->ucx_version_str, sizeof(v->ucx_version_str), "%u.%u.%u", maj, min, rel);
+	tls = param(v, "UCX_TLS");
+
+	st = ucp_config_read(NULL, NULL, &cfg);
+	if (st != UCS_OK) {
+		LOG(v, PSL_VAN_LOG_ERROR,
+		    "UCX cannot read its configuration (the UCX_* variables): %s",
+		    ucs_status_string(st));
+		rc = -EINVAL;
+		goto out_free;
+	}
+	memset(&cp, 0, sizeof(cp));
+	cp.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
+	cp.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
+	cp.mt_workers_shared = 0;
+	st = ucp_init(&cp, cfg, &v->ctx);
+	ucp_config_release(cfg);
+	if (st != UCS_OK) {
+		v->ctx = NULL;
+		if (st == UCS_ERR_NO_DEVICE || st == UCS_ERR_NO_ELEM || st == UCS_ERR_UNSUPPORTED) {
+			LOG(v, PSL_VAN_LOG_INFO,
+			    "UCX %s finds no transport it can use here%s%s%s: %s",
+			    v->ucx_version_str, tls ? " (UCX_TLS=" : "", tls ? tls : "",
+			    tls ? "; ucx_info -d lists what there is)" : "", ucs_status_string(st));
+			rc = -ENODEV;
+		} else {
+			LOG(v, PSL_VAN_LOG_ERROR, "UCX %s does not start: %s", v->ucx_version_str,
+			    ucs_status_string(st));
+			rc = -psl__ucx_errno(st);
+		}
+		goto out_free;
+	}
+	memset(&ca, 0, sizeof(ca));
+	ca.field_mask = UCP_ATTR_FIELD_MEMORY_TYPES;
+	if (ucp_context_query(v->ctx, &ca) == UCS_OK)
+		v->mem_caps = psl__ucxp_mem_caps(ca.memory_types,
+						 UCS_BIT(UCS_MEMORY_TYPE_CUDA) |
+							 UCS_BIT(UCS_MEMORY_TYPE_CUDA_MANAGED));
+	else
+		v->mem_caps = UCXP_MEM_HOST;
+
+	memset(&wp, 0, sizeof(wp));
+	wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_AM_ALIGNMENT;
+	wp.thread_mode = UCS_THREAD_MODE_MULTI;
+	wp.am_alignment = 8;
+	st = ucp_worker_create(v->ctx, &wp, &v->worker);
+	if (st != UCS_OK) {
+		v->worker = NULL;
+		LOG(v, st == UCS_ERR_NO_DEVICE ? PSL_VAN_LOG_INFO : PSL_VAN_LOG_ERROR,
+		    "UCX %s cannot create a worker%s%s%s: %s", v->ucx_version_str,
+		    tls ? " (UCX_TLS=" : "", tls ? tls : "", tls ? ")" : "",
+		    ucs_status_string(st));
+		rc = st == UCS_ERR_NO_DEVICE ? -ENODEV : -psl__ucx_errno(st);
+		goto out_free;
+	}
+	memset(&wa, 0, sizeof(wa));
+	wa.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE;
+	v->mt = ucp_worker_query(v->worker, &wa) == UCS_OK &&
+		wa.thread_mode == UCS_THREAD_MODE_MULTI;
+	st = ucp_worker_get_address(v->worker, &v->addr, &v->addr_len);
+	if (st != UCS_OK) {
+		v->addr = NULL;
+		rc = -psl__ucx_errno(st);
+		goto out_free;
+	}
+	memset(&ap, 0, sizeof(ap));
+	ap.field_mask = UCP_AM_HANDLER_PARAM_FIELD_ID | UCP_AM_HANDLER_PARAM_FIELD_FLAGS |
+			UCP_AM_HANDLER_PARAM_FIELD_CB | UCP_AM_HANDLER_PARAM_FIELD_ARG;
+	ap.id = UCX_AM_ID;
+	ap.flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA;
+	ap.cb = psl__ucx_am_cb;
+	ap.arg = v;
+	st = ucp_worker_set_am_recv_handler(v->worker, &ap);
+	if (st != UCS_OK) {
+		rc = -psl__ucx_errno(st);
+		goto out_free;
+	}
+	find_resources(v);
+	*out = v;
+	return 0;
+
+out_free:
+	van_destroy(v);
+	return rc;
+}
+
+static int uquery(struct psl_van *v, struct psl_van_caps *caps)
+{
+	char mem[32];
+	snprintf(mem, sizeof(mem), "host%s", (v->mem_caps & UCXP_MEM_CUDA) ? ", cuda" : "");
+	caps->flags = PSL_VAN_CAP_ZC_SEND | PSL_VAN_CAP_ZC_RECV | PSL_VAN_CAP_MEM_HOST |
+		      ((v->mem_caps & UCXP_MEM_CUDA) ? PSL_VAN_CAP_MEM_CUDA : 0);
+	caps->max_msg_size = 0;
+	snprintf(caps->transports, sizeof(caps->transports), "%.150s; memory: %s%s%s%s",
+		 v->transports, mem, (v->tl_found & UCXP_TL_RDMA) ? "" : "; no RDMA device",
+		 (v->mem_caps & UCXP_MEM_CUDA) ? "" : "; no CUDA in this UCX",
+		 v->busy_poll ? "; busy polling" : "");
+	return 0;
+}
+
+/* ------------------------------------------------------ progress thread -- */
+
+/* Drives UCX until it has nothing to do, then hands what happened to the
+ * host. Returns true if more work may be waiting. */
+static bool progress_once(struct psl_van *v)
+{
+	unsigned n = 0, k;
+
+	psl__ucx_lock(v);
+	for (k = 0; k < 256; k++) {
+		unsigned got = ucp_worker_progress(v->worker);
+		n += got;
+		if (!got)
+			break;
+	}
+	psl__ucx_unlock(v);
+	if (atomic_exchange(&v->ep_errors, 0)) {
+		struct ucx_out *o, **snap = NULL;
+		size_t cnt = 0, i = 0;
+		pthread_mutex_lock(&v->mu);
+		for (o = v->outs; o; o = o->next)
+			cnt++;
+		snap = cnt ? malloc(cnt * sizeof(*snap)) : NULL;
+		for (o = v->outs; o && snap; o = o->next)
+			snap[i++] = o;
+		pthread_mutex_unlock(&v->mu);
+		for (cnt = i, i = 0; i < cnt; i++) {
+			if (!atomic_exchange(&snap[i]->ep_error, false))
+				continue;
+			psl__ucx_out_fail(snap[i], PSL_VAN_PEER_DOWN, -ECONNRESET,
+					  "UCX reports the endpoint failed (the peer went away)");
+		}
+		free(snap);
+		n++;
+	}
+	n += (unsigned)psl__ucx_dispatch_done(v);
+	n += (unsigned)psl__ucx_dispatch_ready(v);
+	return n > 0;
+}
+
+static void *progress_main(void *arg)
+{
+	struct psl_van *v = arg;
+	struct epoll_event ev[32];
+
+	while (!atomic_load(&v->stop)) {
+		int n, i, timeout;
+		bool busy = progress_once(v);
+
+		timeout = psl__ucx_boot_tick(v);
+		if (busy || v->busy_poll) {
+			timeout = 0;
+		} else {
+			ucs_status_t st;
+			psl__ucx_lock(v);
+			st = ucp_worker_arm(v->worker);
+			psl__ucx_unlock(v);
+			if (st == UCS_ERR_BUSY)
+				timeout = 0;
+		}
+		n = epoll_wait(v->epfd, ev, 32, timeout);
+		for (i = 0; i < n; i++) {
+			struct ucx_fdh *h = ev[i].data.ptr;
+			switch (h->kind) {
+			case FD_WAKE: {
+				uint64_t x;
+				ssize_t r = read(v->wake_fd, &x, sizeof(x));
+				(void)r;
+				atomic_store(&v->kicked, false);
+				break;
+			}
+			case FD_LISTEN:
+				psl__ucx_accept(v);
+				break;
+			case FD_OUT:
+				psl__ucx_out_io((struct ucx_out *)(void *)h, ev[i].events);
+				break;
+			case FD_IN:
+				psl__ucx_in_io((struct ucx_in *)(void *)h, ev[i].events);
+				break;
+			default: /* FD_WORKER: progress at the top of the loop */
+				break;
+			}
+		}
+	}
+	return NULL;
+}
+
+static int ubind(struct psl_van *v, const struct psl_van_bind_req *req,
+		 struct psl_van_bind_res *res)
+{
+	struct epoll_event e;
+	ucs_status_t st;
+	int port = 0, rc;
+
+	if (v->lfd >= 0)
+		return -EALREADY;
+	rc = psl__ucx_listen(v, req->host, req->port, &port);
+	if (rc)
+		return rc;
+	v->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+	v->epfd = epoll_create1(EPOLL_CLOEXEC);
+	if (v->wake_fd < 0 || v->epfd < 0) {
+		rc = -errno;
+		goto out_close;
+	}
+	st = ucp_worker_get_efd(v->worker, &v->efd);
+	if (st != UCS_OK) {
+		LOG(v, PSL_VAN_LOG_ERROR, "UCX gives no event fd to wait on: %s",
+		    ucs_status_string(st));
+		rc = -psl__ucx_errno(st);
+		goto out_close;
+	}
+	e = (struct epoll_event){.events = EPOLLIN, .data.ptr = &v->h_wake};
+	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, v->wake_fd, &e))
+		goto out_errno;
+	e = (struct epoll_event){.events = EPOLLIN, .data.ptr = &v->h_worker};
+	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, v->efd, &e))
+		goto out_errno;
+	e = (struct epoll_event){.events = EPOLLIN, .data.ptr = &v->h_listen};
+	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, v->lfd, &e))
+		goto out_errno;
+	rc = pthread_create(&v->thread, NULL, progress_main, v);
+	if (rc) {
+		rc = -rc;
+		goto out_close;
+	}
+	v->running = true;
+	res->port = port;
+	res->addr_len = 0;
+	LOG(v, PSL_VAN_LOG_INFO, "UCX %s: %s%s%s", v->ucx_version_str, v->transports,
+	    (v->tl_found & UCXP_TL_RDMA) ? "" : "; no RDMA device found (InfiniBand/RoCE)",
+	    (v->mem_caps & UCXP_MEM_CUDA) ? ""
+					  : "; this UCX has no CUDA support: GPU segments will be "
+					    "refused");
+	LOG(v, PSL_VAN_LOG_DEBUG,
+	    "bootstrap on %s, UCX worker address %zu bytes, %s, progress by %s", v->listen_desc,
+	    v->addr_len, v->mt ? "thread-safe worker" : "worker serialised by the van",
+	    v->busy_poll ? "busy polling (PS_BUSY_POLL=1)"
+			 : "epoll on the worker's event fd");
+	return 0;
+
+out_errno:
+	rc = -errno;
+out_close:
+	if (v->epfd >= 0)
+		close(v->epfd);
+	if (v->wake_fd >= 0)
+		close(v->wake_fd);
+	close(v->lfd);
+	v->epfd = v->wake_fd = v->lfd = v->efd = -1;
+	return rc;
+}
+
+static int uconnect(struct psl_van *v, const struct psl_van_peer *peer, int32_t my_id)
+{
+	struct ucx_out *o, *old;
+	int id = peer->id, rc = 0;
+
+	if (id < 1 || id > 65535 || !peer->host || !*peer->host || peer->port <= 0 ||
+	    peer->port > 65535) {
+		LOG(v, PSL_VAN_LOG_ERROR, "cannot connect to node %d at %s:%d: bad id or address",
+		    id, peer->host ? peer->host : "(null)", peer->port);
+		return -EINVAL;
+	}
+	o = psl__ucx_out_new(v, peer, my_id, &rc);
+	if (!o)
+		return rc;
+	pthread_rwlock_wrlock(&v->lock);
+	if (id >= v->npeers) {
+		int n = id + 16;
+		struct ucx_out **np = realloc(v->peers, sizeof(*np) * (size_t)n);
+		if (!np) {
+			pthread_rwlock_unlock(&v->lock);
+			psl__ucx_out_free(o);
+			return -ENOMEM;
+		}
+		memset(np + v->npeers, 0, sizeof(*np) * (size_t)(n - v->npeers));
+		v->peers = np;
+		v->npeers = n;
+	}
+	old = v->peers[id];
+	v->peers[id] = o;
+	pthread_rwlock_unlock(&v->lock);
+	pthread_mutex_lock(&v->mu);
+	o->next = v->outs;
+	v->outs = o;
+	pthread_mutex_unlock(&v->mu);
+	if (old) {
+		pthread_mutex_lock(&old->mu);
+		old->retired = true;
+		pthread_mutex_unlock(&old->mu);
+	}
+	atomic_store(&v->boot_dirty, true);
+	psl__ucx_wake(v);
+	LOG(v, PSL_VAN_LOG_DEBUG, "connecting to %s as %s%d%s", o->desc,
+	    my_id == PSL_VAN_ID_NONE ? "unregistered node " : "node ",
+	    my_id == PSL_VAN_ID_NONE ? 0 : my_id, old ? " (replacing the old connection)" : "");
+	return 0;
+}
+
+static int udisconnect(struct psl_van *v, int32_t id)
+{
+	struct ucx_out *o = NULL;
+	pthread_rwlock_wrlock(&v->lock);
+	if (id >= 0 && id < v->npeers) {
+		o = v->peers[id];
+		v->peers[id] = NULL;
+	}
+	pthread_rwlock_unlock(&v->lock);
+	if (!o)
+		return -ENOENT;
+	pthread_mutex_lock(&o->mu);
+	o->retired = true;
+	pthread_mutex_unlock(&o->mu);
+	atomic_store(&v->boot_dirty, true);
+	psl__ucx_wake(v);
+	return 0;
+}
+
+static int usend(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
+		 const struct psl_van_seg *segs, uint32_t nseg, void *cookie)
+{
+	return psl__ucx_send(v, id, meta, meta_len, segs, nseg, cookie);
+}
+
+/* Progress on the caller's thread (fini, after the progress thread ended). */
+static void drain(struct psl_van *v, int64_t until, bool (*done)(struct psl_van *))
+{
+	while (!done(v) && psl__ucx_now_ms() < until) {
+		if (!progress_once(v))
+			usleep(200);
+		psl__ucx_boot_tick(v);
+	}
+}
+
+static bool all_sent(struct psl_van *v)
+{
+	return atomic_load(&v->inflight) == 0;
+}
+
+static bool all_closed(struct psl_van *v)
+{
+	struct ucx_out *o;
+	bool idle = true;
+	pthread_mutex_lock(&v->mu);
+	for (o = v->outs; o; o = o->next)
+		if (o->close_req)
+			idle = false;
+	pthread_mutex_unlock(&v->mu);
+	return idle && atomic_load(&v->inflight) == 0;
+}
+
+static void ufini(struct psl_van *v)
+{
+	struct ucx_out *o;
+	uint32_t k;
+	int64_t t0 = psl__ucx_now_ms();
+
+	if (v->running) {
+		atomic_store(&v->stop, true);
+		psl__ucx_wake(v);
+		pthread_join(v->thread, NULL);
+		v->running = false;
+	}
+	v->stopping = true; /* from here on: send_done only */
+	/* what is in flight gets PS_UCX_LINGER_MS to arrive */
+	drain(v, t0 + v->linger_ms, all_sent);
+	pthread_rwlock_wrlock(&v->lock);
+	free(v->peers);
+	v->peers = NULL;
+	v->npeers = 0;
+	pthread_rwlock_unlock(&v->lock);
+	pthread_mutex_lock(&v->mu);
+	for (o = v->outs; o; o = o->next) {
+		pthread_mutex_lock(&o->mu);
+		o->retired = true;
+		pthread_mutex_unlock(&o->mu);
+	}
+	pthread_mutex_unlock(&v->mu);
+	for (o = v->outs; o; o = o->next) /* cancels the rest: send_done(error) */
+		psl__ucx_out_fail(o, PSL_VAN_PEER_DOWN, -ESHUTDOWN, "the van stops");
+	drain(v, psl__ucx_now_ms() + 2000, all_closed);
+	if (atomic_load(&v->inflight))
+		LOG(v, PSL_VAN_LOG_WARN, "%d send(s) did not complete before the van stopped",
+		    atomic_load(&v->inflight));
+	while (v->outs) {
+		o = v->outs;
+		v->outs = o->next;
+		if (o->close_req) {
+			psl__ucx_lock(v);
+			ucp_request_free(o->close_req);
+			psl__ucx_unlock(v);
+		}
+		psl__ucx_out_free(o);
+	}
+	psl__ucx_rx_drop_ready(v);
+	for (k = 0; k < v->nins; k++)
+		psl__ucx_in_free(v->ins[k]);
+	free(v->ins);
+	v->ins = NULL;
+	v->nins = 0;
+	if (v->lfd >= 0)
+		close(v->lfd);
+	if (v->epfd >= 0)
+		close(v->epfd);
+	if (v->wake_fd >= 0)
+		close(v->wake_fd);
+	v->lfd = v->epfd = v->wake_fd = -1;
+	LOG(v, PSL_VAN_LOG_TRACE, "stopped in %lld ms", (long long)(psl__ucx_now_ms() - t0));
+	psl__ucx_unref(v); /* the worker goes with the last message the core holds */
+}
+
+static const struct psl_van_ops ucx_ops = {
+	.abi_version = PSL_VAN_ABI_VERSION,
+	.size = sizeof(struct psl_van_ops),
+	.name = UCXP_VAN_NAME,
+	.version = "pslite van_ucx " PACKAGE_VERSION " (built with UCX " STR(
+		UCP_API_MAJOR) "." STR(UCP_API_MINOR) ")",
+	.description = "UCX active messages: shared memory, TCP, RDMA and CUDA memory where "
+		       "UCX has them",
+	.init = uinit,
+	.fini = ufini,
+	.query = uquery,
+	.bind = ubind,
+	.connect = uconnect,
+	.disconnect = udisconnect,
+	.send = usend,
+};
+
+PSL_VAN_DEFINE_ENTRY(ucx_ops)
