@@ -51,6 +51,7 @@ static void send_cb(void *request, ucs_status_t st, void *user_data)
 	if (st != UCS_OK)
 		set_status(s, -psl__ucx_errno(st));
 	ucp_request_free(request);
+	atomic_fetch_sub(&v->requests, 1);
 	if (atomic_fetch_sub(&s->refs, 1) != 1)
 		return;
 	pthread_mutex_lock(&v->cq_mu);
@@ -137,6 +138,7 @@ int psl__ucx_post(struct ucx_out *o, struct ucx_send *s)
 			psl__ucx_wake(v);
 			break;
 		} else {
+			atomic_fetch_add(&v->requests, 1);
 			pending = true;
 		}
 	}

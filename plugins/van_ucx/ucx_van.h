@@ -217,6 +217,7 @@ struct psl_van {
 	pthread_mutex_t cq_mu; /* sends done by UCX, waiting for send_done */
 	struct ucx_send *done_head, *done_tail;
 	atomic_int inflight; /* sends accepted and not yet finished */
+	atomic_int requests; /* UCX send requests not yet completed */
 
 	struct ucx_rx *ready_head, *ready_tail; /* for host->recv; progress thread */
 	struct ucx_rx *orphans; /* receives cut by fini, freed with the worker */

@@ -353,8 +353,9 @@ static int uquery(struct psl_van *v, struct psl_van_caps *caps)
 	caps->flags = PSL_VAN_CAP_ZC_SEND | PSL_VAN_CAP_ZC_RECV | PSL_VAN_CAP_MEM_HOST |
 		      ((v->mem_caps & UCXP_MEM_CUDA) ? PSL_VAN_CAP_MEM_CUDA : 0);
 	caps->max_msg_size = 0;
-	snprintf(caps->transports, sizeof(caps->transports), "%.150s; memory: %s%s%s%s",
-		 v->transports, mem, (v->tl_found & UCXP_TL_RDMA) ? "" : "; no RDMA device",
+	snprintf(caps->transports, sizeof(caps->transports), "UCX %s: %.120s; memory: %s%s%s%s",
+		 v->ucx_version_str, v->transports, mem,
+		 (v->tl_found & UCXP_TL_RDMA) ? "" : "; no RDMA device",
 		 (v->mem_caps & UCXP_MEM_CUDA) ? "" : "; no CUDA in this UCX",
 		 v->busy_poll ? "; busy polling" : "");
 	return 0;
@@ -400,17 +401,32 @@ static bool progress_once(struct psl_van *v)
 	return n > 0;
 }
 
+/*
+ * The thread sleeps in epoll_wait until the UCX worker's event fd, the
+ * wake-up eventfd or a bootstrap socket has news, or the next bootstrap
+ * deadline. While send requests are outstanding it sleeps at most 1 ms:
+ * UCX's arm covers arrivals, but not every transport signals that room came
+ * free for a send it had to queue (the shared memory FIFO does not), and two
+ * nodes could otherwise both sleep with sends queued for each other.
+ */
 static void *progress_main(void *arg)
 {
 	struct psl_van *v = arg;
 	struct epoll_event ev[32];
+
+	unsigned rounds = 0;
 
 	while (!atomic_load(&v->stop)) {
 		int n, i, timeout;
 		bool busy = progress_once(v);
 
 		timeout = psl__ucx_boot_tick(v);
-		if (busy || v->busy_poll) {
+		if (v->busy_poll) {
+			/* UCX all the time, the sockets every 64th round */
+			if (++rounds & 63)
+				continue;
+			timeout = 0;
+		} else if (busy) {
 			timeout = 0;
 		} else {
 			ucs_status_t st;
@@ -419,6 +435,8 @@ static void *progress_main(void *arg)
 			psl__ucx_unlock(v);
 			if (st == UCS_ERR_BUSY)
 				timeout = 0;
+			else if (atomic_load(&v->requests) > 0 && (timeout < 0 || timeout > 1))
+				timeout = 1; /* see below */
 		}
 		n = epoll_wait(v->epfd, ev, 32, timeout);
 		for (i = 0; i < n; i++) {
