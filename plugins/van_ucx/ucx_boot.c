@@ -788,14 +788,18 @@ void psl__ucx_out_io(struct ucx_out *o, uint32_t events)
 
 /* --------------------------------------------------------------- timers -- */
 
-/* A retired connection: close its endpoint once nothing waits for it, then
- * let it go. Returns true when it can be freed. */
+/* A retired connection: close its endpoint once every send posted on it is
+ * complete (UCX 1.13 can drop sends still waiting for the endpoint's wire-up
+ * when it is closed, flush or not), then let it go. Returns true when it can
+ * be freed. */
 static bool out_retire_step(struct ucx_out *o)
 {
 	int state;
 	ucp_ep_h ep = NULL;
 	uint32_t qlen;
 
+	if (atomic_load(&o->posted) > 0)
+		return false;
 	pthread_mutex_lock(&o->mu);
 	state = o->state;
 	qlen = o->qlen;
@@ -888,7 +892,8 @@ int psl__ucx_boot_tick(struct psl_van *v)
 					snprintf(d, sizeof(d),
 						 "%s accepted the TCP connection but sent no "
 						 "greeting within %d ms: it is not a pslite node, "
-						 "or runs a van that does not greet",
+						 "or runs a van that does not greet (this node "
+						 "runs van ucx)",
 						 o->where, v->handshake_ms);
 					psl__ucx_out_fail(o, PSL_VAN_PEER_MISMATCH, -EPROTO, d);
 				} else {

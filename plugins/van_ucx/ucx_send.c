@@ -20,6 +20,8 @@
 void psl__ucx_send_finish(struct ucx_send *s)
 {
 	struct psl_van *v = s->v;
+	if (s->out)
+		atomic_fetch_sub(&s->out->posted, 1);
 	if (s->cookie)
 		v->host->send_done(v->host->ctx, s->cookie, atomic_load(&s->status));
 	atomic_fetch_sub(&v->inflight, 1);
@@ -95,6 +97,8 @@ int psl__ucx_post(struct ucx_out *o, struct ucx_send *s)
 	bool pending = false;
 	uint16_t p;
 
+	s->out = o;
+	atomic_fetch_add(&o->posted, 1);
 	for (p = 0; p < s->nparts; p++) {
 		struct ucxp_am_hdr h = {
 			.conn = o->conn,
@@ -127,8 +131,11 @@ int psl__ucx_post(struct ucx_out *o, struct ucx_send *s)
 		} else if (UCS_PTR_IS_ERR(st)) {
 			int err = -psl__ucx_errno(UCS_PTR_STATUS(st));
 			atomic_fetch_sub(&s->refs, 1);
-			if (p == 0)
+			if (p == 0) {
+				s->out = NULL;
+				atomic_fetch_sub(&o->posted, 1);
 				return err;
+			}
 			/* the peer has a cut message: this connection is done for */
 			LOG(v, PSL_VAN_LOG_ERROR, "message to %s cut after part %u of %u: %s",
 			    o->desc, p, s->nparts, ucs_status_string(UCS_PTR_STATUS(st)));
@@ -193,6 +200,7 @@ int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_l
 	if (!s)
 		return -ENOMEM;
 	s->v = v;
+	s->out = NULL;
 	s->cookie = cookie;
 	atomic_init(&s->refs, 1);
 	atomic_init(&s->status, 0);

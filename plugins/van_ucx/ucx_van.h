@@ -89,6 +89,7 @@ struct ucx_out {
 	bool retired; /* replaced or disconnected: no events, close once flushed */
 
 	atomic_bool ep_error; /* UCX's error callback fired */
+	atomic_int posted;    /* sends posted on ep and not yet finished */
 	struct ucx_out *next; /* v->outs, under v->mu */
 };
 
@@ -133,6 +134,7 @@ struct ucx_part_src {
  * from the caller's memory as parts of their own. */
 struct ucx_send {
 	struct psl_van *v;
+	struct ucx_out *out; /* where it was posted: its posted count */
 	void *cookie;
 	atomic_int refs;   /* posted requests not yet complete, + 1 for the poster */
 	atomic_int status; /* first error, or 0 */

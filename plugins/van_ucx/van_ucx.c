@@ -141,8 +141,11 @@ static int param_long(struct psl_van *v, const char *name, long def, long lo, lo
 	errno = 0;
 	x = strtol(s, &end, 10);
 	if (errno || end == s || *end || x < lo || x > hi) {
-		LOG(v, PSL_VAN_LOG_ERROR, "%s=%s: expected %s from %ld to %ld", name, s, unit, lo,
-		    hi);
+		if (lo == 0 && hi == 1)
+			LOG(v, PSL_VAN_LOG_ERROR, "%s=%s: expected 0 or 1", name, s);
+		else
+			LOG(v, PSL_VAN_LOG_ERROR, "%s=%s: expected %s from %ld to %ld", name, s,
+			    unit, lo, hi);
 		return -EINVAL;
 	}
 	*out = x;
@@ -155,7 +158,7 @@ static int read_settings(struct psl_van *v)
 	const char *s;
 	int rc;
 
-	if ((rc = param_long(v, "PS_BUSY_POLL", 0, 0, 1, "0 or 1", &x)))
+	if ((rc = param_long(v, "PS_BUSY_POLL", 0, 0, 1, NULL, &x)))
 		return rc;
 	v->busy_poll = x != 0;
 	if ((rc = param_long(v, "PS_UCX_INLINE", 8192, 0, 1 << 20, "a number of bytes", &x)))
@@ -664,7 +667,7 @@ static void ufini(struct psl_van *v)
 	if (atomic_load(&v->inflight))
 		LOG(v, PSL_VAN_LOG_WARN, "%d send(s) did not complete before the van stopped",
 		    atomic_load(&v->inflight));
-	while (v->outs) {
+	while (v->outs && atomic_load(&v->inflight) == 0) { /* else UCX may still finish one */
 		o = v->outs;
 		v->outs = o->next;
 		if (o->close_req) {
