@@ -1,0 +1,772 @@
+/*
+ * The van ABI contract (include/pslite/van.h), checked on van_ucx.so itself
+ * with a host of our own instead of the core: two van instances in this
+ * process talk over loopback, and fake peers (plain TCP listeners) play a
+ * ZeroMQ node, another pslite van and a port that says nothing.
+ *
+ *   - messages from one sender arrive in order, with their data, meta and
+ *     sender id, whatever the segment sizes (inline, eager, rendezvous);
+ *   - send_done runs exactly once per successful send with a cookie, never
+ *     after an error return;
+ *   - connect() again with the node's new id replaces the endpoint: the
+ *     receiver then sees the new id, and nothing sent before is lost;
+ *   - a CUDA segment is refused with -ENOTSUP where UCX has no CUDA, bad
+ *     input with -EINVAL, an unknown node with -EHOSTUNREACH;
+ *   - PEER_UP when reached, PEER_DOWN when the peer's van stops,
+ *     PEER_MISMATCH naming both vans for ZeroMQ and other vans, and for a
+ *     port that never greets, within bounded time;
+ *   - fini completes every send still in flight before it returns, no
+ *     callback runs after it, and a message the host still holds can be
+ *     released after fini.
+ *
+ * Needs PS_VAN_PATH to lead to van_ucx.so (make check sets it).
+ */
+#define _GNU_SOURCE 1
+#include <arpa/inet.h>
+#include <dlfcn.h>
+#include <errno.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include <pslite/van.h>
+
+/* ------------------------------------------------------------ the host -- */
+
+#define MAXMSG 4096
+#define MAXEV 64
+
+struct got {
+	int32_t sender;
+	uint32_t nseg;
+	size_t meta_len;
+	char meta[64];
+	struct psl_van_rmsg *raw;
+};
+
+struct ev {
+	int32_t id;
+	int event, err;
+	char detail[512];
+};
+
+struct thost {
+	struct psl_van_host h;
+	const char *name;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct got msgs[MAXMSG];
+	int nmsg;
+	struct ev evs[MAXEV];
+	int nev;
+	atomic_int done_calls;
+	atomic_int done_errors;
+	atomic_int callbacks; /* every callback, to check none runs after fini */
+	const char *params[8][2];
+};
+
+static struct thost *H(void *ctx)
+{
+	return ctx;
+}
+
+static void t_vlog(void *ctx, int level, const char *van, const char *fmt, va_list ap)
+{
+	(void)ctx;
+	if (level > PSL_VAN_LOG_WARN && !getenv("TEST_VERBOSE"))
+		return;
+	fprintf(stderr, "[%s %d] ", van, level);
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+}
+
+static const char *t_param(void *ctx, const char *name)
+{
+	struct thost *t = H(ctx);
+	int i;
+	for (i = 0; i < 8 && t->params[i][0]; i++)
+		if (!strcmp(t->params[i][0], name))
+			return t->params[i][1];
+	return getenv(name);
+}
+
+static void t_recv(void *ctx, struct psl_van_rmsg *m)
+{
+	struct thost *t = H(ctx);
+	atomic_fetch_add(&t->callbacks, 1);
+	pthread_mutex_lock(&t->mu);
+	if (t->nmsg < MAXMSG) {
+		struct got *g = &t->msgs[t->nmsg++];
+		g->sender = m->sender;
+		g->nseg = m->nseg;
+		g->meta_len = m->meta_len;
+		memcpy(g->meta, m->meta, m->meta_len < sizeof(g->meta) ? m->meta_len : sizeof(g->meta));
+		g->raw = m;
+	} else {
+		m->release(m);
+	}
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+}
+
+static void t_send_done(void *ctx, void *cookie, int status)
+{
+	struct thost *t = H(ctx);
+	atomic_int *c = cookie;
+	atomic_fetch_add(&t->callbacks, 1);
+	atomic_fetch_add(c, 1);
+	atomic_fetch_add(&t->done_calls, 1);
+	if (status)
+		atomic_fetch_add(&t->done_errors, 1);
+}
+
+static void t_peer_event(void *ctx, int32_t id, int event, int err, const char *detail)
+{
+	struct thost *t = H(ctx);
+	atomic_fetch_add(&t->callbacks, 1);
+	pthread_mutex_lock(&t->mu);
+	if (t->nev < MAXEV) {
+		t->evs[t->nev] = (struct ev){id, event, err, ""};
+		snprintf(t->evs[t->nev].detail, sizeof(t->evs[0].detail), "%s", detail ? detail : "");
+		t->nev++;
+	}
+	pthread_cond_broadcast(&t->cv);
+	pthread_mutex_unlock(&t->mu);
+}
+
+static void host_init(struct thost *t, const char *name)
+{
+	memset(t, 0, sizeof(*t));
+	t->name = name;
+	t->h.abi_version = PSL_VAN_ABI_VERSION;
+	t->h.size = sizeof(t->h);
+	t->h.ctx = t;
+	t->h.log_level = getenv("TEST_VERBOSE") ? PSL_VAN_LOG_TRACE : PSL_VAN_LOG_WARN;
+	t->h.vlog = t_vlog;
+	t->h.param = t_param;
+	t->h.recv = t_recv;
+	t->h.send_done = t_send_done;
+	t->h.peer_event = t_peer_event;
+	pthread_mutex_init(&t->mu, NULL);
+	pthread_cond_init(&t->cv, NULL);
+}
+
+static void host_release_all(struct thost *t)
+{
+	int i;
+	pthread_mutex_lock(&t->mu);
+	for (i = 0; i < t->nmsg; i++)
+		if (t->msgs[i].raw) {
+			t->msgs[i].raw->release(t->msgs[i].raw);
+			t->msgs[i].raw = NULL;
+		}
+	t->nmsg = 0;
+	pthread_mutex_unlock(&t->mu);
+}
+
+static void host_fini(struct thost *t)
+{
+	host_release_all(t);
+	pthread_mutex_destroy(&t->mu);
+	pthread_cond_destroy(&t->cv);
+}
+
+static void deadline_in(struct timespec *ts, int ms)
+{
+	clock_gettime(CLOCK_REALTIME, ts);
+	ts->tv_sec += ms / 1000;
+	ts->tv_nsec += (long)(ms % 1000) * 1000000;
+	if (ts->tv_nsec >= 1000000000) {
+		ts->tv_sec++;
+		ts->tv_nsec -= 1000000000;
+	}
+}
+
+/* Waits until n messages arrived; false on timeout. */
+static bool wait_msgs(struct thost *t, int n, int ms)
+{
+	struct timespec ts;
+	bool ok = true;
+	deadline_in(&ts, ms);
+	pthread_mutex_lock(&t->mu);
+	while (t->nmsg < n && ok)
+		ok = pthread_cond_timedwait(&t->cv, &t->mu, &ts) == 0;
+	ok = t->nmsg >= n;
+	pthread_mutex_unlock(&t->mu);
+	return ok;
+}
+
+/* Waits for event ev about id; returns its index or -1. */
+static int wait_event(struct thost *t, int32_t id, int ev, int ms)
+{
+	struct timespec ts;
+	int i, found = -1;
+	deadline_in(&ts, ms);
+	pthread_mutex_lock(&t->mu);
+	for (;;) {
+		for (i = 0; i < t->nev; i++)
+			if (t->evs[i].id == id && t->evs[i].event == ev) {
+				found = i;
+				break;
+			}
+		if (found >= 0 || pthread_cond_timedwait(&t->cv, &t->mu, &ts) != 0)
+			break;
+	}
+	pthread_mutex_unlock(&t->mu);
+	return found;
+}
+
+/* ----------------------------------------------------------- the van -- */
+
+static const struct psl_van_ops *ops;
+static void *dl;
+
+static int load_van(void **state)
+{
+	const char *path = getenv("PS_VAN_PATH");
+	char buf[4096], file[4200], *save = NULL, *dir;
+	psl_van_entry_fn entry;
+	(void)state;
+	if (!path) {
+		fprintf(stderr, "PS_VAN_PATH is not set: run through make check\n");
+		return -1;
+	}
+	snprintf(buf, sizeof(buf), "%s", path);
+	for (dir = strtok_r(buf, ":", &save); dir && !dl; dir = strtok_r(NULL, ":", &save)) {
+		snprintf(file, sizeof(file), "%s/van_ucx.so", dir);
+		if (access(file, R_OK) == 0)
+			dl = dlopen(file, RTLD_NOW | RTLD_LOCAL);
+	}
+	if (!dl) {
+		fprintf(stderr, "no loadable van_ucx.so in PS_VAN_PATH=%s\n", path);
+		return -1;
+	}
+	entry = (psl_van_entry_fn)(uintptr_t)dlsym(dl, PSL_VAN_ENTRY_NAME);
+	ops = entry ? entry(PSL_VAN_ABI_VERSION) : NULL;
+	return ops ? 0 : -1;
+}
+
+static int unload_van(void **state)
+{
+	(void)state;
+	/* UCX keeps threads and handlers of its own: leave it mapped */
+	return 0;
+}
+
+struct node {
+	struct thost t;
+	struct psl_van *v;
+	int port;
+};
+
+static void node_up(struct node *n, const char *name, bool bind)
+{
+	struct psl_van_bind_req req = {sizeof(req), 0, "127.0.0.1", 0};
+	struct psl_van_bind_res res;
+	host_init(&n->t, name);
+	assert_int_equal(ops->init(&n->t.h, &n->v), 0);
+	if (bind) {
+		memset(&res, 0, sizeof(res));
+		assert_int_equal(ops->bind(n->v, &req, &res), 0);
+		assert_true(res.port > 0);
+		assert_true(res.addr_len <= PSL_VAN_ADDR_MAX);
+		n->port = res.port;
+	}
+}
+
+static void node_down(struct node *n)
+{
+	if (n->v)
+		ops->fini(n->v);
+	n->v = NULL;
+	host_fini(&n->t);
+}
+
+static int connect_to(struct node *from, int32_t id, int port, int32_t my_id)
+{
+	struct psl_van_peer p = {sizeof(p), id, 0, "127.0.0.1", port, NULL, 0};
+	return ops->connect(from->v, &p, my_id);
+}
+
+static struct psl_van_seg hseg(const void *d, size_t len)
+{
+	return (struct psl_van_seg){d, len, PSL_MEM_HOST, -1, NULL};
+}
+
+static uint8_t pattern(uint32_t msg, uint32_t seg, size_t i)
+{
+	return (uint8_t)(msg * 131u + seg * 17u + i * 7u + (i >> 9));
+}
+
+/* ------------------------------------------------------------- tests -- */
+
+static void test_query(void **state)
+{
+	struct node a;
+	struct psl_van_caps caps;
+	(void)state;
+	node_up(&a, "a", false);
+	memset(&caps, 0, sizeof(caps));
+	caps.size = sizeof(caps);
+	assert_int_equal(ops->query(a.v, &caps), 0);
+	assert_true(caps.flags & PSL_VAN_CAP_ZC_SEND);
+	assert_true(caps.flags & PSL_VAN_CAP_ZC_RECV);
+	assert_true(caps.flags & PSL_VAN_CAP_MEM_HOST);
+	assert_false(caps.flags & PSL_VAN_CAP_NEEDS_MR);
+	assert_non_null(strstr(caps.transports, "UCX "));
+	assert_non_null(strstr(caps.transports, "memory: host"));
+	assert_string_equal(ops->name, "ucx");
+	node_down(&a);
+}
+
+/* sizes that take every path: empty, inline, just past inline, eager, rndv */
+static const size_t sizes[] = {0, 1, 8, 4096, 8192, 8193, 65536, 300000, 1 << 20, 2 << 20};
+#define NSIZES (sizeof(sizes) / sizeof(sizes[0]))
+
+static size_t seg_len(int i, uint32_t s)
+{
+	return i % 10 == 9 ? 0 : sizes[(size_t)(i * 3 + (int)s * 5) % NSIZES];
+}
+
+static void test_order_data_send_done(void **state)
+{
+	enum { N = 120 };
+	struct node a, b;
+	uint8_t *bufs[N][3];
+	atomic_int cookies[N];
+	int i, up, tries;
+	(void)state;
+	node_up(&a, "a", true);
+	node_up(&b, "b", true);
+	assert_int_equal(connect_to(&a, 9, b.port, PSL_VAN_ID_NONE), 0);
+	for (i = 0; i < N; i++) {
+		/* message i: meta "m<i>", i % 4 segments of every size class */
+		char meta[32];
+		struct psl_van_seg segs[3];
+		uint32_t s, nseg = (uint32_t)(i % 4);
+		int n = snprintf(meta, sizeof(meta), "m%d", i);
+		for (s = 0; s < nseg; s++) {
+			size_t len = seg_len(i, s), k;
+			uint8_t *p = malloc(len ? len : 1);
+			for (k = 0; k < len; k++)
+				p[k] = pattern((uint32_t)i, s, k);
+			bufs[i][s] = p;
+			segs[s] = hseg(p, len);
+		}
+		atomic_init(&cookies[i], 0);
+		assert_int_equal(ops->send(a.v, 9, meta, (size_t)n, segs, nseg, &cookies[i]), 0);
+	}
+	assert_true(wait_msgs(&b.t, N, 30000));
+	up = wait_event(&a.t, 9, PSL_VAN_PEER_UP, 1000);
+	assert_true(up >= 0);
+	for (i = 0; i < N; i++) {
+		struct got *g = &b.t.msgs[i];
+		char want[32];
+		uint32_t s, nseg = (uint32_t)(i % 4);
+		snprintf(want, sizeof(want), "m%d", i);
+		assert_int_equal(g->sender, PSL_VAN_ID_NONE);
+		assert_int_equal(g->meta_len, strlen(want));
+		assert_memory_equal(g->meta, want, g->meta_len); /* in order */
+		assert_int_equal(g->nseg, nseg);
+		for (s = 0; s < nseg; s++) {
+			size_t len = seg_len(i, s), k, bad = 0;
+			const uint8_t *p = g->raw->segs[s].data;
+			assert_int_equal(g->raw->segs[s].len, len);
+			assert_int_equal(g->raw->segs[s].mem_type, PSL_MEM_HOST);
+			for (k = 0; k < len; k++)
+				bad += p[k] != pattern((uint32_t)i, s, k);
+			assert_int_equal(bad, 0);
+		}
+	}
+	/* send_done exactly once each; only then may the segments go */
+	for (i = 0, tries = 0; i < N && tries < 10000; tries++) {
+		if (atomic_load(&cookies[i]))
+			i++;
+		else
+			usleep(1000);
+	}
+	for (i = 0; i < N; i++)
+		assert_int_equal(atomic_load(&cookies[i]), 1);
+	assert_int_equal(atomic_load(&a.t.done_errors), 0);
+	for (i = 0; i < N; i++) {
+		uint32_t s;
+		for (s = 0; s < (uint32_t)(i % 4); s++)
+			free(bufs[i][s]);
+	}
+	node_down(&a);
+	node_down(&b);
+}
+
+static void test_reconnect_new_id(void **state)
+{
+	enum { N = 40 };
+	struct node a, b;
+	int i;
+	(void)state;
+	node_up(&a, "a", true);
+	node_up(&b, "b", true);
+	assert_int_equal(connect_to(&a, 1, b.port, PSL_VAN_ID_NONE), 0);
+	for (i = 0; i < N; i++) {
+		char meta[16];
+		int n = snprintf(meta, sizeof(meta), "old%d", i);
+		assert_int_equal(ops->send(a.v, 1, meta, (size_t)n, NULL, 0, NULL), 0);
+	}
+	/* the node learnt its id: the scheduler's endpoint is replaced */
+	assert_int_equal(connect_to(&a, 1, b.port, 9), 0);
+	for (i = 0; i < N; i++) {
+		char meta[16];
+		int n = snprintf(meta, sizeof(meta), "new%d", i);
+		assert_int_equal(ops->send(a.v, 1, meta, (size_t)n, NULL, 0, NULL), 0);
+	}
+	assert_true(wait_msgs(&b.t, 2 * N, 20000));
+	{
+		int olds = 0, news = 0, next_old = 0, next_new = 0;
+		for (i = 0; i < 2 * N; i++) {
+			struct got *g = &b.t.msgs[i];
+			char want[16];
+			if (g->meta[0] == 'o') {
+				snprintf(want, sizeof(want), "old%d", next_old++);
+				assert_int_equal(g->sender, PSL_VAN_ID_NONE);
+				olds++;
+			} else {
+				snprintf(want, sizeof(want), "new%d", next_new++);
+				assert_int_equal(g->sender, 9);
+				news++;
+			}
+			assert_memory_equal(g->meta, want, strlen(want));
+		}
+		assert_int_equal(olds, N);
+		assert_int_equal(news, N);
+	}
+	/* the replaced endpoint went quietly: no PEER_DOWN for it */
+	assert_int_equal(wait_event(&a.t, 1, PSL_VAN_PEER_DOWN, 300), -1);
+	node_down(&a);
+	node_down(&b);
+}
+
+static void test_bad_input(void **state)
+{
+	struct node a, b;
+	struct psl_van_seg seg;
+	struct psl_van_caps caps = {.size = sizeof(caps)};
+	atomic_int cookie;
+	static char gpu_ptr[64]; /* never touched: refused before */
+	(void)state;
+	node_up(&a, "a", true);
+	node_up(&b, "b", true);
+	atomic_init(&cookie, 0);
+	assert_int_equal(ops->send(a.v, 9, "x", 1, NULL, 0, &cookie), -EHOSTUNREACH);
+	assert_int_equal(connect_to(&a, 0, b.port, PSL_VAN_ID_NONE), -EINVAL);
+	assert_int_equal(connect_to(&a, 9, 0, PSL_VAN_ID_NONE), -EINVAL);
+	assert_int_equal(connect_to(&a, 9, b.port, PSL_VAN_ID_NONE), 0);
+	ops->query(a.v, &caps);
+	seg = (struct psl_van_seg){gpu_ptr, sizeof(gpu_ptr), PSL_MEM_CUDA, 0, NULL};
+	if (caps.flags & PSL_VAN_CAP_MEM_CUDA)
+		print_message("UCX has CUDA here: skipping the no-CUDA refusal\n");
+	else
+		assert_int_equal(ops->send(a.v, 9, "x", 1, &seg, 1, &cookie), -ENOTSUP);
+	seg.dev_id = -1;
+	assert_int_equal(ops->send(a.v, 9, "x", 1, &seg, 1, &cookie), -EINVAL);
+	seg = (struct psl_van_seg){gpu_ptr, 8, 5, 0, NULL};
+	assert_int_equal(ops->send(a.v, 9, "x", 1, &seg, 1, &cookie), -EINVAL);
+	{
+		struct psl_van_seg many[65];
+		int i;
+		for (i = 0; i < 65; i++)
+			many[i] = hseg(gpu_ptr, 1);
+		assert_int_equal(ops->send(a.v, 9, "x", 1, many, 65, &cookie), -EINVAL);
+	}
+	/* a good one still works, and the refused ones never got send_done */
+	seg = hseg(gpu_ptr, 8);
+	assert_int_equal(ops->send(a.v, 9, "x", 1, &seg, 1, &cookie), 0);
+	assert_true(wait_msgs(&b.t, 1, 10000));
+	node_down(&a);
+	assert_int_equal(atomic_load(&cookie), 1);
+	node_down(&b);
+}
+
+static void test_peer_down(void **state)
+{
+	struct node a, b;
+	atomic_int cookie;
+	int d, rc;
+	(void)state;
+	node_up(&a, "a", true);
+	node_up(&b, "b", true);
+	assert_int_equal(connect_to(&a, 10, b.port, 9), 0);
+	assert_int_equal(ops->send(a.v, 10, "hi", 2, NULL, 0, NULL), 0);
+	assert_true(wait_msgs(&b.t, 1, 10000));
+	assert_true(wait_event(&a.t, 10, PSL_VAN_PEER_UP, 5000) >= 0);
+	node_down(&b); /* its process "ends" */
+	d = wait_event(&a.t, 10, PSL_VAN_PEER_DOWN, 5000);
+	assert_true(d >= 0);
+	assert_true(a.t.evs[d].err < 0);
+	/* sends to it now fail, or complete with an error */
+	atomic_init(&cookie, 0);
+	rc = ops->send(a.v, 10, "x", 1, NULL, 0, &cookie);
+	if (rc == 0) {
+		int tries = 0;
+		while (!atomic_load(&cookie) && tries++ < 5000)
+			usleep(1000);
+		assert_int_equal(atomic_load(&cookie), 1);
+	} else {
+		assert_true(rc < 0);
+		assert_int_equal(atomic_load(&cookie), 0);
+	}
+	node_down(&a);
+}
+
+/* A TCP listener that sends greet (len bytes, may be 0) to whoever connects. */
+struct fake {
+	int fd, port;
+	const void *greet;
+	size_t len;
+	pthread_t th;
+	atomic_bool stop;
+};
+
+static void *fake_main(void *arg)
+{
+	struct fake *f = arg;
+	while (!atomic_load(&f->stop)) {
+		struct timeval tv = {0, 100000};
+		fd_set rs;
+		int c;
+		FD_ZERO(&rs);
+		FD_SET(f->fd, &rs);
+		if (select(f->fd + 1, &rs, NULL, NULL, &tv) <= 0)
+			continue;
+		c = accept(f->fd, NULL, NULL);
+		if (c < 0)
+			continue;
+		if (f->len && send(c, f->greet, f->len, MSG_NOSIGNAL) < 0) {
+			close(c);
+			continue;
+		}
+		/* keep it open for a while, as a real peer would */
+		tv = (struct timeval){3, 0};
+		setsockopt(c, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+		{
+			char junk[256];
+			while (!atomic_load(&f->stop) && recv(c, junk, sizeof(junk), 0) > 0)
+				;
+		}
+		close(c);
+	}
+	return NULL;
+}
+
+static void fake_start(struct fake *f, const void *greet, size_t len)
+{
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+	memset(f, 0, sizeof(*f));
+	f->greet = greet;
+	f->len = len;
+	f->fd = socket(AF_INET, SOCK_STREAM, 0);
+	assert_true(f->fd >= 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	assert_int_equal(bind(f->fd, (struct sockaddr *)&sa, sizeof(sa)), 0);
+	assert_int_equal(listen(f->fd, 8), 0);
+	assert_int_equal(getsockname(f->fd, (struct sockaddr *)&sa, &sl), 0);
+	f->port = ntohs(sa.sin_port);
+	assert_int_equal(pthread_create(&f->th, NULL, fake_main, f), 0);
+}
+
+static void fake_stop(struct fake *f)
+{
+	atomic_store(&f->stop, true);
+	pthread_join(f->th, NULL);
+	close(f->fd);
+}
+
+static void check_mismatch(const void *greet, size_t len, const char *names, int within_ms,
+			   const char *param, const char *value)
+{
+	struct node a;
+	struct fake f;
+	atomic_int cookie;
+	const char *want[2] = {names, "ucx"};
+	int e, i, rc;
+
+	fake_start(&f, greet, len);
+	host_init(&a.t, "a");
+	a.t.params[0][0] = param;
+	a.t.params[0][1] = value;
+	assert_int_equal(ops->init(&a.t.h, &a.v), 0);
+	{
+		struct psl_van_bind_req req = {sizeof(req), 0, "127.0.0.1", 0};
+		struct psl_van_bind_res res;
+		assert_int_equal(ops->bind(a.v, &req, &res), 0);
+	}
+	assert_int_equal(connect_to(&a, 1, f.port, PSL_VAN_ID_NONE), 0);
+	atomic_init(&cookie, 0);
+	/* the van may already know: then the send fails at once */
+	rc = ops->send(a.v, 1, "register", 8, NULL, 0, &cookie);
+	assert_true(rc == 0 || rc == -EPROTO);
+	e = wait_event(&a.t, 1, PSL_VAN_PEER_MISMATCH, within_ms);
+	assert_true(e >= 0);
+	assert_true(a.t.evs[e].err < 0);
+	for (i = 0; i < 2; i++)
+		if (!strstr(a.t.evs[e].detail, want[i]))
+			fail_msg("mismatch detail \"%s\" does not name \"%s\"", a.t.evs[e].detail,
+				 want[i]);
+	assert_int_equal(wait_event(&a.t, 1, PSL_VAN_PEER_UP, 0), -1);
+	/* a queued send completes, with an error; a refused one never */
+	for (i = 0; i < 2000 && rc == 0 && !atomic_load(&cookie); i++)
+		usleep(1000);
+	assert_int_equal(atomic_load(&cookie), rc == 0 ? 1 : 0);
+	assert_int_equal(atomic_load(&a.t.done_errors), rc == 0 ? 1 : 0);
+	node_down(&a);
+	fake_stop(&f);
+}
+
+static void test_mismatch_zmq(void **state)
+{
+	static const uint8_t zmtp[] = {0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f};
+	(void)state;
+	check_mismatch(zmtp, sizeof(zmtp), "van zmq", 3000, NULL, NULL);
+}
+
+static void test_mismatch_other_van(void **state)
+{
+	(void)state;
+	check_mismatch("PSLVAN1 fabric\n", 15, "van fabric", 3000, NULL, NULL);
+}
+
+static void test_mismatch_silent(void **state)
+{
+	(void)state;
+	/* a port that accepts and says nothing: bounded by the handshake limit */
+	check_mismatch(NULL, 0, "sent no greeting", 4000, "PS_UCX_HANDSHAKE_TIMEOUT", "1");
+}
+
+static void test_bad_setting(void **state)
+{
+	struct thost t;
+	struct psl_van *v = NULL;
+	(void)state;
+	host_init(&t, "a");
+	t.params[0][0] = "PS_UCX_INLINE";
+	t.params[0][1] = "lots";
+	assert_int_equal(ops->init(&t.h, &v), -EINVAL);
+	t.params[0][0] = "PS_UCX_ERR_MODE";
+	t.params[0][1] = "sometimes";
+	assert_int_equal(ops->init(&t.h, &v), -EINVAL);
+	t.params[0][0] = "PS_BUSY_POLL";
+	t.params[0][1] = "2";
+	assert_int_equal(ops->init(&t.h, &v), -EINVAL);
+	host_fini(&t);
+}
+
+static void test_fini_in_flight(void **state)
+{
+	enum { N = 64 };
+	struct node a, b;
+	atomic_int cookies[N];
+	uint8_t *big = malloc(2 << 20);
+	int i, before;
+	(void)state;
+	memset(big, 0x5a, 2 << 20);
+	node_up(&a, "a", true);
+	node_up(&b, "b", true);
+	assert_int_equal(connect_to(&a, 9, b.port, 1), 0);
+	for (i = 0; i < N; i++) {
+		struct psl_van_seg seg = hseg(big, 2 << 20);
+		atomic_init(&cookies[i], 0);
+		assert_int_equal(ops->send(a.v, 9, "big", 3, &seg, 1, &cookies[i]), 0);
+	}
+	ops->fini(a.v); /* at once: most are still in flight */
+	a.v = NULL;
+	for (i = 0; i < N; i++)
+		assert_int_equal(atomic_load(&cookies[i]), 1);
+	before = atomic_load(&a.t.callbacks);
+	usleep(200000);
+	assert_int_equal(atomic_load(&a.t.callbacks), before); /* none after fini */
+	/* b got some of them, whole; it stops while still holding them, and
+	 * releases them afterwards */
+	ops->fini(b.v);
+	b.v = NULL;
+	before = atomic_load(&b.t.callbacks);
+	for (i = 0; i < b.t.nmsg; i++) {
+		const uint8_t *p = b.t.msgs[i].raw->segs[0].data;
+		assert_int_equal(b.t.msgs[i].raw->segs[0].len, 2 << 20);
+		assert_int_equal(p[0], 0x5a);
+		assert_int_equal(p[(2 << 20) - 1], 0x5a);
+	}
+	host_release_all(&b.t);
+	usleep(100000);
+	assert_int_equal(atomic_load(&b.t.callbacks), before);
+	node_down(&a);
+	node_down(&b);
+	free(big);
+}
+
+static void test_connect_before_peer_listens(void **state)
+{
+	struct node a, b;
+	struct fake probe;
+	int port;
+	(void)state;
+	/* a port nobody listens on yet */
+	fake_start(&probe, NULL, 0);
+	port = probe.port;
+	fake_stop(&probe);
+	node_up(&a, "a", true);
+	assert_int_equal(connect_to(&a, 9, port, 1), 0);
+	assert_int_equal(ops->send(a.v, 9, "early", 5, NULL, 0, NULL), 0);
+	usleep(300000); /* refused a few times */
+	host_init(&b.t, "b");
+	assert_int_equal(ops->init(&b.t.h, &b.v), 0);
+	{
+		struct psl_van_bind_req req = {sizeof(req), 0, "127.0.0.1", port};
+		struct psl_van_bind_res res;
+		int rc = ops->bind(b.v, &req, &res);
+		if (rc == -EADDRINUSE) {
+			print_message("port %d was taken meanwhile: skipping\n", port);
+			node_down(&a);
+			node_down(&b);
+			skip();
+		}
+		assert_int_equal(rc, 0);
+		assert_int_equal(res.port, port);
+	}
+	assert_true(wait_msgs(&b.t, 1, 10000));
+	assert_memory_equal(b.t.msgs[0].meta, "early", 5);
+	assert_int_equal(b.t.msgs[0].sender, 1);
+	node_down(&a);
+	node_down(&b);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_query),
+		cmocka_unit_test(test_order_data_send_done),
+		cmocka_unit_test(test_reconnect_new_id),
+		cmocka_unit_test(test_bad_input),
+		cmocka_unit_test(test_bad_setting),
+		cmocka_unit_test(test_peer_down),
+		cmocka_unit_test(test_mismatch_zmq),
+		cmocka_unit_test(test_mismatch_other_van),
+		cmocka_unit_test(test_mismatch_silent),
+		cmocka_unit_test(test_fini_in_flight),
+		cmocka_unit_test(test_connect_before_peer_listens),
+	};
+	if (getenv("TEST_FILTER")) /* e.g. TEST_FILTER='test_peer*' */
+		cmocka_set_test_filter(getenv("TEST_FILTER"));
+	return cmocka_run_group_tests(tests, load_van, unload_van);
+}
