@@ -11,8 +11,8 @@
  * the open TCP connection tells that a peer died, whatever transport UCX
  * moves the data on (shared memory has no connection to break).
  *
- * Everything here runs on the progress thread, but psl__ucx_out_new (in
- * connect()).
+ * Everything here runs on the thread that owns the UCX worker (see
+ * ucx_van.h), but psl__ucx_out_new (in connect()).
  */
 #include "config.h"
 
@@ -419,14 +419,11 @@ static void schedule(struct psl_van *v, int64_t t)
  * kept in o->close_req until done. */
 static void ep_close(struct ucx_out *o, ucp_ep_h ep, bool force)
 {
-	struct psl_van *v = o->v;
 	ucp_request_param_t prm = {.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS,
 				   .flags = force ? UCP_EP_CLOSE_FLAG_FORCE : 0};
 	ucs_status_ptr_t req;
 
-	psl__ucx_lock(v);
 	req = ucp_ep_close_nbx(ep, &prm);
-	psl__ucx_unlock(v);
 	o->closing = true;
 	if (UCS_PTR_IS_PTR(req))
 		o->close_req = req;
@@ -568,9 +565,7 @@ static ucs_status_t ep_create(struct ucx_out *o, const void *addr, int mode, ucp
 		p.err_handler.cb = ep_err_cb;
 		p.err_handler.arg = o;
 	}
-	psl__ucx_lock(o->v);
 	st = ucp_ep_create(o->v->worker, &p, ep);
-	psl__ucx_unlock(o->v);
 	return st;
 }
 
@@ -816,11 +811,9 @@ static bool out_retire_step(struct ucx_out *o)
 	}
 	if (o->close_req) {
 		ucs_status_t st;
-		psl__ucx_lock(o->v);
 		st = ucp_request_check_status(o->close_req);
 		if (st != UCS_INPROGRESS)
 			ucp_request_free(o->close_req);
-		psl__ucx_unlock(o->v);
 		if (st == UCS_INPROGRESS)
 			return false;
 		o->close_req = NULL;
@@ -863,11 +856,9 @@ int psl__ucx_boot_tick(struct psl_van *v)
 		pthread_mutex_unlock(&o->mu);
 		if (o->close_req && !retired) { /* a forced close of a failed peer */
 			ucs_status_t st;
-			psl__ucx_lock(v);
 			st = ucp_request_check_status(o->close_req);
 			if (st != UCS_INPROGRESS)
 				ucp_request_free(o->close_req);
-			psl__ucx_unlock(v);
 			if (st != UCS_INPROGRESS)
 				o->close_req = NULL;
 			else

@@ -8,7 +8,7 @@
  * message of the same connection: messages from one sender are delivered in
  * the order they were sent, whatever order UCX completes them in.
  *
- * Everything here but rx_release runs on the progress thread.
+ * Everything here but rx_release runs on the thread that owns the worker.
  */
 #include "config.h"
 
@@ -37,43 +37,192 @@ static void *rx_alloc(size_t len)
 	return p;
 }
 
-static void parts_free(struct psl_van *v, struct ucx_rx *m)
+/* ------------------------------------------------------ buffer cache -- */
+
+static size_t class_size(unsigned c)
+{
+	return (size_t)((c & 1) ? 3u * (UCX_POOL_MIN / 2) : UCX_POOL_MIN) << (c / 2);
+}
+
+/* The smallest class that holds len, or -1 (too small or too large). */
+static int class_of(size_t len)
+{
+	unsigned c;
+	if (len < UCX_POOL_MIN)
+		return -1;
+	for (c = 0; c < UCX_POOL_CLASSES; c++)
+		if (class_size(c) >= len)
+			return (int)c;
+	return -1;
+}
+
+void psl__ucx_pool_init(struct ucx_pool *pool, size_t max_bytes)
+{
+	memset(pool, 0, sizeof(*pool));
+	pthread_mutex_init(&pool->mu, NULL);
+	pool->max_bytes = max_bytes;
+}
+
+void psl__ucx_pool_fini(struct ucx_pool *pool)
+{
+	unsigned c;
+	for (c = 0; c < UCX_POOL_CLASSES; c++)
+		while (pool->head[c]) {
+			void *b = pool->head[c];
+			memcpy(&pool->head[c], b, sizeof(void *));
+			free(b);
+		}
+	pthread_mutex_destroy(&pool->mu);
+}
+
+static void *pool_get(struct ucx_pool *pool, size_t len, uint8_t *cls)
+{
+	int c = class_of(len);
+	void *b = NULL;
+	if (c < 0)
+		return NULL;
+	*cls = (uint8_t)c;
+	pthread_mutex_lock(&pool->mu);
+	if (pool->head[c]) {
+		b = pool->head[c];
+		memcpy(&pool->head[c], b, sizeof(void *));
+		pool->count[c]--;
+		pool->bytes -= class_size((unsigned)c);
+	}
+	pthread_mutex_unlock(&pool->mu);
+	return b ? b : rx_alloc(class_size((unsigned)c));
+}
+
+static void pool_put(struct ucx_pool *pool, void *b, uint8_t c)
+{
+	size_t sz = class_size(c);
+	pthread_mutex_lock(&pool->mu);
+	if (pool->bytes + sz <= pool->max_bytes && pool->count[c] < UCX_POOL_PER_CLASS) {
+		memcpy(b, &pool->head[c], sizeof(void *));
+		pool->head[c] = b;
+		pool->count[c]++;
+		pool->bytes += sz;
+		b = NULL;
+	}
+	pthread_mutex_unlock(&pool->mu);
+	free(b);
+}
+
+/* Gives UCX back its buffers; the caller owns the worker. */
+static void parts_release_ucx(struct psl_van *v, struct ucx_rx *m)
 {
 	uint16_t i;
 	for (i = 0; i < m->nparts; i++) {
 		struct ucx_rpart *p = &m->parts[i];
 		if (p->kind == PART_UCX) {
-			psl__ucx_lock(v);
 			ucp_am_data_release(v->worker, p->data);
-			psl__ucx_unlock(v);
-		} else if (p->kind == PART_HEAP) {
+			p->kind = PART_NONE;
+			p->data = NULL;
+		}
+	}
+}
+
+static bool has_ucx_parts(const struct ucx_rx *m)
+{
+	uint16_t i;
+	for (i = 0; i < m->nparts; i++)
+		if (m->parts[i].kind == PART_UCX)
+			return true;
+	return false;
+}
+
+/* Frees every part; UCX's parts need the caller to own the worker. */
+static void parts_free(struct psl_van *v, struct ucx_rx *m)
+{
+	uint16_t i;
+	parts_release_ucx(v, m);
+	for (i = 0; i < m->nparts; i++) {
+		struct ucx_rpart *p = &m->parts[i];
+		if (p->kind == PART_HEAP) {
 			free(p->data);
+		} else if (p->kind == PART_POOL) {
+			pool_put(&v->pool, p->data, p->cls);
 		}
 		p->kind = PART_NONE;
 		p->data = NULL;
 	}
 }
 
-/* The core is done with a message (any thread). */
-static void rx_release(struct psl_van_rmsg *pub)
+static void rx_free(struct psl_van *v, struct ucx_rx *m)
 {
-	struct ucx_rx *m = (struct ucx_rx *)pub;
-	struct psl_van *v = m->v;
 	parts_free(v, m);
 	free(m);
 	psl__ucx_unref(v);
 }
 
-/* A message the core never sees. */
-static void rx_drop(struct ucx_rx *m)
+/* The core is done with a message (any thread). UCX's buffers go back
+ * at once if the worker is free, else through the inbox of the thread that
+ * owns it, or, once that thread ended, when fini lets go of the worker. */
+static void rx_release(struct psl_van_rmsg *pub)
 {
-	if (m->pending) { /* UCX still writes into a part: free with the worker */
-		m->in = NULL;
-		m->next = m->v->orphans;
-		m->v->orphans = m;
+	struct ucx_rx *m = (struct ucx_rx *)pub;
+	struct psl_van *v = m->v;
+
+	if (!has_ucx_parts(m)) {
+		rx_free(v, m);
 		return;
 	}
-	rx_release(&m->pub);
+	if (pthread_mutex_trylock(&v->ucx_mu) == 0) { /* the worker is free, or ours */
+		parts_release_ucx(v, m);
+		pthread_mutex_unlock(&v->ucx_mu);
+		rx_free(v, m);
+		return;
+	}
+	pthread_mutex_lock(&v->inbox_mu);
+	if (v->owner_active) {
+		m->next = v->rq_head;
+		v->rq_head = m;
+		pthread_mutex_unlock(&v->inbox_mu);
+		atomic_store(&v->inbox_full, true);
+		psl__ucx_kick(v);
+		return;
+	}
+	pthread_mutex_unlock(&v->inbox_mu);
+	pthread_mutex_lock(&v->ucx_mu);
+	parts_release_ucx(v, m);
+	pthread_mutex_unlock(&v->ucx_mu);
+	rx_free(v, m);
+}
+
+int psl__ucx_release_inbox(struct psl_van *v)
+{
+	struct ucx_rx *m;
+	int n = 0;
+
+	if (!atomic_load(&v->inbox_full))
+		return 0;
+	pthread_mutex_lock(&v->inbox_mu);
+	atomic_store(&v->inbox_full, v->sq_head != NULL);
+	m = v->rq_head;
+	v->rq_head = NULL;
+	pthread_mutex_unlock(&v->inbox_mu);
+	while (m) {
+		struct ucx_rx *next = m->next;
+		rx_free(v, m);
+		m = next;
+		n++;
+	}
+	return n;
+}
+
+/* A message the core never sees. */
+/* A message the core never sees; the caller owns the worker. */
+static void rx_drop(struct ucx_rx *m)
+{
+	struct psl_van *v = m->v;
+	if (m->pending) { /* UCX still writes into a part: free with the worker */
+		m->in = NULL;
+		m->next = v->orphans;
+		v->orphans = m;
+		psl__ucx_unref(v); /* the van frees it itself, last */
+		return;
+	}
+	rx_free(v, m);
 }
 
 static void unlink_rx(struct ucx_in *in, struct ucx_rx *m)
@@ -179,7 +328,7 @@ void psl__ucx_rx_drop_ready(struct psl_van *v)
 	v->ready_head = v->ready_tail = NULL;
 	while (m) {
 		struct ucx_rx *next = m->next;
-		rx_release(&m->pub);
+		rx_free(v, m);
 		m = next;
 	}
 }
@@ -193,13 +342,21 @@ void psl__ucx_in_drop_all(struct ucx_in *in)
 	}
 }
 
-void psl__ucx_rx_free_orphans(struct psl_van *v)
+/* With the worker alive: give UCX its buffers back; after it was
+ * destroyed (nothing writes into ours any more): free the rest. */
+void psl__ucx_rx_free_orphans(struct psl_van *v, bool worker_alive)
 {
+	struct ucx_rx *m;
+	if (worker_alive) {
+		for (m = v->orphans; m; m = m->next)
+			parts_release_ucx(v, m);
+		return;
+	}
 	while (v->orphans) {
-		struct ucx_rx *m = v->orphans;
+		m = v->orphans;
 		v->orphans = m->next;
-		m->pending = 0;
-		rx_release(&m->pub);
+		parts_free(v, m);
+		free(m); /* its reference went when it became an orphan */
 	}
 }
 
@@ -296,11 +453,16 @@ ucs_status_t psl__ucx_am_cb(void *arg, const void *header, size_t header_length,
 	if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
 		ucp_request_param_t prm;
 		ucs_status_ptr_t st;
-		p->data = rx_alloc(length);
+		p->kind = PART_POOL;
+		p->data = v->pool.max_bytes ? pool_get(&v->pool, length, &p->cls) : NULL;
 		if (!p->data) {
+			p->kind = PART_HEAP;
+			p->data = rx_alloc(length);
+		}
+		if (!p->data) {
+			p->kind = PART_NONE;
 			m->err = -ENOMEM; /* returning UCS_OK drops the data */
 		} else {
-			p->kind = PART_HEAP;
 			memset(&prm, 0, sizeof(prm));
 			prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
 					   UCP_OP_ATTR_FIELD_MEMORY_TYPE;

@@ -7,6 +7,10 @@
  *   part k: one large (or device) segment, sent from the caller's memory:
  *           UCX picks eager zero-copy or rendezvous, no copy by the van.
  * send_done runs when UCX completed every part.
+ *
+ * send() checks and copies; then it posts itself if the worker is free (its
+ * thread sleeps), or leaves the send in the inbox for the thread that owns
+ * the worker: no sender ever waits for UCX.
  */
 #include "config.h"
 
@@ -94,11 +98,8 @@ int psl__ucx_dispatch_done(struct psl_van *v)
 int psl__ucx_post(struct ucx_out *o, struct ucx_send *s)
 {
 	struct psl_van *v = o->v;
-	bool pending = false;
 	uint16_t p;
 
-	s->out = o;
-	atomic_fetch_add(&o->posted, 1);
 	for (p = 0; p < s->nparts; p++) {
 		struct ucxp_am_hdr h = {
 			.conn = o->conn,
@@ -123,36 +124,78 @@ int psl__ucx_post(struct ucx_out *o, struct ucx_send *s)
 		prm.user_data = s;
 		prm.memory_type = cuda ? UCS_MEMORY_TYPE_CUDA : UCS_MEMORY_TYPE_HOST;
 		atomic_fetch_add(&s->refs, 1);
-		psl__ucx_lock(v);
 		st = ucp_am_send_nbx(o->ep, UCX_AM_ID, s->hdr[p], UCXP_AM_HDR_SIZE, buf, len, &prm);
-		psl__ucx_unlock(v);
 		if (st == NULL) {
 			atomic_fetch_sub(&s->refs, 1); /* done already; the poster holds one */
 		} else if (UCS_PTR_IS_ERR(st)) {
 			int err = -psl__ucx_errno(UCS_PTR_STATUS(st));
 			atomic_fetch_sub(&s->refs, 1);
-			if (p == 0) {
-				s->out = NULL;
-				atomic_fetch_sub(&o->posted, 1);
+			if (p == 0)
 				return err;
-			}
 			/* the peer has a cut message: this connection is done for */
 			LOG(v, PSL_VAN_LOG_ERROR, "message to %s cut after part %u of %u: %s",
 			    o->desc, p, s->nparts, ucs_status_string(UCS_PTR_STATUS(st)));
 			set_status(s, err);
 			atomic_store(&o->ep_error, true);
 			atomic_fetch_add(&v->ep_errors, 1);
-			psl__ucx_wake(v);
 			break;
 		} else {
 			atomic_fetch_add(&v->requests, 1);
-			pending = true;
 		}
 	}
 	o->seq++;
-	if (pending)
-		psl__ucx_kick(v);
 	return 0;
+}
+
+/* The thread that owns the worker posts what senders queued, in order. */
+/* Posts s on its connection, or queues it there until the connection is
+ * up; the caller owns the worker. */
+static void post_one(struct ucx_send *s)
+{
+	struct ucx_out *o = s->out;
+	int rc = 0;
+	bool queued = false;
+
+	s->next = NULL;
+	pthread_mutex_lock(&o->mu);
+	switch (o->state) {
+	case OUT_READY:
+		rc = psl__ucx_post(o, s);
+		break;
+	case OUT_FAILED:
+		rc = o->err ? o->err : -ECONNRESET;
+		break;
+	default: /* still connecting: out_established posts it */
+		*o->q_tail = s;
+		o->q_tail = &s->next;
+		o->qlen++;
+		queued = true;
+		break;
+	}
+	pthread_mutex_unlock(&o->mu);
+	if (!queued)
+		psl__ucx_send_put(s, rc); /* send() said 0: an error goes to send_done */
+}
+
+/* Posts what senders queued while another thread owned the worker, in
+ * order; the caller owns the worker. */
+int psl__ucx_post_inbox(struct psl_van *v)
+{
+	struct ucx_send *s, *next;
+	int n = 0;
+
+	if (!atomic_load(&v->inbox_full))
+		return 0;
+	pthread_mutex_lock(&v->inbox_mu);
+	atomic_store(&v->inbox_full, v->rq_head != NULL);
+	s = v->sq_head;
+	v->sq_head = v->sq_tail = NULL;
+	pthread_mutex_unlock(&v->inbox_mu);
+	for (; s; s = next, n++) {
+		next = s->next;
+		post_one(s);
+	}
+	return n;
 }
 
 int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
@@ -164,7 +207,6 @@ int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_l
 	size_t inl = 0, head_len, off, sz;
 	uint32_t i, nsep = 0, k;
 	char why[320];
-	bool queued = false;
 	int rc;
 
 	if (nseg > UCXP_MAX_SEG) {
@@ -236,30 +278,36 @@ int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_l
 		return -EHOSTUNREACH;
 	}
 	pthread_mutex_lock(&o->mu);
-	switch (o->state) {
-	case OUT_FAILED:
-		rc = o->err ? o->err : -ECONNRESET;
-		break;
-	case OUT_READY:
-		rc = psl__ucx_post(o, s);
-		break;
-	default: /* still connecting: goes out in order once the endpoint is up */
-		*o->q_tail = s;
-		o->q_tail = &s->next;
-		o->qlen++;
-		queued = true;
-		rc = 0;
-		break;
-	}
-	if (!rc)
+	rc = o->state == OUT_FAILED ? (o->err ? o->err : -ECONNRESET) : 0;
+	if (!rc) { /* the connection stays until this send is finished */
+		s->out = o;
+		atomic_fetch_add(&o->posted, 1);
 		atomic_fetch_add(&v->inflight, 1);
+	}
 	pthread_mutex_unlock(&o->mu);
 	pthread_rwlock_unlock(&v->lock);
 	if (rc) {
 		free(s);
 		return rc;
 	}
-	if (!queued)
-		psl__ucx_send_put(s, 0);
+	if (pthread_mutex_trylock(&v->ucx_mu) == 0) {
+		/* the worker is free (its thread sleeps): post from here, after
+		 * whatever was queued before */
+		psl__ucx_post_inbox(v);
+		post_one(s);
+		pthread_mutex_unlock(&v->ucx_mu);
+		if (atomic_load(&v->requests) > 0 || atomic_load(&v->ep_errors) > 0)
+			psl__ucx_kick(v); /* something for the thread to watch */
+		return 0;
+	}
+	pthread_mutex_lock(&v->inbox_mu);
+	if (v->sq_tail)
+		v->sq_tail->next = s;
+	else
+		v->sq_head = s;
+	v->sq_tail = s;
+	pthread_mutex_unlock(&v->inbox_mu);
+	atomic_store(&v->inbox_full, true);
+	psl__ucx_kick(v);
 	return 0;
 }

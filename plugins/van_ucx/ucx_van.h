@@ -3,19 +3,27 @@
  * and received messages, shared by van_ucx.c (lifecycle, progress thread),
  * ucx_boot.c (TCP bootstrap), ucx_send.c and ucx_recv.c.
  *
- * Threads. One progress thread per van blocks in epoll_wait on the UCX
- * worker's event fd (armed with ucp_worker_arm), an eventfd for wake-ups,
- * the listening socket and every bootstrap socket; with PS_BUSY_POLL=1 it
- * polls instead. Every UCX callback runs inside ucp_worker_progress on that
- * thread and only records what happened; the thread then calls the host
- * (recv, send_done, peer_event) with no UCX or van lock held. Senders post
- * active messages from their own threads on a thread-safe worker
- * (UCS_THREAD_MODE_MULTI; where UCX cannot give one, ucx_mu serialises every
- * UCX call).
+ * Threads. The UCX worker (UCS_THREAD_MODE_SERIALIZED) is used by one thread
+ * at a time: whoever holds ucx_mu. The van's progress thread holds it while
+ * it works and lets go only while it sleeps in epoll_wait; a sender that
+ * finds it free (trylock) posts itself, one that does not leaves its send in
+ * the van's inbox for the thread, and wakes the thread only if it sleeps.
+ * The core's release of a message whose data UCX holds goes the same way.
+ * No thread ever waits for UCX: a thread-safe worker made senders spin on
+ * UCX's lock while the progress thread held it (14% of a core in a 1 MiB
+ * push-pull over TCP), and a pure hand-off costs a wake-up per send.
  *
- * Locks, outermost first: lock (peers[]) > out->mu > UCX's worker lock >
- * cq_mu. v->mu guards the list of outbound connections and is never held
- * while taking another one.
+ * The thread sleeps on the worker's event fd (armed with ucp_worker_arm),
+ * an eventfd, the listening socket and every bootstrap socket; with
+ * PS_BUSY_POLL=1 it polls instead. UCX callbacks only record what happened;
+ * the owner then calls the host (recv, send_done, peer_event) with no van
+ * lock held but ucx_mu. After the thread ended, fini holds ucx_mu to the
+ * end, and a late release takes it.
+ *
+ * Locks, outermost first: ucx_mu > lock (peers[]) > out->mu > inbox_mu >
+ * cq_mu; ucx_mu is only ever waited for by the progress thread and fini.
+ * v->mu guards the list of outbound connections and is never held while
+ * taking another one.
  */
 #ifndef PSL_VAN_UCX_VAN_H
 #define PSL_VAN_UCX_VAN_H
@@ -149,7 +157,25 @@ struct ucx_send {
 
 /* ------------------------------------------------------------- receive -- */
 
-enum { PART_NONE = 0, PART_UCX, PART_HEAP };
+enum { PART_NONE = 0, PART_UCX, PART_HEAP, PART_POOL };
+
+/*
+ * Rendezvous receive buffers of 64 KiB and more come from a cache, so that
+ * the same tensor sizes arriving again land in pages already mapped (fresh
+ * buffers cost a page fault and a page clear per 4 KiB, a quarter of the
+ * time of a 1 MiB receive over shared memory). Classes: 64 KiB << k and
+ * 96 KiB << k. Released from any thread; bounded by PS_UCX_RX_CACHE_MB.
+ */
+#define UCX_POOL_MIN (64u << 10)
+#define UCX_POOL_CLASSES 36
+#define UCX_POOL_PER_CLASS 64
+
+struct ucx_pool {
+	pthread_mutex_t mu;
+	void *head[UCX_POOL_CLASSES]; /* free buffers, linked through their start */
+	uint32_t count[UCX_POOL_CLASSES];
+	size_t bytes, max_bytes;
+};
 
 struct ucx_rpart {
 	struct ucx_rx *m;
@@ -157,6 +183,7 @@ struct ucx_rpart {
 	size_t len;
 	uint32_t seg;
 	uint8_t kind;
+	uint8_t cls; /* pool class of a PART_POOL buffer */
 	bool arrived;
 };
 
@@ -181,8 +208,7 @@ struct psl_van {
 	ucp_worker_h worker;
 	ucp_address_t *addr;
 	size_t addr_len;
-	bool mt;		 /* worker is UCS_THREAD_MODE_MULTI */
-	pthread_mutex_t ucx_mu;	 /* recursive; used only when !mt */
+	pthread_mutex_t ucx_mu;	 /* recursive: whoever holds it owns the worker */
 	unsigned mem_caps;	 /* UCXP_MEM_* */
 	unsigned tl_found;	 /* UCXP_TL_* */
 	unsigned ucx_version;	 /* UCP_VERSION(major, minor) */
@@ -201,7 +227,15 @@ struct psl_van {
 	pthread_t thread;
 	bool running;
 	atomic_bool stop;
-	atomic_bool kicked;
+	atomic_bool sleeping; /* the thread is in (or about to enter) epoll_wait */
+	atomic_bool kicked;   /* a wake-up is written and not yet read */
+
+	/* the inbox: work for the thread from other threads */
+	pthread_mutex_t inbox_mu;
+	struct ucx_send *sq_head, *sq_tail; /* sends to post, in call order */
+	struct ucx_rx *rq_head;		    /* messages whose UCX data to release */
+	bool owner_active;		    /* the thread takes the inbox */
+	atomic_bool inbox_full;
 	atomic_bool boot_dirty;
 	int64_t next_timer;
 
@@ -223,6 +257,7 @@ struct psl_van {
 
 	struct ucx_rx *ready_head, *ready_tail; /* for host->recv; progress thread */
 	struct ucx_rx *orphans; /* receives cut by fini, freed with the worker */
+	struct ucx_pool pool;
 
 	atomic_int refs; /* 1 for the van + 1 per message the core holds */
 	bool stopping;	 /* fini started: no more host callbacks but send_done */
@@ -230,9 +265,8 @@ struct psl_van {
 
 /* van_ucx.c */
 int64_t psl__ucx_now_ms(void);
-void psl__ucx_lock(struct psl_van *v);
-void psl__ucx_unlock(struct psl_van *v);
 void psl__ucx_wake(struct psl_van *v);
+/* Wakes the thread if it sleeps (after putting work where it looks). */
 void psl__ucx_kick(struct psl_van *v);
 int psl__ucx_errno(ucs_status_t st);
 void psl__ucx_unref(struct psl_van *v);
@@ -258,13 +292,17 @@ int psl__ucx_post(struct ucx_out *o, struct ucx_send *s);
 void psl__ucx_send_put(struct ucx_send *s, int status);
 void psl__ucx_send_finish(struct ucx_send *s);
 int psl__ucx_dispatch_done(struct psl_van *v);
+int psl__ucx_post_inbox(struct psl_van *v);
 
 /* ucx_recv.c */
 ucs_status_t psl__ucx_am_cb(void *arg, const void *header, size_t header_length, void *data,
 			    size_t length, const ucp_am_recv_param_t *param);
 int psl__ucx_dispatch_ready(struct psl_van *v);
 void psl__ucx_in_drop_all(struct ucx_in *in);
-void psl__ucx_rx_free_orphans(struct psl_van *v);
+void psl__ucx_rx_free_orphans(struct psl_van *v, bool worker_alive);
 void psl__ucx_rx_drop_ready(struct psl_van *v);
+int psl__ucx_release_inbox(struct psl_van *v);
+void psl__ucx_pool_init(struct ucx_pool *pool, size_t max_bytes);
+void psl__ucx_pool_fini(struct ucx_pool *pool);
 
 #endif

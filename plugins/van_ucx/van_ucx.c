@@ -17,6 +17,7 @@
  *                               the message's first active message (8192)
  *   PS_UCX_HANDSHAKE_TIMEOUT=S  bootstrap handshake limit in seconds (10)
  *   PS_UCX_LINGER_MS=MS         how long fini lets sends in flight finish (1000)
+ *   PS_UCX_RX_CACHE_MB=MB       receive buffers kept for reuse (256, 0 = none)
  *   PS_UCX_ERR_MODE=none|peer   UCP endpoint error handling (none: the
  *                               bootstrap connection tells that a peer died,
  *                               and every transport stays usable; peer: UCX
@@ -51,18 +52,6 @@ int64_t psl__ucx_now_ms(void)
 	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
-void psl__ucx_lock(struct psl_van *v)
-{
-	if (!v->mt)
-		pthread_mutex_lock(&v->ucx_mu);
-}
-
-void psl__ucx_unlock(struct psl_van *v)
-{
-	if (!v->mt)
-		pthread_mutex_unlock(&v->ucx_mu);
-}
-
 void psl__ucx_wake(struct psl_van *v)
 {
 	uint64_t one = 1;
@@ -73,10 +62,15 @@ void psl__ucx_wake(struct psl_van *v)
 	(void)rc;
 }
 
-/* A request is waiting for progress: make sure the thread looks. */
+/*
+ * Work was put in the inbox (and inbox_full set): wake the thread if it
+ * sleeps. The thread sets sleeping before it looks at inbox_full a last
+ * time, we set inbox_full before we look at sleeping (both seq_cst): one of
+ * us sees the other, so no work is left waiting for the next event.
+ */
 void psl__ucx_kick(struct psl_van *v)
 {
-	if (v->busy_poll || !v->running || pthread_equal(pthread_self(), v->thread))
+	if (v->busy_poll || !atomic_load(&v->sleeping))
 		return;
 	if (!atomic_exchange(&v->kicked, true))
 		psl__ucx_wake(v);
@@ -172,6 +166,9 @@ static int read_settings(struct psl_van *v)
 	v->linger_ms = (int)x;
 	if ((rc = param_long(v, "PS_CONNECT_TIMEOUT", 60, 1, 86400, "seconds", &x)))
 		return rc;
+	if ((rc = param_long(v, "PS_UCX_RX_CACHE_MB", 256, 0, 1 << 20, "MiB", &x)))
+		return rc;
+	v->pool.max_bytes = (size_t)x << 20;
 	v->connect_ms = (int)x * 1000;
 	s = param(v, "PS_UCX_ERR_MODE");
 	if (!s || !strcmp(s, "none"))
@@ -189,16 +186,20 @@ static int read_settings(struct psl_van *v)
 
 static void van_destroy(struct psl_van *v)
 {
+	if (v->worker)
+		psl__ucx_rx_free_orphans(v, true);
 	if (v->addr)
 		ucp_worker_release_address(v->worker, v->addr);
 	if (v->worker)
 		ucp_worker_destroy(v->worker);
-	psl__ucx_rx_free_orphans(v); /* UCX no longer writes into them */
+	psl__ucx_rx_free_orphans(v, false); /* UCX no longer writes into them */
 	if (v->ctx)
 		ucp_cleanup(v->ctx);
+	psl__ucx_pool_fini(&v->pool);
 	pthread_rwlock_destroy(&v->lock);
 	pthread_mutex_destroy(&v->mu);
 	pthread_mutex_destroy(&v->cq_mu);
+	pthread_mutex_destroy(&v->inbox_mu);
 	pthread_mutex_destroy(&v->ucx_mu);
 	free(v);
 }
@@ -230,7 +231,6 @@ static int uinit(const struct psl_van_host *host, struct psl_van **out)
 	struct psl_van *v = calloc(1, sizeof(*v));
 	ucp_params_t cp;
 	ucp_worker_params_t wp;
-	ucp_worker_attr_t wa;
 	ucp_context_attr_t ca;
 	ucp_am_handler_param_t ap;
 	ucp_config_t *cfg = NULL;
@@ -252,11 +252,13 @@ static int uinit(const struct psl_van_host *host, struct psl_van **out)
 	pthread_rwlock_init(&v->lock, NULL);
 	pthread_mutex_init(&v->mu, NULL);
 	pthread_mutex_init(&v->cq_mu, NULL);
+	pthread_mutex_init(&v->inbox_mu, NULL);
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&v->ucx_mu, &ma);
 	pthread_mutexattr_destroy(&ma);
 	v->nonce_seed = (uint32_t)getpid() * 2654435761u ^ (uint32_t)psl__ucx_now_ms();
+	psl__ucx_pool_init(&v->pool, 0);
 	rc = read_settings(v);
 	if (rc)
 		goto out_free;
@@ -306,7 +308,7 @@ static int uinit(const struct psl_van_host *host, struct psl_van **out)
 
 	memset(&wp, 0, sizeof(wp));
 	wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE | UCP_WORKER_PARAM_FIELD_AM_ALIGNMENT;
-	wp.thread_mode = UCS_THREAD_MODE_MULTI;
+	wp.thread_mode = UCS_THREAD_MODE_SERIALIZED; /* one owner at a time: see ucx_van.h */
 	wp.am_alignment = 8;
 	st = ucp_worker_create(v->ctx, &wp, &v->worker);
 	if (st != UCS_OK) {
@@ -318,10 +320,6 @@ static int uinit(const struct psl_van_host *host, struct psl_van **out)
 		rc = st == UCS_ERR_NO_DEVICE ? -ENODEV : -psl__ucx_errno(st);
 		goto out_free;
 	}
-	memset(&wa, 0, sizeof(wa));
-	wa.field_mask = UCP_WORKER_ATTR_FIELD_THREAD_MODE;
-	v->mt = ucp_worker_query(v->worker, &wa) == UCS_OK &&
-		wa.thread_mode == UCS_THREAD_MODE_MULTI;
 	st = ucp_worker_get_address(v->worker, &v->addr, &v->addr_len);
 	if (st != UCS_OK) {
 		v->addr = NULL;
@@ -372,14 +370,14 @@ static bool progress_once(struct psl_van *v)
 {
 	unsigned n = 0, k;
 
-	psl__ucx_lock(v);
+	n += (unsigned)psl__ucx_post_inbox(v);
+	n += (unsigned)psl__ucx_release_inbox(v);
 	for (k = 0; k < 256; k++) {
 		unsigned got = ucp_worker_progress(v->worker);
 		n += got;
 		if (!got)
 			break;
 	}
-	psl__ucx_unlock(v);
 	if (atomic_exchange(&v->ep_errors, 0)) {
 		struct ucx_out *o, **snap = NULL;
 		size_t cnt = 0, i = 0;
@@ -419,6 +417,7 @@ static void *progress_main(void *arg)
 
 	unsigned rounds = 0;
 
+	pthread_mutex_lock(&v->ucx_mu); /* let go only around epoll_wait */
 	while (!atomic_load(&v->stop)) {
 		int n, i, timeout;
 		bool busy = progress_once(v);
@@ -431,17 +430,21 @@ static void *progress_main(void *arg)
 			timeout = 0;
 		} else if (busy) {
 			timeout = 0;
+		} else if (ucp_worker_arm(v->worker) == UCS_ERR_BUSY) {
+			timeout = 0;
 		} else {
-			ucs_status_t st;
-			psl__ucx_lock(v);
-			st = ucp_worker_arm(v->worker);
-			psl__ucx_unlock(v);
-			if (st == UCS_ERR_BUSY)
-				timeout = 0;
-			else if (atomic_load(&v->requests) > 0 && (timeout < 0 || timeout > 1))
-				timeout = 1; /* see below */
+			if (atomic_load(&v->requests) > 0 && (timeout < 0 || timeout > 1))
+				timeout = 1; /* see above */
+			atomic_store(&v->sleeping, true);
+			if (atomic_load(&v->inbox_full)) { /* see psl__ucx_kick */
+				atomic_store(&v->sleeping, false);
+				continue;
+			}
 		}
+		pthread_mutex_unlock(&v->ucx_mu);
 		n = epoll_wait(v->epfd, ev, 32, timeout);
+		pthread_mutex_lock(&v->ucx_mu);
+		atomic_store(&v->sleeping, false);
 		for (i = 0; i < n; i++) {
 			struct ucx_fdh *h = ev[i].data.ptr;
 			switch (h->kind) {
@@ -466,6 +469,7 @@ static void *progress_main(void *arg)
 			}
 		}
 	}
+	pthread_mutex_unlock(&v->ucx_mu);
 	return NULL;
 }
 
@@ -503,12 +507,19 @@ static int ubind(struct psl_van *v, const struct psl_van_bind_req *req,
 	e = (struct epoll_event){.events = EPOLLIN, .data.ptr = &v->h_listen};
 	if (epoll_ctl(v->epfd, EPOLL_CTL_ADD, v->lfd, &e))
 		goto out_errno;
+	pthread_mutex_lock(&v->inbox_mu);
+	v->owner_active = true;
+	pthread_mutex_unlock(&v->inbox_mu);
+	v->running = true;
 	rc = pthread_create(&v->thread, NULL, progress_main, v);
 	if (rc) {
+		v->running = false;
+		pthread_mutex_lock(&v->inbox_mu);
+		v->owner_active = false;
+		pthread_mutex_unlock(&v->inbox_mu);
 		rc = -rc;
 		goto out_close;
 	}
-	v->running = true;
 	res->port = port;
 	res->addr_len = 0;
 	LOG(v, PSL_VAN_LOG_INFO, "UCX %s: %s%s%s", v->ucx_version_str, v->transports,
@@ -516,11 +527,9 @@ static int ubind(struct psl_van *v, const struct psl_van_bind_req *req,
 	    (v->mem_caps & UCXP_MEM_CUDA) ? ""
 					  : "; this UCX has no CUDA support: GPU segments will be "
 					    "refused");
-	LOG(v, PSL_VAN_LOG_DEBUG,
-	    "bootstrap on %s, UCX worker address %zu bytes, %s, progress by %s", v->listen_desc,
-	    v->addr_len, v->mt ? "thread-safe worker" : "worker serialised by the van",
-	    v->busy_poll ? "busy polling (PS_BUSY_POLL=1)"
-			 : "epoll on the worker's event fd");
+	LOG(v, PSL_VAN_LOG_DEBUG, "bootstrap on %s, UCX worker address %zu bytes, progress by %s",
+	    v->listen_desc, v->addr_len,
+	    v->busy_poll ? "busy polling (PS_BUSY_POLL=1)" : "epoll on the worker's event fd");
 	return 0;
 
 out_errno:
@@ -646,6 +655,13 @@ static void ufini(struct psl_van *v)
 		pthread_join(v->thread, NULL);
 		v->running = false;
 	}
+	/* this thread owns the worker from here on; late releases queue up
+	 * on ucx_mu instead of the inbox */
+	pthread_mutex_lock(&v->ucx_mu);
+	pthread_mutex_lock(&v->inbox_mu);
+	v->owner_active = false;
+	atomic_store(&v->inbox_full, true); /* whatever is in it: take it */
+	pthread_mutex_unlock(&v->inbox_mu);
 	v->stopping = true; /* from here on: send_done only */
 	/* what is in flight gets PS_UCX_LINGER_MS to arrive */
 	drain(v, t0 + v->linger_ms, all_sent);
@@ -670,11 +686,8 @@ static void ufini(struct psl_van *v)
 	while (v->outs && atomic_load(&v->inflight) == 0) { /* else UCX may still finish one */
 		o = v->outs;
 		v->outs = o->next;
-		if (o->close_req) {
-			psl__ucx_lock(v);
+		if (o->close_req)
 			ucp_request_free(o->close_req);
-			psl__ucx_unlock(v);
-		}
 		psl__ucx_out_free(o);
 	}
 	psl__ucx_rx_drop_ready(v);
@@ -691,6 +704,7 @@ static void ufini(struct psl_van *v)
 		close(v->wake_fd);
 	v->lfd = v->epfd = v->wake_fd = -1;
 	LOG(v, PSL_VAN_LOG_TRACE, "stopped in %lld ms", (long long)(psl__ucx_now_ms() - t0));
+	pthread_mutex_unlock(&v->ucx_mu);
 	psl__ucx_unref(v); /* the worker goes with the last message the core holds */
 }
 
