@@ -271,9 +271,12 @@ static void in_welcome(struct ucx_in *in, const struct ucxp_hello *h)
 		in_close(in);
 		return;
 	}
-	LOG(v, PSL_VAN_LOG_DEBUG, "node %s%d connected from %s (connection %u)",
-	    h->node_id == PSL_VAN_ID_NONE ? "(unregistered) " : "",
-	    h->node_id == PSL_VAN_ID_NONE ? 0 : h->node_id, in->desc, in->idx);
+	if (h->node_id == PSL_VAN_ID_NONE)
+		LOG(v, PSL_VAN_LOG_DEBUG, "an unregistered node connected from %s (connection %u)",
+		    in->desc, in->idx);
+	else
+		LOG(v, PSL_VAN_LOG_DEBUG, "node %d connected from %s (connection %u)", h->node_id,
+		    in->desc, in->idx);
 }
 
 void psl__ucx_in_io(struct ucx_in *in, uint32_t events)
@@ -624,9 +627,12 @@ static void out_established(struct ucx_out *o, const struct ucxp_welcome *w, con
 	pthread_mutex_unlock(&o->mu);
 	fail_queue(failed, 0);
 	o->tries = 0;
-	LOG(v, PSL_VAN_LOG_DEBUG, "%s: endpoint up (connection %u there, as %s%d)", o->desc,
-	    w->conn, o->my_id == PSL_VAN_ID_NONE ? "unregistered " : "node ",
-	    o->my_id == PSL_VAN_ID_NONE ? 0 : o->my_id);
+	if (o->my_id == PSL_VAN_ID_NONE)
+		LOG(v, PSL_VAN_LOG_DEBUG, "%s: endpoint up (connection %u there, unregistered)",
+		    o->desc, w->conn);
+	else
+		LOG(v, PSL_VAN_LOG_DEBUG, "%s: endpoint up (connection %u there, as node %d)",
+		    o->desc, w->conn, o->my_id);
 	if (tell)
 		v->host->peer_event(v->host->ctx, o->id, PSL_VAN_PEER_UP, 0, NULL);
 	atomic_store(&v->boot_dirty, true);

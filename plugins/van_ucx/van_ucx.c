@@ -585,9 +585,12 @@ static int uconnect(struct psl_van *v, const struct psl_van_peer *peer, int32_t 
 	}
 	atomic_store(&v->boot_dirty, true);
 	psl__ucx_wake(v);
-	LOG(v, PSL_VAN_LOG_DEBUG, "connecting to %s as %s%d%s", o->desc,
-	    my_id == PSL_VAN_ID_NONE ? "unregistered node " : "node ",
-	    my_id == PSL_VAN_ID_NONE ? 0 : my_id, old ? " (replacing the old connection)" : "");
+	if (my_id == PSL_VAN_ID_NONE)
+		LOG(v, PSL_VAN_LOG_DEBUG, "connecting to %s, unregistered%s", o->desc,
+		    old ? " (replacing the old connection)" : "");
+	else
+		LOG(v, PSL_VAN_LOG_DEBUG, "connecting to %s as node %d%s", o->desc, my_id,
+		    old ? " (replacing the old connection)" : "");
 	return 0;
 }
 
