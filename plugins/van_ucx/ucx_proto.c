@@ -393,3 +393,21 @@ unsigned psl__ucxp_resources(const char *info, char *out, size_t out_len)
 	}
 	return found;
 }
+
+int psl__ucxp_tls_has_mm(const char *tls)
+{
+	static const char *const mm[] = {"all", "sm", "shm", "mm", "posix", "sysv", "xpmem"};
+	const char *p = tls;
+	if (!tls || !*tls || *tls == '^') /* unset, or "all but ..." */
+		return 1;
+	while (*p) {
+		size_t n = strcspn(p, ","), i;
+		for (i = 0; i < sizeof(mm) / sizeof(mm[0]); i++)
+			if (n == strlen(mm[i]) && !strncmp(p, mm[i], n))
+				return 1;
+		p += n;
+		if (*p == ',')
+			p++;
+	}
+	return 0;
+}

@@ -163,4 +163,8 @@ int psl__ucxp_mem_check(int32_t mem_type, int32_t dev_id, unsigned mem_caps, cha
  * and returns UCXP_TL_* of what was found. */
 unsigned psl__ucxp_resources(const char *info, char *out, size_t out_len);
 
+/* Whether a UCX_TLS value (NULL: unset) lets UCX use its memory-mapped
+ * shared-memory transports (posix, sysv, xpmem: the "mm" FIFO). */
+int psl__ucxp_tls_has_mm(const char *tls);
+
 #endif

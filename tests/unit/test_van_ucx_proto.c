@@ -415,6 +415,22 @@ static void test_resources(void **state)
 	assert_int_equal(f, UCXP_TL_SHM | UCXP_TL_TCP);
 }
 
+static void test_tls_has_mm(void **state)
+{
+	(void)state;
+	assert_true(psl__ucxp_tls_has_mm(NULL));
+	assert_true(psl__ucxp_tls_has_mm(""));
+	assert_true(psl__ucxp_tls_has_mm("^tcp"));
+	assert_true(psl__ucxp_tls_has_mm("posix,sysv,cma,self"));
+	assert_true(psl__ucxp_tls_has_mm("tcp,sm"));
+	assert_true(psl__ucxp_tls_has_mm("rc,ud,shm,self"));
+	assert_true(psl__ucxp_tls_has_mm("all"));
+	assert_false(psl__ucxp_tls_has_mm("tcp"));
+	assert_false(psl__ucxp_tls_has_mm("tcp,cma,self"));
+	assert_false(psl__ucxp_tls_has_mm("rc_verbs,ud_verbs"));
+	assert_false(psl__ucxp_tls_has_mm("posixx,smx"));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -436,6 +452,7 @@ int main(void)
 		cmocka_unit_test(test_mem_check_cuda_with_cuda),
 		cmocka_unit_test(test_mem_check_unknown),
 		cmocka_unit_test(test_resources),
+		cmocka_unit_test(test_tls_has_mm),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
