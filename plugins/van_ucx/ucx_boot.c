@@ -485,8 +485,10 @@ static void out_retry(struct ucx_out *o, const char *why)
 	int delay = 50 << (o->tries < 5 ? o->tries : 5);
 
 	out_close_fd(o);
-	if (o->retired && !o->qlen) {
+	if (o->retired && atomic_load(&o->posted) == 0) { /* nobody waits for it */
+		pthread_mutex_lock(&o->mu);
 		o->state = OUT_FAILED;
+		pthread_mutex_unlock(&o->mu);
 		return;
 	}
 	if (now - o->t_first >= v->connect_ms + 5000) {
@@ -870,7 +872,9 @@ int psl__ucx_boot_tick(struct psl_van *v)
 			else
 				pending_close = true;
 		}
-		if (retired && (state == OUT_READY || state == OUT_FAILED || o->qlen == 0)) {
+		/* a retired connection that sends still wait for keeps connecting */
+		if (retired && (state == OUT_READY || state == OUT_FAILED ||
+				atomic_load(&o->posted) == 0)) {
 			if (out_retire_step(o))
 				o->freeable = true;
 			else
