@@ -315,7 +315,10 @@ int psl__ucx_dispatch_ready(struct psl_van *v)
 	while (m) {
 		struct ucx_rx *next = m->next;
 		m->next = NULL;
-		v->host->recv(v->host->ctx, &m->pub);
+		if (v->stopping) /* fini: the core gets send_done only */
+			rx_free(v, m);
+		else
+			v->host->recv(v->host->ctx, &m->pub);
 		m = next;
 		n++;
 	}
