@@ -1,7 +1,8 @@
 /*
  * van_ucx internals: the instance, outbound and inbound connections, sends
  * and received messages, shared by van_ucx.c (lifecycle, progress thread),
- * ucx_boot.c (TCP bootstrap), ucx_send.c and ucx_recv.c.
+ * ucx_boot.c (TCP bootstrap: listening, inbound), ucx_connect.c (outbound),
+ * ucx_send.c and ucx_recv.c.
  *
  * Threads. The UCX worker (UCS_THREAD_MODE_SERIALIZED) is used by one thread
  * at a time: whoever holds ucx_mu. The van's progress thread holds it while
@@ -271,10 +272,18 @@ void psl__ucx_kick(struct psl_van *v);
 int psl__ucx_errno(ucs_status_t st);
 void psl__ucx_unref(struct psl_van *v);
 
-/* ucx_boot.c */
+/* ucx_boot.c: the listening port, inbound connections, socket helpers */
 int psl__ucx_listen(struct psl_van *v, const char *host, int port, int *bound);
 void psl__ucx_accept(struct psl_van *v);
 void psl__ucx_in_io(struct ucx_in *in, uint32_t events);
+void psl__ucx_in_tick(struct psl_van *v, int64_t now);
+void psl__ucx_sockaddr_desc(const struct sockaddr *sa, char *out, size_t len);
+void psl__ucx_tune_socket(int fd);
+int psl__ucx_ep_ctl(struct psl_van *v, int op, int fd, uint32_t events, void *ptr);
+int psl__ucx_write_some(int fd, const uint8_t *buf, size_t len, size_t *off);
+void psl__ucx_schedule(struct psl_van *v, int64_t t);
+
+/* ucx_connect.c: outbound connections */
 void psl__ucx_out_io(struct ucx_out *o, uint32_t events);
 /* Timers, retries, retired connections; returns ms to the next deadline
  * (-1: none). */

@@ -5,8 +5,10 @@
  * Files:
  *   van_ucx.c    lifecycle (init, query, bind, connect, fini) and the
  *                progress thread
- *   ucx_boot.c   the TCP bootstrap on the bound port: greeting, worker
- *                address exchange, liveness of the peer
+ *   ucx_boot.c   the TCP bootstrap on the bound port: listening, greeting,
+ *                inbound connections (why TCP: see there)
+ *   ucx_connect.c  outbound connections: handshake, worker address, UCP
+ *                endpoint, liveness of the peer, retries, replacement
  *   ucx_send.c   a message as active messages, zero-copy for large data
  *   ucx_recv.c   reassembly, in-order delivery, zero-copy hand-over
  *   ucx_proto.c  wire formats and decisions that need no UCX run time
