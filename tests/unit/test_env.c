@@ -306,6 +306,32 @@ static void test_bad_other_numbers(void **state)
 	}
 }
 
+/* A value of blanks only is no number: not 0, not "unset". */
+static void test_blank_numbers(void **state)
+{
+	static const char *const vars[] = {"DMLC_PORT", "DMLC_RANK", "PS_VERBOSE", "PS_RESEND",
+					   "PS_HEARTBEAT_INTERVAL", "PS_HEARTBEAT_TIMEOUT",
+					   "BYTEPS_ENABLE_MIXED_MODE", "DMLC_NUM_SERVER"};
+	static const char *const blanks[] = {" ", "  ", "\t", " \n"};
+	size_t i, j;
+	char want[64];
+	long v = 77;
+	char e[128];
+	(void)state;
+	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		for (j = 0; j < sizeof(blanks) / sizeof(blanks[0]); j++) {
+			setup_worker(NULL);
+			setenv(vars[i], blanks[j], 1);
+			snprintf(want, sizeof(want), "%s=", vars[i]);
+			expect_error(-EINVAL, want, "expected", NULL);
+		}
+	}
+	assert_int_equal(psl__parse_int("X", " ", -1, 10, &v, e, sizeof(e)), -EINVAL);
+	assert_int_equal(v, 77);
+	assert_int_equal(psl__parse_int("X", " 3", -1, 10, &v, e, sizeof(e)), 0);
+	assert_int_equal(v, 3);
+}
+
 static void test_group_size(void **state)
 {
 	(void)state;
@@ -401,6 +427,42 @@ static void test_host_lengths(void **state)
 	setenv("DMLC_ROLE", "scheduler", 1);
 	setenv("DMLC_PS_ROOT_URI", h, 1);
 	expect_error(-EINVAL, "DMLC_PS_ROOT_URI=", "at most 63 bytes", NULL);
+}
+
+/* Host names go into tcp:// endpoints and node lists: no blanks, slashes
+ * or other characters no host name or address has. */
+static void test_host_characters(void **state)
+{
+	static const char *const bad[] = {"bad host", "host/x", "a;b", "tab\there", "h\n"};
+	static const char *const good[] = {"node-1.example.org", "10.0.0.1", "my_host", "::1",
+					   "fe80::1%eth0"};
+	char want[128];
+	size_t i;
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char shown[32], *p;
+		/* the message stays one printable line: control characters show as '?' */
+		snprintf(shown, sizeof(shown), "%s", bad[i]);
+		for (p = shown; *p; p++)
+			if ((unsigned char)*p < 0x20)
+				*p = '?';
+		setup_worker(NULL);
+		setenv("DMLC_PS_ROOT_URI", bad[i], 1);
+		snprintf(want, sizeof(want), "DMLC_PS_ROOT_URI=%s", shown);
+		expect_error(-EINVAL, want, "expected a host name or address", NULL);
+		setup_worker(NULL);
+		setenv("DMLC_NODE_HOST", bad[i], 1);
+		snprintf(want, sizeof(want), "DMLC_NODE_HOST=%s", shown);
+		expect_error(-EINVAL, want, "expected a host name or address", NULL);
+	}
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		setup_worker(NULL);
+		setenv("DMLC_PS_ROOT_URI", good[i], 1);
+		setenv("DMLC_NODE_HOST", good[i], 1);
+		expect_ok();
+		assert_string_equal(cfg.root_uri, good[i]);
+		assert_string_equal(cfg.node_host, good[i]);
+	}
 }
 
 static void test_interface(void **state)
@@ -509,6 +571,7 @@ int main(void)
 		T(test_unknown_role),	       T(test_missing_each_required),
 		T(test_bad_counts),	       T(test_too_many_nodes),
 		T(test_bad_ports),	       T(test_bad_other_numbers),
+		T(test_blank_numbers),	       T(test_host_characters),
 		T(test_group_size),	       T(test_van_choice),
 		T(test_van_bad_names),	       T(test_host_lengths),
 		T(test_interface),	       T(test_ordered_hosts_too_long),
