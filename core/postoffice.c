@@ -451,8 +451,9 @@ static int start_node(void)
 		if (!rc)
 			rc = psl__control_register();
 		if (rc) {
-			PSL_ERR("cannot contact the scheduler at %s:%d: %s", po.cfg.root_uri,
-				po.cfg.root_port, psl_strerror(rc));
+			PSL_ERR("cannot contact the scheduler at %s:%d (DMLC_PS_ROOT_URI, "
+				"DMLC_PS_ROOT_PORT): %s",
+				po.cfg.root_uri, po.cfg.root_port, psl_strerror(rc));
 			return rc;
 		}
 		rc = wait_node_list();
