@@ -29,7 +29,7 @@ base() { # the environment of a valid job, on a port nobody listens on
 	export DMLC_ROLE=${1:-worker} DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$dead_port \
 		DMLC_NUM_WORKER=1 DMLC_NUM_SERVER=1 DMLC_NODE_HOST=127.0.0.1 \
 		PS_CONNECT_TIMEOUT=2 PS_START_TIMEOUT=5
-	unset DMLC_ENABLE_RDMA DMLC_PS_VAN_TYPE DMLC_PORT DMLC_GROUP_SIZE DMLC_INTERFACE
+	unset DMLC_ENABLE_RDMA DMLC_PS_VAN_TYPE DMLC_PORT DMLC_GROUP_SIZE DMLC_INTERFACE DMLC_RANK
 }
 dead_port=$("$node" --free-port) || { echo "cannot find a free port" >&2; exit 1; }
 
@@ -121,6 +121,19 @@ for prog in "$bench" "$node"; do
 	expect "$p: DMLC_GROUP_SIZE=2" 10 "DMLC_GROUP_SIZE=2" "expected 1" -- "$prog"
 	base; unset DMLC_NODE_HOST; export DMLC_INTERFACE=nosuchif0
 	expect "$p: DMLC_INTERFACE=nosuchif0" 10 "DMLC_INTERFACE=nosuchif0" "DMLC_NODE_HOST" -- "$prog"
+
+	base; export DMLC_PS_ROOT_URI='bad host'
+	expect "$p: DMLC_PS_ROOT_URI='bad host'" 10 "DMLC_PS_ROOT_URI=bad host" "expected a host name or address" -- "$prog"
+	base; export DMLC_PS_ROOT_URI='%'
+	expect "$p: DMLC_PS_ROOT_URI=% (no endpoint)" 10 "%:$dead_port" "DMLC_PS_ROOT_URI" -- "$prog"
+	base scheduler; export DMLC_PS_ROOT_URI=192.0.2.1
+	expect "$p: scheduler on an address not here" 10 "192.0.2.1:$dead_port" "DMLC_PS_ROOT_URI" -- "$prog"
+	base; export DMLC_NODE_HOST=192.0.2.1
+	expect "$p: DMLC_NODE_HOST not here" 10 "192.0.2.1" "DMLC_NODE_HOST" -- "$prog"
+	base; export DMLC_PORT=-3
+	expect "$p: DMLC_PORT=-3" 10 "DMLC_PORT=-3" "expected an integer from 0 to 65535" -- "$prog"
+	base; export DMLC_RANK=' '
+	expect "$p: DMLC_RANK=' '" 10 "DMLC_RANK= " "expected an integer" -- "$prog"
 
 	# an unreachable scheduler: nothing listens; gives up after PS_CONNECT_TIMEOUT
 	base
