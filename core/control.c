@@ -234,11 +234,19 @@ static void scheduler_add_node(const struct psl__meta *m)
 			 m->sender);
 		return;
 	}
+	/* a registration must name one server or worker that can be reached:
+	 * anything else would take a node's place and then fail the job's
+	 * start when the scheduler cannot connect to it */
 	if (m->node_size != 1 || m->nodes[0].id != PSL_EMPTY ||
-	    (m->nodes[0].role != PSL_SERVER && m->nodes[0].role != PSL_WORKER)) {
-		PSL_WARN("ignored a malformed registration (%d nodes, first id %d role %d)",
+	    (m->nodes[0].role != PSL_SERVER && m->nodes[0].role != PSL_WORKER) ||
+	    !m->nodes[0].hostname[0] || m->nodes[0].port <= 0) {
+		PSL_WARN("ignored a malformed registration (%d nodes, first id %d role %d host "
+			 "'%s' port %d): expected one server or worker with id 32767, a host and "
+			 "a port from 1 to 65535",
 			 m->node_size, m->node_size ? m->nodes[0].id : -1,
-			 m->node_size ? m->nodes[0].role : -1);
+			 m->node_size ? m->nodes[0].role : -1,
+			 m->node_size ? m->nodes[0].hostname : "",
+			 m->node_size ? m->nodes[0].port : -1);
 		return;
 	}
 	n = &m->nodes[0];
