@@ -301,6 +301,27 @@ static void start(void)
 	zmq_getsockopt(g_router, ZMQ_LAST_ENDPOINT, ep, &len);
 	g_port = atoi(strrchr(ep, ':') + 1);
 
+	/* Registrations no scheduler can use, sent before the real one while
+	 * the job is still being put together: they must be ignored, not take
+	 * a worker's place (nor stop the job when the scheduler cannot
+	 * connect to them). */
+	{
+		void *bogus = dealer(NULL, uri, atoi(port));
+		registration(&m, &me, 0);
+		expect(1, "ignored a malformed registration", "port 0");
+		send_meta(bogus, &m, NULL, 0);
+		registration(&m, &me, 4444);
+		me.hostname[0] = 0;
+		expect(1, "ignored a malformed registration", "host ''");
+		send_meta(bogus, &m, NULL, 0);
+		registration(&m, &me, 4445);
+		me.role = 2;
+		expect(1, "ignored a malformed registration", "role 2");
+		send_meta(bogus, &m, NULL, 0);
+		sleep_ms(300);
+		zmq_close(bogus);
+	}
+
 	/* WIRE.md 5.1: register from an anonymous DEALER */
 	anon = dealer(NULL, uri, atoi(port));
 	registration(&m, &me, g_port);
