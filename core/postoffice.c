@@ -23,6 +23,10 @@ struct psl__po psl__po = {
 #define po psl__po
 
 static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
+/* This node is in psl_finalize: every node has asked (or is about to ask)
+ * for the final barrier, and nodes that got its release close their
+ * connections, so peers going away is expected, not an error. */
+static atomic_bool finalizing;
 
 int64_t psl__now_ms(void)
 {
@@ -127,8 +131,10 @@ void psl__node_lost(int id, int err, const char *why)
 	po.peers[id].down_at_ms = psl__now_ms();
 	pthread_cond_broadcast(&po.cv);
 	pthread_mutex_unlock(&po.mu);
-	PSL_ERR("lost %s: %s; requests waiting on it fail with \"%s\"",
-		psl__node_desc(id, d, sizeof(d)), why, psl_strerror(err));
+	PSL_LOG(atomic_load(&finalizing) ? PSL_LOG_INFO : PSL_LOG_ERROR,
+		"lost %s: %s; requests waiting on it fail with \"%s\"%s",
+		psl__node_desc(id, d, sizeof(d)), why, psl_strerror(err),
+		atomic_load(&finalizing) ? " (this node is finalizing)" : "");
 	psl__resender_forget(id);
 	psl__customers_node_lost(id, err);
 	psl__control_forget_node(id);
@@ -513,6 +519,7 @@ int psl_finalize(int customer_id, bool do_barrier)
 		pthread_mutex_unlock(&start_mu);
 		return 0;
 	}
+	atomic_store(&finalizing, true);
 	if (po.state == PSL__READY && do_barrier) {
 		rc = psl__control_barrier(customer_id, PSL_GROUP_ALL,
 					  PSL_CMD_INSTANCE_BARRIER);
@@ -520,6 +527,7 @@ int psl_finalize(int customer_id, bool do_barrier)
 			PSL_ERR("the final barrier failed: %s", psl_strerror(rc));
 	}
 	teardown();
+	atomic_store(&finalizing, false);
 	pthread_mutex_unlock(&start_mu);
 	return rc;
 }
