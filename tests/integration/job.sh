@@ -34,6 +34,12 @@ if [ "$scenario" = kill ]; then
 	grep -q "lost server 1" "$log" || { echo "job.sh: nobody reported server 1 lost" >&2; fail=1; }
 else
 	[ $rc -eq 0 ] || { echo "job.sh: pslite-run exited $rc" >&2; fail=1; }
+	# a job that ends well has nothing to report as an error, shutdown included
+	if grep -q "ERROR" "$log"; then
+		echo "job.sh: $van/$scenario: a node logged an ERROR in a job that ended well:" >&2
+		grep "ERROR" "$log" >&2
+		fail=1
+	fi
 fi
 if grep -q "FAILED\|AddressSanitizer\|runtime error:\|LeakSanitizer" "$log"; then
 	echo "job.sh: a node reported a failure or a sanitizer error" >&2
