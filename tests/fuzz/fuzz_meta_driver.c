@@ -253,8 +253,13 @@ int main(int argc, char **argv)
 	int s;
 
 	make_seeds();
-	if (argc == 3 && !strcmp(argv[1], "--write-seeds"))
-		return write_seeds(argv[2]);
+	if (argc == 3 && !strcmp(argv[1], "--write-seeds")) {
+		int rc = write_seeds(argv[2]);
+		for (s = 0; s < nseeds; s++)
+			free(seeds[s]);
+		free(work);
+		return rc;
+	}
 	if (env && *env)
 		iters = atol(env);
 	if (argc > 1)

@@ -354,6 +354,86 @@ static void test_beside_dir(void **state)
 	assert_string_equal(got, p);
 }
 
+/* ---------------------------------------------------- psl_van_probe -- */
+
+struct probed {
+	int n;
+	char names[32][32];
+	int status[32];
+	char error[32][512];
+	bool shadowed[32];
+	uint64_t max_msg[32];
+	char transports[32][64];
+	char version[32][64];
+};
+
+static void probe_cb(const struct psl_van_info *info, void *arg)
+{
+	struct probed *p = arg;
+	int i = p->n++;
+	assert_true(i < 32);
+	snprintf(p->names[i], sizeof(p->names[i]), "%s", info->name);
+	p->status[i] = info->status;
+	snprintf(p->error[i], sizeof(p->error[i]), "%s", info->error);
+	p->shadowed[i] = info->shadowed;
+	p->max_msg[i] = info->max_msg_size;
+	snprintf(p->transports[i], sizeof(p->transports[i]), "%s", info->transports);
+	snprintf(p->version[i], sizeof(p->version[i]), "%s", info->version);
+}
+
+static int probed_index(const struct probed *p, const char *name, bool shadowed)
+{
+	int i;
+	for (i = 0; i < p->n; i++)
+		if (!strcmp(p->names[i], name) && p->shadowed[i] == shadowed)
+			return i;
+	fail_msg("psl_van_probe did not report %s%s", name, shadowed ? " (shadowed)" : "");
+	return -1;
+}
+
+static void test_probe(void **state)
+{
+	static struct probed p;
+	char b[PATH_MAX + 8], path[2 * PATH_MAX + 16];
+	int n, i;
+	(void)state;
+	memset(&p, 0, sizeof(p));
+	snprintf(b, sizeof(b), "%s/b", tmpdir);
+	link_van(b, "good", "good"); /* a second van_good.so, later on the path */
+	snprintf(path, sizeof(path), "%s:%s", TEST_VANDIR, b);
+	setenv("PS_VAN_PATH", path, 1);
+	assert_int_equal(strncmp(psl_van_search_path(), path, strlen(path)), 0);
+	n = psl_van_probe(probe_cb, &p);
+	assert_int_equal(n, p.n);
+	assert_true(n >= 10);
+	i = probed_index(&p, "good", false);
+	assert_int_equal(p.status[i], 0);
+	assert_string_equal(p.error[i], "");
+	assert_int_equal(p.max_msg[i], 12345);
+	assert_string_equal(p.transports[i], "test transport");
+	assert_string_equal(p.version[i], "testvan good 1.0");
+	i = probed_index(&p, "good", true);
+	assert_int_equal(p.status[i], 0);
+	i = probed_index(&p, "abi2", false);
+	assert_int_equal(p.status[i], -EPROTO);
+	assert_contains(p.error[i], "built for van ABI 2.0");
+	i = probed_index(&p, "v2only", false);
+	assert_int_equal(p.status[i], -EPROTO);
+	i = probed_index(&p, "noentry", false);
+	assert_int_equal(p.status[i], -ENOEXEC);
+	i = probed_index(&p, "badname", false);
+	assert_int_equal(p.status[i], -EPROTO);
+	assert_contains(p.error[i], "calls itself 'other'");
+	i = probed_index(&p, "nosend", false);
+	assert_int_equal(p.status[i], -EPROTO);
+	i = probed_index(&p, "nodev", false);
+	assert_int_equal(p.status[i], -ENODEV);
+	assert_contains(p.error[i], "no device");
+	i = probed_index(&p, "nullops", false);
+	assert_int_equal(p.status[i], -ENOEXEC);
+	assert_int_equal(psl_van_probe(NULL, NULL), -EINVAL);
+}
+
 /* --------------------------------------------------- through psl_start -- */
 
 static void scheduler_env(const char *van)
@@ -511,6 +591,7 @@ int main(void)
 		T(test_search_order),
 		T(test_dirs),
 		T(test_beside_dir),
+		T(test_probe),
 		T(test_start_wrong_abi),
 		T(test_start_missing_van),
 		T(test_start_broken_vans),
