@@ -44,19 +44,35 @@ static int van_connect(const struct psl__node *n, int my_id)
 	return rc;
 }
 
+/* With po.mu held: start-up failed with err (the first failure is kept). */
+static void start_failed_locked(int err, const char *fmt, va_list ap)
+{
+	if (!po.start_err) {
+		po.start_err = err;
+		vsnprintf(po.start_msg, sizeof(po.start_msg), fmt, ap);
+	}
+	pthread_cond_broadcast(&po.cv);
+}
+
 static void start_failed(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void start_failed(int err, const char *fmt, ...)
 {
 	va_list ap;
 	pthread_mutex_lock(&po.mu);
-	if (!po.start_err) {
-		po.start_err = err;
-		va_start(ap, fmt);
-		vsnprintf(po.start_msg, sizeof(po.start_msg), fmt, ap);
-		va_end(ap);
-	}
-	pthread_cond_broadcast(&po.cv);
+	va_start(ap, fmt);
+	start_failed_locked(err, fmt, ap);
+	va_end(ap);
 	pthread_mutex_unlock(&po.mu);
+}
+
+/* The same, for a caller that holds po.mu. */
+static void start_failed_held(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void start_failed_held(int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	start_failed_locked(err, fmt, ap);
+	va_end(ap);
 }
 
 /* -------------------------------------------------------- registration -- */
@@ -142,8 +158,10 @@ static int assign_ids(void)
 		if (po.reg[i].aux_id != -1)
 			aux = true;
 	seen = calloc((size_t)po.nreg * 2, sizeof(bool));
-	if (!seen)
+	if (!seen) {
+		start_failed_held(-ENOMEM, "out of memory assigning node ids");
 		return -ENOMEM;
+	}
 	for (i = 0; i < po.nreg; i++) {
 		struct psl__node *n = &po.reg[i];
 		int cnt = n->role == PSL_SERVER ? po.cfg.num_servers : po.cfg.num_workers;
@@ -152,7 +170,8 @@ static int assign_ids(void)
 			rank = n->aux_id;
 			if (rank < 0 || rank >= cnt || seen[n->role * po.nreg + rank]) {
 				free(seen);
-				start_failed(-EINVAL,
+				/* po.mu is held here: start_failed would deadlock */
+				start_failed_held(-EINVAL,
 					     "DMLC_RANK=%d of the %s at %s:%d: with DMLC_RANK set, "
 					     "every %s needs a distinct DMLC_RANK from 0 to %d",
 					     n->aux_id, psl__role_name(n->role), n->hostname, n->port,
