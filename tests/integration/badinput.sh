@@ -185,6 +185,44 @@ expect "second scheduler on a taken port" 10 "DMLC_PS_ROOT_PORT=$port2" "already
 kill "$first" 2>/dev/null
 wait "$first" 2>/dev/null
 
+# two workers asking for the same DMLC_RANK: the scheduler says so and
+# gives up, the others give up too; nobody hangs
+port3=$("$node" --free-port)
+t0=$(date +%s)
+(base scheduler; export DMLC_PS_ROOT_PORT=$port3 DMLC_NUM_WORKER=2 PS_START_TIMEOUT=15
+	exec timeout -k 5 40 "$node" >"$tmp/rank-sched" 2>&1) &
+rs=$!
+sleep 0.3
+(base server; export DMLC_PS_ROOT_PORT=$port3 DMLC_NUM_WORKER=2 DMLC_RANK=0 PS_START_TIMEOUT=15
+	exec timeout -k 5 40 "$node" >"$tmp/rank-server" 2>&1) &
+r0=$!
+(base worker; export DMLC_PS_ROOT_PORT=$port3 DMLC_NUM_WORKER=2 DMLC_RANK=0 PS_START_TIMEOUT=15
+	exec timeout -k 5 40 "$node" >"$tmp/rank-w1" 2>&1) &
+r1=$!
+(base worker; export DMLC_PS_ROOT_PORT=$port3 DMLC_NUM_WORKER=2 DMLC_RANK=0 PS_START_TIMEOUT=15
+	exec timeout -k 5 40 "$node" >"$tmp/rank-w2" 2>&1) &
+r2=$!
+pids="$pids $rs $r0 $r1 $r2"
+wait $rs; rc_s=$?
+t1=$(date +%s)
+wait $r0; rc_0=$?
+wait $r1; rc_1=$?
+wait $r2; rc_2=$?
+t2=$(date +%s)
+if [ $rc_s -eq 124 ] || [ $rc_s -eq 137 ]; then
+	fail "same DMLC_RANK twice: the scheduler hung"
+elif [ $rc_s -eq 0 ] || [ "$(grep -c ERROR "$tmp/rank-sched")" -ne 1 ] ||
+	! grep ERROR "$tmp/rank-sched" | grep -q "DMLC_RANK=0"; then
+	fail "same DMLC_RANK twice: scheduler exit $rc_s: $(cat "$tmp/rank-sched")"
+elif [ $((t1 - t0)) -gt 10 ]; then
+	fail "same DMLC_RANK twice: the scheduler took $((t1 - t0)) s"
+elif [ $rc_0 -eq 0 ] || [ $rc_1 -eq 0 ] || [ $rc_2 -eq 0 ] || [ $((t2 - t0)) -gt 25 ]; then
+	fail "same DMLC_RANK twice: the other nodes exited $rc_0 $rc_1 $rc_2 after $((t2 - t0)) s"
+else
+	passes=$((passes + 1))
+	echo "ok: same DMLC_RANK twice ($((t1 - t0)) s, all gone in $((t2 - t0)) s): $(grep ERROR "$tmp/rank-sched")"
+fi
+
 # the tools' own arguments
 base
 expect_usage "pslite-bench abc" "argument 'abc'" "expected bytes per key" -- "$bench" abc

@@ -79,7 +79,7 @@ static void clear_sent(void)
 }
 
 /* This node (role, my_id) of a ready job with S servers and W workers. */
-static void node_up_as(int role, int my_id, int S, int W)
+static inline void node_up_as(int role, int my_id, int S, int W)
 {
 	int id;
 	psl__po.cfg.num_servers = S;
@@ -103,7 +103,7 @@ static void node_up_as(int role, int my_id, int S, int W)
 }
 
 /* A worker node (id 9) of a job with S servers, ready. */
-static void node_up(int S)
+static inline void node_up(int S)
 {
 	node_up_as(PSL_WORKER, 9, S, 1);
 }
