@@ -19,6 +19,7 @@
 
 #include <cmocka.h>
 
+#include "customer.h"
 #include "message.h"
 #include "postoffice.h"
 #include "pslite.h"
@@ -548,6 +549,39 @@ static void test_simple_app(void **state)
 	psl_simple_app_free(app);
 }
 
+/* Messages for a customer that never comes are held, but only so many. */
+static void test_held_bound(void **state)
+{
+	struct psl__meta m;
+	uint8_t buf[256];
+	size_t len;
+	struct capture c;
+	char *log;
+	int i;
+	(void)state;
+
+	node_up_as(PSL_SERVER, 8, 1, 1);
+	request_meta(&m, 0, false);
+	m.app_id = 99; /* no such server on this node */
+	len = psl__meta_encode(&m, buf);
+	for (i = 0; i < 65536; i++)
+		deliver_raw(9, buf, len, 0, NULL, NULL);
+	assert_int_equal(g_released, 0);
+	capture_start(&c);
+	deliver_raw(9, buf, len, 0, NULL, NULL);
+	deliver_raw(9, buf, len, 0, NULL, NULL);
+	log = capture_end(&c);
+	assert_int_equal(g_released, 2); /* the two oldest went */
+	assert_int_equal(count_lines_with(log, "65536 messages are already held"), 2);
+	free(log);
+	capture_start(&c);
+	psl__customer_drop_held();
+	log = capture_end(&c);
+	assert_contains(log, "65536 message(s) never found their customer");
+	free(log);
+	assert_int_equal(g_released, g_delivered);
+}
+
 #define T(f) cmocka_unit_test_teardown(f, node_down)
 
 int main(void)
@@ -556,7 +590,7 @@ int main(void)
 		T(test_many_in_flight),	    T(test_pushpull),
 		T(test_node_lost),	    T(test_server_held_request),
 		T(test_server_frame_checks), T(test_server_responses),
-		T(test_simple_app),
+		T(test_simple_app),	    T(test_held_bound),
 	};
 	return cmocka_run_group_tests_name("kv", tests, NULL, NULL);
 }
