@@ -50,11 +50,17 @@ static int fake_send(struct psl_van *v, int32_t id, const void *meta, size_t met
 	return 0;
 }
 
+/* connect calls: peer id and the id this node had then */
+static int g_conn_to[64], g_conn_as[64], g_nconn;
+
 static int fake_connect(struct psl_van *v, const struct psl_van_peer *p, int32_t my_id)
 {
 	(void)v;
-	(void)p;
-	(void)my_id;
+	if (g_nconn < 64) {
+		g_conn_to[g_nconn] = p->id;
+		g_conn_as[g_nconn] = my_id;
+	}
+	g_nconn++;
 	return 0;
 }
 
@@ -71,6 +77,7 @@ static void clear_sent(void)
 	int i;
 	uint32_t k;
 	for (i = 0; i < g_nsent; i++) {
+		psl__meta_clear(&g_sent[i].m);
 		free(g_sent[i].meta);
 		for (k = 0; k < g_sent[i].nseg; k++)
 			free(g_sent[i].seg[k]);
@@ -99,7 +106,7 @@ static inline void node_up_as(int role, int my_id, int S, int W)
 	psl__po.van = (struct psl_van *)&g_fake_van;
 	psl__host_init(&psl__po.host);
 	psl__po.state = PSL__READY;
-	g_nsent = g_released = g_delivered = 0;
+	g_nsent = g_released = g_delivered = g_nconn = 0;
 }
 
 /* A worker node (id 9) of a job with S servers, ready. */

@@ -332,6 +332,173 @@ static void test_barrier_node_lost(void **state)
 	assert_int_equal(g_nsent, 1);
 }
 
+/* ------------------------------------------------------- the node side -- */
+
+/* Worker 127.0.0.1:5001 of a 2x2 job, waiting for the node list. */
+static void worker_starting(void)
+{
+	node_up_as(PSL_WORKER, PSL_EMPTY, 2, 2);
+	memset(psl__po.peers, 0, sizeof(*psl__po.peers) * ((size_t)psl__po.max_id + 1));
+	psl__po.state = PSL__STARTING;
+	psl__po.got_node_list = false;
+	psl__po.start_err = 0;
+	psl__po.start_msg[0] = 0;
+	memset(&psl__po.me, 0, sizeof(psl__po.me));
+	psl__po.me.role = PSL_WORKER;
+	psl__po.me.id = PSL_EMPTY;
+	snprintf(psl__po.me.hostname, sizeof(psl__po.me.hostname), "127.0.0.1");
+	psl__po.me.port = 5001;
+}
+
+static struct psl__node g_list[8];
+static int g_nlist;
+
+static void list_add(int role, int id, const char *host, int port)
+{
+	struct psl__node *n = &g_list[g_nlist++];
+	memset(n, 0, sizeof(*n));
+	n->role = role;
+	n->id = id;
+	snprintf(n->hostname, sizeof(n->hostname), "%s", host);
+	n->port = port;
+	n->aux_id = -1;
+}
+
+static void good_list(void)
+{
+	g_nlist = 0;
+	list_add(PSL_WORKER, 9, "127.0.0.1", 5000);
+	list_add(PSL_WORKER, 11, "127.0.0.1", 5001); /* this node */
+	list_add(PSL_SERVER, 8, "127.0.0.1", 6000);
+	list_add(PSL_SERVER, 10, "127.0.0.1", 6001);
+	list_add(PSL_SCHEDULER, 1, "127.0.0.1", 9000);
+}
+
+static void send_list(int from)
+{
+	struct psl__meta m;
+	uint8_t buf[8192];
+	size_t len;
+	psl__meta_init(&m);
+	m.cmd = PSL_CMD_ADD_NODE;
+	m.nodes = g_list;
+	m.node_size = g_nlist;
+	len = psl__meta_encode(&m, buf);
+	deliver_raw(from, buf, len, 0, NULL, NULL);
+}
+
+static void test_node_takes_list(void **state)
+{
+	int i;
+	bool to_sched = false, to_8 = false, to_10 = false;
+	(void)state;
+	worker_starting();
+	good_list();
+	send_list(1);
+	assert_int_equal(psl__po.start_err, 0);
+	assert_true(psl__po.got_node_list);
+	assert_int_equal(psl__po.my_id, 11);
+	assert_int_equal(psl__po.my_rank, 1);
+	assert_true(psl__po.peers[8].known && psl__po.peers[10].known && psl__po.peers[9].known);
+	/* connects to the servers and (again, now as ps11) the scheduler, not to
+	 * the other worker */
+	assert_int_equal(g_nconn, 3);
+	for (i = 0; i < g_nconn; i++) {
+		assert_int_equal(g_conn_as[i], 11);
+		to_sched |= g_conn_to[i] == 1;
+		to_8 |= g_conn_to[i] == 8;
+		to_10 |= g_conn_to[i] == 10;
+		assert_true(g_conn_to[i] != 9);
+	}
+	assert_true(to_sched && to_8 && to_10);
+	/* a second list is ignored */
+	psl__po.state = PSL__READY;
+	{
+		struct capture c;
+		char *log;
+		capture_start(&c);
+		send_list(1);
+		log = capture_end(&c);
+		assert_contains(log, "ignored a node list that came after start-up");
+		free(log);
+	}
+}
+
+/* Lists a node must refuse: each fails the start with a reason. */
+static void expect_list_refused(const char *why)
+{
+	struct capture c;
+	char *log;
+	capture_start(&c);
+	send_list(1);
+	log = capture_end(&c);
+	free(log);
+	assert_false(psl__po.got_node_list);
+	assert_int_equal(psl__po.start_err, -EPROTO);
+	assert_contains(psl__po.start_msg, why);
+	assert_int_equal(g_nconn, 0);
+}
+
+static void test_node_refuses_lists(void **state)
+{
+	struct capture c;
+	char *log;
+	(void)state;
+
+	worker_starting();
+	good_list();
+	capture_start(&c);
+	send_list(8); /* not from the scheduler */
+	log = capture_end(&c);
+	assert_contains(log, "ignored ADD_NODE from node 8: only the scheduler sends node lists");
+	free(log);
+	assert_false(psl__po.got_node_list);
+	assert_int_equal(psl__po.start_err, 0);
+
+	good_list();
+	g_list[1].port = 5002;
+	expect_list_refused("does not contain this node (127.0.0.1:5001)");
+	node_down(NULL);
+
+	worker_starting();
+	good_list();
+	g_nlist = 4; /* no scheduler */
+	expect_list_refused("and no scheduler");
+	node_down(NULL);
+
+	worker_starting();
+	good_list();
+	g_list[3] = g_list[2]; /* one server twice, as far as counts go: 2 servers */
+	g_list[3].id = 12;     /* ... but id 12 is past DMLC_NUM_SERVER=2 */
+	g_list[3].port = 6002;
+	expect_list_refused("server id 12, which does not fit DMLC_NUM_SERVER=2");
+	node_down(NULL);
+
+	worker_starting();
+	good_list();
+	g_list[0].role = PSL_SERVER; /* 3 servers (8 twice), 1 worker */
+	g_list[0].id = 8;
+	expect_list_refused("has 3 servers and 1 workers");
+	node_down(NULL);
+
+	worker_starting();
+	good_list();
+	g_list[4].id = 13;
+	expect_list_refused("gives the scheduler id 13, expected 1");
+	node_down(NULL);
+
+	worker_starting();
+	good_list();
+	g_list[2].port = 0;
+	expect_list_refused("incomplete entry");
+	node_down(NULL);
+
+	worker_starting();
+	good_list();
+	g_list[0].id = PSL_EMPTY;
+	expect_list_refused("incomplete entry");
+}
+
 #define T(f) cmocka_unit_test_teardown(f, scheduler_down)
 
 int main(void)
@@ -341,6 +508,7 @@ int main(void)
 		T(test_ids_by_rank),	   T(test_ranks_clash),
 		T(test_registrations_refused), T(test_instance_barrier),
 		T(test_group_barriers),	   T(test_barrier_node_lost),
+		T(test_node_takes_list),   T(test_node_refuses_lists),
 	};
 	return cmocka_run_group_tests_name("control", tests, NULL, NULL);
 }
