@@ -650,11 +650,14 @@ void psl__control_peer_event(int id, int event, int err, const char *detail)
 	pthread_mutex_unlock(&po.mu);
 	if (event == PSL_VAN_PEER_MISMATCH) {
 		if (id == 1 && starting) {
+			char vc[96];
 			start_failed(-EPROTO,
-				     "the scheduler at %s:%d does not speak this node's van '%s' "
-				     "(%s): start every node with the same DMLC_ENABLE_RDMA",
-				     po.cfg.root_uri, po.cfg.root_port, po.cfg.van,
-				     detail ? detail : "handshake failed");
+				     "cannot register with the scheduler at %s:%d: %s, but this node "
+				     "runs van '%s' (%s): start every node with the same "
+				     "DMLC_ENABLE_RDMA",
+				     po.cfg.root_uri, po.cfg.root_port,
+				     detail ? detail : "its van does not answer this one", po.cfg.van,
+				     psl__van_choice(&po.cfg, vc, sizeof(vc)));
 			return;
 		}
 		psl__node_lost(id, -EPROTO, detail ? detail : "it speaks another van");

@@ -326,7 +326,7 @@ static const char *port_var(void)
 
 static int start_node(void)
 {
-	char err[1024];
+	char err[1024], vc[96];
 	struct psl_van_bind_req breq;
 	struct psl_van_bind_res bres;
 	int rc, g;
@@ -359,7 +359,7 @@ static int start_node(void)
 
 	rc = psl__van_open(po.cfg.van, &po.lib, err, sizeof(err));
 	if (rc) {
-		PSL_ERR("%s=%s: %s", po.cfg.van_var, po.cfg.van, err);
+		PSL_ERR("%s: %s", psl__van_choice(&po.cfg, vc, sizeof(vc)), err);
 		return rc;
 	}
 	psl__host_init(&po.host);
@@ -369,12 +369,12 @@ static int start_node(void)
 		if (rc == -ENODEV) {
 			PSL_INFO("van '%s' (%s) found no device it can use on this machine",
 				 po.cfg.van, po.lib.path);
-			PSL_ERR("%s=%s: the '%s' van cannot run here (no device): choose another "
+			PSL_ERR("%s: the '%s' van cannot run here (no device): choose another "
 				"van with DMLC_ENABLE_RDMA (pslite-info lists them)",
-				po.cfg.van_var, po.cfg.van, po.cfg.van);
+				psl__van_choice(&po.cfg, vc, sizeof(vc)), po.cfg.van);
 		} else {
-			PSL_ERR("%s=%s: the van failed to start: %s", po.cfg.van_var, po.cfg.van,
-				psl_strerror(rc));
+			PSL_ERR("%s: the van failed to start: %s",
+				psl__van_choice(&po.cfg, vc, sizeof(vc)), psl_strerror(rc));
 		}
 		return rc;
 	}
