@@ -127,8 +127,11 @@ void psl__node_lost(int id, int err, const char *why)
 	po.peers[id].down_at_ms = psl__now_ms();
 	pthread_cond_broadcast(&po.cv);
 	pthread_mutex_unlock(&po.mu);
-	PSL_ERR("lost %s: %s; requests waiting on it fail with \"%s\"",
-		psl__node_desc(id, d, sizeof(d)), why, psl_strerror(err));
+	if (po.leaving)
+		PSL_DBG("%s left: %s", psl__node_desc(id, d, sizeof(d)), why);
+	else
+		PSL_ERR("lost %s: %s; requests waiting on it fail with \"%s\"",
+			psl__node_desc(id, d, sizeof(d)), why, psl_strerror(err));
 	psl__resender_forget(id);
 	psl__customers_node_lost(id, err);
 	psl__control_forget_node(id);
@@ -314,8 +317,7 @@ static void teardown(void)
 	po.got_node_list = false;
 	po.start_err = 0;
 	po.start_msg[0] = 0;
-	po.barrier_err = 0;
-	memset(po.inst_barrier_count, 0, sizeof(po.inst_barrier_count));
+	po.leaving = false;
 	pthread_mutex_unlock(&po.mu);
 }
 
@@ -512,6 +514,9 @@ int psl_finalize(int customer_id, bool do_barrier)
 		pthread_mutex_unlock(&start_mu);
 		return 0;
 	}
+	pthread_mutex_lock(&po.mu);
+	po.leaving = true;
+	pthread_mutex_unlock(&po.mu);
 	if (po.state == PSL__READY && do_barrier) {
 		rc = psl__control_barrier(customer_id, PSL_GROUP_ALL,
 					  PSL_CMD_INSTANCE_BARRIER);

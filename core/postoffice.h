@@ -56,14 +56,12 @@ struct psl__po {
 
 	/* barriers, node side */
 	unsigned barrier_gen;
-	int barrier_err; /* the scheduler was lost */
+	bool leaving; /* the final barrier started: peers that go now are leaving */
 
 	/* scheduler: registration and barrier bookkeeping */
 	struct psl__node *reg;
 	int nreg;
-	int inst_barrier_count[8];
-	bool *barrier_senders[8]; /* [group][id] */
-	int barrier_count[8];
+	bool *barrier_senders[8]; /* [group]: BARRIER arrivals by id, then INSTANCE_BARRIER */
 	int barrier_last_customer[8];
 
 	/* timer thread */
