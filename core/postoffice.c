@@ -116,8 +116,10 @@ bool psl__node_dead(int id)
 void psl__node_lost(int id, int err, const char *why)
 {
 	char d[96];
+	bool leaving;
 	if (id < 1 || id > po.max_id)
 		return;
+	leaving = psl__control_node_leaving(id);
 	pthread_mutex_lock(&po.mu);
 	if (po.peers[id].dead || (po.state != PSL__READY && po.state != PSL__STARTING)) {
 		pthread_mutex_unlock(&po.mu);
@@ -127,7 +129,7 @@ void psl__node_lost(int id, int err, const char *why)
 	po.peers[id].down_at_ms = psl__now_ms();
 	pthread_cond_broadcast(&po.cv);
 	pthread_mutex_unlock(&po.mu);
-	if (po.leaving)
+	if (leaving)
 		PSL_DBG("%s left: %s", psl__node_desc(id, d, sizeof(d)), why);
 	else
 		PSL_ERR("lost %s: %s; requests waiting on it fail with \"%s\"",
@@ -135,6 +137,8 @@ void psl__node_lost(int id, int err, const char *why)
 	psl__resender_forget(id);
 	psl__customers_node_lost(id, err);
 	psl__control_forget_node(id);
+	if (po.role == PSL_SCHEDULER && !leaving)
+		psl__control_announce_lost(id);
 }
 
 /* ------------------------------------------------------------- queries -- */
@@ -318,6 +322,7 @@ static void teardown(void)
 	po.start_err = 0;
 	po.start_msg[0] = 0;
 	po.leaving = false;
+	po.final_released = false;
 	pthread_mutex_unlock(&po.mu);
 }
 

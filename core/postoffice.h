@@ -28,6 +28,8 @@ struct psl__peer {
 	bool dead;	/* lost: requests to it fail */
 	int64_t last_heartbeat_ms;
 	int64_t down_at_ms;
+	int64_t down_pending_ms; /* lost while we wait for the final release: judged later */
+	int down_err;
 };
 
 struct psl__po {
@@ -56,7 +58,8 @@ struct psl__po {
 
 	/* barriers, node side */
 	unsigned barrier_gen;
-	bool leaving; /* the final barrier started: peers that go now are leaving */
+	bool leaving;	     /* this node is in its final barrier */
+	bool final_released; /* the final barrier was released: peers may go now */
 
 	/* scheduler: registration and barrier bookkeeping */
 	struct psl__node *reg;
