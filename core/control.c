@@ -214,6 +214,7 @@ static void broadcast_node_list(void)
 	}
 	PSL_INFO("all %d nodes registered (%d servers, %d workers): node list sent", total,
 		 po.cfg.num_servers, po.cfg.num_workers);
+	atomic_store(&po.resend_live, true);
 	pthread_mutex_lock(&po.mu);
 	po.got_node_list = true;
 	pthread_cond_broadcast(&po.cv);
@@ -360,6 +361,7 @@ static void node_take_list(const struct psl__meta *m)
 	po.peers[1].up = true; /* it just spoke to us */
 	po.sched_last_heartbeat_ms = psl__now_ms();
 	pthread_mutex_unlock(&po.mu);
+	atomic_store(&po.resend_live, true);
 
 	for (i = 0; i < m->node_size; i++) {
 		const struct psl__node *n = &m->nodes[i];

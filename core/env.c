@@ -262,6 +262,8 @@ int psl__config_load(struct psl__config *c, char *err, size_t errlen)
 	if ((rc = env_int("PS_RESEND_TIMEOUT", 1000, 1, 3600 * 1000, &c->resend_timeout_ms, err,
 			  errlen)))
 		return rc;
+	if ((rc = env_int("PS_DROP_MSG", 0, 0, 100, &c->drop_rate, err, errlen)))
+		return rc;
 	if ((rc = env_int("PS_CONNECT_TIMEOUT", 60, 1, 86400, &c->connect_timeout_s, err,
 			  errlen)))
 		return rc;

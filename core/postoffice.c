@@ -296,6 +296,17 @@ static int wait_node_list(void)
 static void teardown(void)
 {
 	int64_t t0;
+	/* with PS_RESEND, what we sent last (the scheduler's releases of the
+	 * final barrier) may still need a resend: wait for the ACKs, bounded */
+	if (po.cfg.resend && po.state == PSL__READY && po.timer_running) {
+		int64_t limit = 12LL * po.cfg.resend_timeout_ms, t = psl__now_ms();
+		if (limit > 15000)
+			limit = 15000;
+		while (psl__resender_pending() > 0 && psl__now_ms() - t < limit) {
+			struct timespec ts = {0, 20 * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+	}
 	pthread_mutex_lock(&po.mu);
 	po.state = PSL__FINALIZING;
 	pthread_mutex_unlock(&po.mu);
@@ -323,6 +334,7 @@ static void teardown(void)
 	po.start_msg[0] = 0;
 	po.leaving = false;
 	po.final_released = false;
+	atomic_store(&po.resend_live, false);
 	pthread_mutex_unlock(&po.mu);
 }
 

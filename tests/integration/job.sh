@@ -5,6 +5,7 @@
 # kvtest's (data, kill, soak). Needs PSL_BUILDDIR (set by make check).
 set -u
 van=$1 scenario=$2 S=$3 W=$4 limit=${5:-240}
+what=$scenario
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/pslite-job.XXXXXX")
 log=$dir/log
@@ -16,6 +17,10 @@ kill) keep=--keep-going ;;
 hang) # server 1 stops answering; heartbeats find it
 	keep=--keep-going
 	export PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=3 ;;
+resend) # 3% of received messages are lost on purpose: the resender must
+	# bring every one back, and duplicates must not be processed twice
+	scenario=data
+	export PS_RESEND=1 PS_RESEND_TIMEOUT=200 PS_DROP_MSG=3 ;;
 esac
 KVTEST_DIR=$dir KVTEST_SCENARIO=$scenario "$b/tools/pslite-run" -s "$S" -w "$W" --van "$van" \
 	--timeout "$limit" $keep -- "$b/tests/integration/kvtest" >"$log" 2>&1
@@ -24,7 +29,7 @@ rc=$?
 fail=0
 expect() { # expect LABEL: that node printed "kvtest LABEL: OK"
 	if ! grep -q "kvtest $1: OK" "$log"; then
-		echo "job.sh: $van/$scenario: no 'kvtest $1: OK'" >&2
+		echo "job.sh: $van/$what: no 'kvtest $1: OK'" >&2
 		fail=1
 	fi
 }
@@ -46,7 +51,7 @@ if grep -q "FAILED\|AddressSanitizer\|runtime error:\|LeakSanitizer" "$log"; the
 	fail=1
 fi
 if [ $fail -ne 0 ]; then
-	echo "----- output of the job ($van/$scenario) -----" >&2
+	echo "----- output of the job ($van/$what) -----" >&2
 	tail -n 200 "$log" >&2
 fi
 exit $fail
