@@ -96,26 +96,20 @@ static void fill(unsigned char *p, uint64_t k, size_t len)
 		p[i] = pattern(k, i);
 }
 
-/* Checks p fully, or (sampled) its first and last 256 bytes and one 4 KiB
- * window that moves with `turn`. Returns the number of wrong bytes. */
-static size_t check(const unsigned char *p, uint64_t k, size_t len, bool full, unsigned turn)
+/* Compares p with the reference ref (what was pushed): fully, or (sampled)
+ * the first and last 256 bytes and one 4 KiB window that moves with `turn`.
+ * Returns the number of wrong bytes (an upper bound when sampled). */
+static size_t check(const unsigned char *p, const unsigned char *ref, size_t len, bool full,
+		    unsigned turn)
 {
-	size_t bad = 0, i;
-	if (full || len <= 8192) {
-		for (i = 0; i < len; i++)
-			bad += p[i] != pattern(k, i);
-		return bad;
-	}
-	for (i = 0; i < 256; i++) {
-		bad += p[i] != pattern(k, i);
-		bad += p[len - 1 - i] != pattern(k, len - 1 - i);
-	}
-	{
-		size_t off = ((size_t)turn * 4099u * 4096u) % (len - 4096);
-		for (i = off; i < off + 4096; i++)
-			bad += p[i] != pattern(k, i);
-	}
-	return bad;
+	size_t off;
+	if (full || len <= 8192)
+		return memcmp(p, ref, len) ? len : 0;
+	off = ((size_t)turn * 4099u * 4096u) % (len - 4096);
+	if (memcmp(p, ref, 256) || memcmp(p + len - 256, ref + len - 256, 256) ||
+	    memcmp(p + off, ref + off, 4096))
+		return 4608;
+	return 0;
 }
 
 /* ---------------------------------------------------------------- server -- */
@@ -160,10 +154,20 @@ static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, 
 				return;
 			}
 			memcpy(st->vals, req->kv.vals, req->kv.num_vals);
-		}
-		if (check(req->kv.vals, (uint64_t)idx, req->kv.num_vals, false,
-			  (unsigned)req->meta.timestamp))
+			/* the first push must carry the pattern every worker pushes */
+			{
+				size_t i;
+				for (i = 0; i < req->kv.num_vals; i++)
+					if (st->vals[i] != pattern((uint64_t)idx, i)) {
+						atomic_fetch_add(&g_server_bad, 1);
+						break;
+					}
+			}
+		} else if ((size_t)st->len != req->kv.num_vals ||
+			   check(req->kv.vals, st->vals, req->kv.num_vals, false,
+				 (unsigned)req->meta.timestamp)) {
 			atomic_fetch_add(&g_server_bad, 1);
+		}
 		psl_kv_respond(req, NULL);
 		return;
 	}
@@ -316,7 +320,7 @@ static void finish(struct wctx *w, int k, int ts, int slot, bool pulled, bool fu
 	if (pulled) {
 		size_t bad = w->out[k].num_vals != g_len || w->outlens[k] != (int)g_len
 				     ? g_len
-				     : check(w->outs[k], (uint64_t)k, g_len, full, turn);
+				     : check(w->outs[k], w->vals[k], g_len, full, turn);
 		if (bad && w->bad_bytes == 0)
 			fprintf(stderr, "[%d] key %d: pulled data differs from what was pushed\n",
 				w->tid, k);
