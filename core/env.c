@@ -160,6 +160,17 @@ int psl__resolve_host(const char *node_host, const char *iface, char *out, size_
 	return 0;
 }
 
+const char *psl__van_choice(const struct psl__config *c, char *buf, size_t len)
+{
+	if (!strcmp(c->van_var, "default"))
+		snprintf(buf, len, "DMLC_ENABLE_RDMA unset: %s", c->van);
+	else if (strcmp(c->van_raw, c->van))
+		snprintf(buf, len, "%s=%s (%s)", c->van_var, c->van_raw, c->van);
+	else
+		snprintf(buf, len, "%s=%s", c->van_var, c->van);
+	return buf;
+}
+
 static int parse_van(struct psl__config *c, char *err, size_t errlen)
 {
 	const char *v = env_get("DMLC_ENABLE_RDMA");
@@ -169,6 +180,8 @@ static int parse_van(struct psl__config *c, char *err, size_t errlen)
 		v = env_get("DMLC_PS_VAN_TYPE");
 		c->van_var = v ? "DMLC_PS_VAN_TYPE" : "default";
 	}
+	if (v)
+		snprintf(c->van_raw, sizeof(c->van_raw), "%.63s", v);
 	if (!v || !strcmp(v, "0"))
 		v = "zmq";
 	else if (!strcmp(v, "1"))
@@ -273,6 +286,8 @@ static int config_load(struct psl__config *c, char *err, size_t errlen)
 	c->resend = rs != 0;
 	if ((rc = env_int("PS_RESEND_TIMEOUT", 1000, 1, 3600 * 1000, &c->resend_timeout_ms, err,
 			  errlen)))
+		return rc;
+	if ((rc = env_int("PS_DROP_MSG", 0, 0, 100, &c->drop_rate, err, errlen)))
 		return rc;
 	if ((rc = env_int("PS_CONNECT_TIMEOUT", 60, 1, 86400, &c->connect_timeout_s, err,
 			  errlen)))

@@ -220,6 +220,19 @@ bool psl__resender_on_recv(const struct psl__meta *m)
 	return dup;
 }
 
+int psl__resender_pending(void)
+{
+	int i, n = 0;
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < BUCKETS; i++) {
+		struct entry *e;
+		for (e = table[i]; e; e = e->next)
+			n++;
+	}
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
 void psl__resender_forget(int id)
 {
 	int i;

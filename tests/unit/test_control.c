@@ -323,13 +323,34 @@ static void test_barrier_node_lost(void **state)
 	log = capture_end(&c);
 	assert_contains(log, "lost worker 1 (id 11");
 	free(log);
-	assert_int_equal(g_nsent, 1);
-	assert_int_equal(g_sent[0].to, 9);
-	assert_int_equal(g_sent[0].m.cmd, PSL_CMD_BARRIER);
+	{
+		/* worker 0 is released; the others are told (a HEARTBEAT listing
+		 * the scheduler, then the lost node) */
+		int i, released = 0, told = 0;
+		for (i = 0; i < g_nsent; i++) {
+			const struct sent *s = &g_sent[i];
+			assert_true(s->to != 11);
+			if (s->m.cmd == PSL_CMD_BARRIER) {
+				assert_int_equal(s->to, 9);
+				assert_false(s->m.request);
+				released++;
+			} else if (s->m.cmd == PSL_CMD_HEARTBEAT) {
+				assert_int_equal(s->m.node_size, 2);
+				assert_int_equal(s->m.nodes[0].id, 1);
+				assert_int_equal(s->m.nodes[1].id, 11);
+				told++;
+			} else {
+				fail_msg("unexpected %s to node %d", psl__cmd_name(s->m.cmd), s->to);
+			}
+		}
+		assert_int_equal(released, 1);
+		assert_int_equal(told, 3); /* workers 0, servers 0 and 1 */
+	}
 	/* later barriers do not wait for it either */
 	clear_sent();
 	arrive(9, PSL_CMD_BARRIER, PSL_GROUP_WORKERS, 0);
 	assert_int_equal(g_nsent, 1);
+	assert_int_equal(g_sent[0].m.cmd, PSL_CMD_BARRIER);
 }
 
 /* ------------------------------------------------------- the node side -- */

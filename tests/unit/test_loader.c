@@ -246,7 +246,7 @@ static void test_open_by_name(void **state)
 	assert_contains(err, want);
 	assert_contains(err, PSL_VANDIR "/van_nosuchvan.so");
 	assert_contains(err, "PS_VAN_PATH");
-	assert_contains(err, "--enable-van-nosuchvan");
+	assert_contains(err, "set PS_VAN_PATH to the folder that holds van_nosuchvan.so");
 	assert_null(strchr(err, '\n'));
 }
 
