@@ -307,8 +307,14 @@ static void send_pulls(struct psl_kv_worker *w, struct pull *p, int ts)
 	size_t per = p->out->cap && p->nkeys && p->out->cap % p->nkeys == 0
 			     ? p->out->cap / p->nkeys
 			     : 0;
-	int r;
-	for (r = 0; r < p->nservers; r++) {
+	int r, last = -1;
+	/* Once the last slice is sent (or failed), the request may complete on
+	 * another thread, which frees p: find the last slice first, and do not
+	 * touch p after it. */
+	for (r = 0; r < p->nservers; r++)
+		if (p->part[r].k1 > p->part[r].k0)
+			last = r;
+	for (r = 0; r <= last; r++) {
 		size_t k0 = p->part[r].k0, nk = p->part[r].k1 - k0;
 		int rc;
 		if (!nk)
