@@ -194,6 +194,7 @@ struct psl_van {
 	struct fab_stream *all_streams;
 	struct fab_rx *orphans;
 	int hdr_posted;
+	int mismatches;
 	/* threads */
 	pthread_t thread;
 	bool running;
@@ -366,6 +367,17 @@ static int choose_provider(struct psl_van *v)
 	}
 	list_providers(list, v->avail, sizeof(v->avail));
 	best = pick(list, v->prov_filter, NULL);
+	if (!best && v->prov_filter[0] != '^' &&
+	    fab_prov_match(v->prov_filter, "efa;verbs;psm;psm2;psm3;opx;cxi;usnic")) {
+		/* a hardware provider: its device is not on this machine */
+		LOG(v, PSL_VAN_LOG_INFO,
+		    "FI_PROVIDER=%s: that provider finds no device on this machine (no EFA or "
+		    "RDMA adapter, or a libfabric built without it: on AWS, use the libfabric of "
+		    "the EFA installer, /opt/amazon/efa); providers here: %s",
+		    v->prov_filter, v->avail);
+		rc = -ENODEV;
+		goto out;
+	}
 	if (!best) {
 		LOG(v, PSL_VAN_LOG_ERROR,
 		    "FI_PROVIDER=%s: no libfabric provider of that name offers reliable-datagram "
@@ -1198,7 +1210,8 @@ static void peer_mismatch(struct psl_van *v, struct fab_peer *p, const char *det
 	fail_queue(v, p, -EPROTO);
 	pthread_mutex_unlock(&p->mu);
 	conn_close(v, &p->conn);
-	LOG(v, PSL_VAN_LOG_ERROR, "node %d: %s", p->id, detail);
+	/* the core reports it, naming the node */
+	LOG(v, PSL_VAN_LOG_DEBUG, "node %d: %s", p->id, detail);
 	if (!atomic_load(&p->retiring))
 		v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_MISMATCH, -EPROTO, detail);
 }
@@ -1275,9 +1288,8 @@ static void peer_io(struct psl_van *v, struct fab_peer *p, uint32_t events)
 				rc = read_greeting(&p->conn, what, sizeof(what));
 				if (rc < 0) {
 					snprintf(detail, sizeof(detail),
-						 "the node at %s speaks %s, but this node runs van "
-						 "fabric: start every node with the same "
-						 "DMLC_ENABLE_RDMA",
+						 "the node at %s speaks %s; this node runs van "
+						 "fabric",
 						 p->where, what);
 					peer_mismatch(v, p, detail);
 					return;
@@ -1425,7 +1437,8 @@ static void stream_io(struct psl_van *v, struct fab_stream *s, uint32_t events)
 	if (!s->conn.greeted) {
 		rc = read_greeting(&s->conn, what, sizeof(what));
 		if (rc < 0) {
-			LOG(v, PSL_VAN_LOG_ERROR,
+			/* a ZeroMQ peer connects again and again: say it a few times */
+			LOG(v, v->mismatches++ < 3 ? PSL_VAN_LOG_ERROR : PSL_VAN_LOG_DEBUG,
 			    "a node at %s that speaks %s connected to this node, which runs van "
 			    "fabric: start every node with the same DMLC_ENABLE_RDMA",
 			    s->where, what);
