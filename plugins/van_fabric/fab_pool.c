@@ -28,11 +28,18 @@ int fab_pool_new(const struct psl_van_host *host, size_t max_cached, struct fab_
 	return 0;
 }
 
+uint64_t fab_next_key(void)
+{
+	static atomic_uint_fast64_t key = 1;
+	return atomic_fetch_add(&key, 1);
+}
+
 void fab_pool_set_domain(struct fab_pool *p, struct fid_domain *d, struct fid_ep *ep,
-			 bool mr_endpoint)
+			 uint64_t mr_mode)
 {
 	p->domain = d;
-	p->ep = mr_endpoint ? ep : NULL;
+	p->ep = (mr_mode & FI_MR_ENDPOINT) ? ep : NULL;
+	p->app_keys = !(mr_mode & FI_MR_PROV_KEY);
 	p->mr_access = FI_SEND | FI_RECV;
 }
 
@@ -99,7 +106,8 @@ int fab_pool_get(struct fab_pool *p, size_t len, struct fab_buf **out)
 	b->cls = k;
 	b->data = (uint8_t *)b + HDR_ROOM;
 	if (p->domain) {
-		rc = fi_mr_reg(p->domain, b->data, cap, p->mr_access, 0, 0, 0, &b->mr, NULL);
+		rc = fi_mr_reg(p->domain, b->data, cap, p->mr_access, 0,
+			       p->app_keys ? fab_next_key() : 0, 0, &b->mr, NULL);
 		if (!rc && p->ep) {
 			rc = fi_mr_bind(b->mr, &p->ep->fid, 0);
 			if (!rc)
@@ -113,7 +121,7 @@ int fab_pool_get(struct fab_pool *p, size_t len, struct fab_buf **out)
 			if (b->mr)
 				fi_close(&b->mr->fid);
 			free(b);
-			return rc < 0 ? (int)rc : -EIO;
+			return rc == -FI_ENOMEM ? -ENOMEM : -EIO;
 		}
 		b->desc = fi_mr_desc(b->mr);
 	}
