@@ -20,12 +20,24 @@
 
 /* ---------------------------------------------------------------- send -- */
 
-static void op_unlink(struct psl_van *v, struct fab_txop *op)
+/* The peer's list of live ops, for fini (p->mu held). */
+static void op_link(struct fab_peer *p, struct fab_txop *op)
 {
-	pthread_mutex_lock(&v->mu);
-	op->lprev->lnext = op->lnext;
-	op->lnext->lprev = op->lprev;
-	pthread_mutex_unlock(&v->mu);
+	op->lprev = NULL;
+	op->lnext = p->live;
+	if (p->live)
+		p->live->lprev = op;
+	p->live = op;
+}
+
+void fab_op_unlink(struct fab_peer *p, struct fab_txop *op)
+{
+	if (op->lprev)
+		op->lprev->lnext = op->lnext;
+	else
+		p->live = op->lnext;
+	if (op->lnext)
+		op->lnext->lprev = op->lprev;
 }
 
 void fab_op_free(struct psl_van *v, struct fab_txop *op)
@@ -45,8 +57,8 @@ static void op_finish(struct psl_van *v, struct fab_txop *op)
 	struct fab_peer *p = op->peer;
 	pthread_mutex_lock(&p->mu);
 	p->inflight--;
+	fab_op_unlink(p, op);
 	pthread_mutex_unlock(&p->mu);
-	op_unlink(v, op);
 	if (op->cookie)
 		v->host->send_done(v->host->ctx, op->cookie, op->status);
 	fab_op_free(v, op);
@@ -248,20 +260,13 @@ int fab_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
 	if (rc)
 		goto fail;
 
-	pthread_mutex_lock(&v->mu);
-	op->lnext = v->ops.lnext;
-	op->lprev = &v->ops;
-	v->ops.lnext->lprev = op;
-	v->ops.lnext = op;
-	pthread_mutex_unlock(&v->mu);
-
 	pthread_mutex_lock(&p->mu);
 	if (p->state == P_DOWN || atomic_load(&p->retiring)) {
 		pthread_mutex_unlock(&p->mu);
-		op_unlink(v, op);
 		rc = p->state == P_DOWN ? -ECONNRESET : -EHOSTUNREACH;
 		goto fail;
 	}
+	op_link(p, op);
 	op->seq = p->next_seq++;
 	op->hdr_len = fab_hdr_write(op->hdr->data, op->seq, nparts, lens, inl, off);
 	for (i = 0; i < nparts; i++)
@@ -581,12 +586,22 @@ void *fab_progress_main(void *arg)
 	struct psl_van *v = arg;
 	struct epoll_event evs[32];
 	int idle = 0;
+	bool hk = true;	 /* peers and streams need a look */
+	int64_t hk_at = 0; /* and when they need one next */
 
 	while (!atomic_load(&v->stop)) {
 		int n, i, timeout, got;
-		atomic_store(&v->retry, 0);
+		int64_t now;
 		got = drain_cq(v);
-		timeout = fab_housekeeping(v);
+		now = fab_now_ms();
+		/* timers, new peers, queues waiting for the provider: not on every
+		 * completion */
+		if (hk || now >= hk_at || atomic_load(&v->retry)) {
+			atomic_store(&v->retry, 0);
+			hk_at = now + fab_housekeeping(v);
+			hk = false;
+		}
+		timeout = (int)(hk_at - now);
 		if (got || atomic_load(&v->retry)) {
 			idle = 0;
 			timeout = 0;
@@ -611,6 +626,7 @@ void *fab_progress_main(void *arg)
 		n = epoll_wait(v->epfd, evs, 32, timeout);
 		for (i = 0; i < n; i++) {
 			struct fab_conn *c = evs[i].data.ptr;
+			hk = hk || c->type != CONN_CQ;
 			switch (c->type) {
 			case CONN_WAKE: {
 				uint64_t x;
@@ -627,9 +643,7 @@ void *fab_progress_main(void *arg)
 				fab_peer_io(v, c->owner, evs[i].events);
 				break;
 			case CONN_IN:
-				/* the stream may have been freed by an earlier event */
-				if (c->fd >= 0)
-					fab_stream_io(v, c->owner, evs[i].events);
+				fab_stream_io(v, c->owner, evs[i].events);
 				break;
 			}
 		}

@@ -113,6 +113,7 @@ struct fab_peer {
 	uint32_t next_seq;
 	struct fab_txop *qhead, *qtail; /* not yet fully posted, in order */
 	int inflight;			/* posted, not yet complete */
+	struct fab_txop *live;		/* every op not finished yet */
 	atomic_bool retiring;		/* replaced or disconnected */
 	/* progress thread only */
 	struct fab_conn conn;
@@ -154,7 +155,7 @@ struct fab_txop {
 	struct fab_buf *hdr, *meta;
 	size_t hdr_len;
 	struct fab_txop *qnext;
-	struct fab_txop *lprev, *lnext; /* every live op (fini) */
+	struct fab_txop *lprev, *lnext; /* the peer's live ops (fini) */
 	struct fab_ctx hctx;
 	struct fab_txpart part[];
 };
@@ -208,10 +209,9 @@ struct psl_van {
 	pthread_rwlock_t lock; /* peers[] */
 	struct fab_peer **peers;
 	int npeers;
-	pthread_mutex_t mu; /* newpeers, ops list */
+	pthread_mutex_t mu; /* newpeers */
 	struct fab_peer *newpeers;
 	struct fab_peer *all_peers; /* progress thread */
-	struct fab_txop ops;	    /* sentinel of the live-op list */
 	atomic_int retry;	    /* a queue is waiting for the provider */
 	/* streams we receive on (progress thread) */
 	struct fab_stream **streams;
@@ -263,6 +263,7 @@ int fab_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
 int fab_post_queue(struct psl_van *v, struct fab_peer *p);
 void fab_fail_queue(struct psl_van *v, struct fab_peer *p, int err);
 void fab_op_free(struct psl_van *v, struct fab_txop *op);
+void fab_op_unlink(struct fab_peer *p, struct fab_txop *op);
 void fab_rx_free(struct fab_rx *r);
 int fab_post_hdr(struct psl_van *v);
 void fab_report_down(struct psl_van *v, struct fab_peer *p, int err, const char *detail);

@@ -254,7 +254,6 @@ static int finit(const struct psl_van_host *host, struct psl_van **out)
 	v->listen.type = CONN_LISTEN;
 	v->wake.type = CONN_WAKE;
 	v->cqc.type = CONN_CQ;
-	v->ops.lnext = v->ops.lprev = &v->ops;
 	v->next_stream = 1;
 	snprintf(v->prov_filter, sizeof(v->prov_filter), "%s", fab_param(v, "FI_PROVIDER", ""));
 	v->busy_poll = param_long(v, "PS_BUSY_POLL", 0, 0, 1) != 0;
@@ -679,20 +678,14 @@ static void ffini(struct psl_van *v)
 		fi_close(&v->ep->fid);
 	v->ep = NULL;
 	/* sends in flight complete with an error, before fini returns */
-	for (;;) {
-		struct fab_txop *op;
-		pthread_mutex_lock(&v->mu);
-		op = v->ops.lnext != &v->ops ? v->ops.lnext : NULL;
-		if (op) {
-			op->lprev->lnext = op->lnext;
-			op->lnext->lprev = op->lprev;
+	for (p = v->all_peers; p; p = p->next_all) {
+		while (p->live) {
+			struct fab_txop *op = p->live;
+			fab_op_unlink(p, op);
+			if (op->cookie)
+				v->host->send_done(v->host->ctx, op->cookie, -ECANCELED);
+			fab_op_free(v, op);
 		}
-		pthread_mutex_unlock(&v->mu);
-		if (!op)
-			break;
-		if (op->cookie)
-			v->host->send_done(v->host->ctx, op->cookie, -ECANCELED);
-		fab_op_free(v, op);
 	}
 	while (v->orphans) {
 		struct fab_rx *r = v->orphans;
