@@ -82,7 +82,7 @@ static int evict_one(struct fab_mrc *c)
 }
 
 int fab_mrc_get(struct fab_mrc *c, const void *addr, size_t len, int32_t mem_type,
-		int32_t dev_id, struct fab_mrc_ent **out)
+		int32_t dev_id, bool cache, struct fab_mrc_ent **out)
 {
 	uintptr_t a = (uintptr_t)addr, s, e;
 	struct fab_mrc_ent *ent;
@@ -93,8 +93,9 @@ int fab_mrc_get(struct fab_mrc *c, const void *addr, size_t len, int32_t mem_typ
 		len = 1;
 	s = a & ~(uintptr_t)(c->page - 1);
 	e = (a + len + c->page - 1) & ~(uintptr_t)(c->page - 1);
+	cache = cache && c->enabled;
 	pthread_mutex_lock(&c->mu);
-	if (c->enabled) {
+	if (cache) {
 		i = upper(c, a);
 		for (k = 0; k < SCAN_LEFT && i > 0; k++, i--) {
 			ent = c->ents[i - 1];
@@ -127,7 +128,7 @@ int fab_mrc_get(struct fab_mrc *c, const void *addr, size_t len, int32_t mem_typ
 		free(ent);
 		return rc;
 	}
-	if (!c->enabled) {
+	if (!cache) {
 		ent->dead = 1; /* not cached: deregistered at its put */
 		pthread_mutex_unlock(&c->mu);
 		*out = ent;

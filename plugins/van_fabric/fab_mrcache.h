@@ -14,6 +14,7 @@
 #define PSL_VAN_FABRIC_MRCACHE_H
 
 #include <pthread.h>
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -49,9 +50,11 @@ int fab_mrc_init(struct fab_mrc *c, size_t max_entries, int enabled, fab_mrc_reg
 		 fab_mrc_dereg_fn dereg, void *ctx);
 /* Deregisters everything (held entries too: call when nothing is in flight). */
 void fab_mrc_fini(struct fab_mrc *c);
-/* A registration covering [addr, addr+len), held until fab_mrc_put. */
+/* A registration covering [addr, addr+len), held until fab_mrc_put. With
+ * cache false (or caching off) it is made for this holder alone and
+ * deregistered at its put. */
 int fab_mrc_get(struct fab_mrc *c, const void *addr, size_t len, int32_t mem_type,
-		int32_t dev_id, struct fab_mrc_ent **out);
+		int32_t dev_id, bool cache, struct fab_mrc_ent **out);
 void fab_mrc_put(struct fab_mrc *c, struct fab_mrc_ent *e);
 /* Drops every entry overlapping [addr, addr+len) (held ones at their last put). */
 void fab_mrc_invalidate(struct fab_mrc *c, const void *addr, size_t len);

@@ -250,7 +250,7 @@ int fab_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
 			tp->desc = ((struct fab_mrc_ent *)segs[i - 1].mr)->desc;
 		} else if (v->need_mr || segs[i - 1].mem_type != PSL_MEM_HOST) {
 			rc = fab_mrc_get(&v->mrc, tp->data, tp->len, segs[i - 1].mem_type,
-					 segs[i - 1].dev_id, &tp->mre);
+					 segs[i - 1].dev_id, v->cache_sends, &tp->mre);
 			if (rc)
 				goto fail;
 			tp->desc = tp->mre->desc;

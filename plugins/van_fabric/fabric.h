@@ -200,7 +200,7 @@ struct psl_van {
 	size_t name_len;
 	struct fab_pool *pool;
 	struct fab_mrc mrc;
-	bool mrc_ok;
+	bool mrc_ok, cache_sends;
 	/* bootstrap */
 	struct fab_conn listen, wake, cqc;
 	int epfd;

@@ -365,7 +365,7 @@ static int freg_mem(struct psl_van *v, void *addr, size_t len, int32_t mem_type,
 		    v->prov);
 		return -EINVAL;
 	}
-	rc = fab_mrc_get(&v->mrc, addr, len, mem_type, dev_id, &e);
+	rc = fab_mrc_get(&v->mrc, addr, len, mem_type, dev_id, true, &e);
 	if (!rc)
 		*mr = e;
 	return rc;
@@ -374,9 +374,15 @@ static int freg_mem(struct psl_van *v, void *addr, size_t len, int32_t mem_type,
 static int fdereg_mem(struct psl_van *v, void *mr)
 {
 	struct fab_mrc_ent *e = mr;
+	uintptr_t s;
+	size_t n;
 	if (!e)
 		return -EINVAL;
+	s = e->start;
+	n = e->end - e->start;
 	fab_mrc_put(&v->mrc, e);
+	/* the caller may free the memory now: no cached entry may outlive it */
+	fab_mrc_invalidate(&v->mrc, (void *)s, n);
 	return 0;
 }
 
@@ -485,6 +491,7 @@ static int fbind(struct psl_van *v, const struct psl_van_bind_req *req,
 		 struct psl_van_bind_res *res)
 {
 	int rc, i;
+	long cache;
 	char ep_str[128];
 	size_t sl = sizeof(ep_str);
 
@@ -499,8 +506,15 @@ static int fbind(struct psl_van *v, const struct psl_van_bind_req *req,
 	rc = open_fabric(v, req->host);
 	if (rc)
 		goto out_listen;
+	cache = param_long(v, "PS_FABRIC_MR_CACHE", -1, 0, 1);
 	fab_mrc_init(&v->mrc, (size_t)param_long(v, "PS_FABRIC_MR_CACHE_SIZE", 1024, 1, 1 << 20),
-		     param_long(v, "PS_FABRIC_MR_CACHE", 1, 0, 1) != 0, mr_reg, mr_dereg, v);
+		     cache != 0, mr_reg, mr_dereg, v);
+	/* A cached registration of memory that is freed and mapped again would
+	 * describe the old pages. reg_mem's are dropped at dereg_mem; those made
+	 * for a send are cached unless the provider keeps a cache of its own
+	 * that watches unmaps (then registering again is cheap and safe). */
+	v->cache_sends = cache == 1 ||
+			 (cache == -1 && !fab_prov_match("efa,verbs,psm3,cxi,opx", v->prov));
 	v->mrc_ok = true;
 	v->wake.fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	v->epfd = epoll_create1(EPOLL_CLOEXEC);
@@ -531,10 +545,11 @@ static int fbind(struct psl_van *v, const struct psl_van_bind_req *req,
 	ep_str[0] = 0;
 	fi_av_straddr(v->av, v->name, ep_str, &sl);
 	LOG(v, PSL_VAN_LOG_DEBUG,
-	    "bound %s:%d (bootstrap), endpoint %s on %s/%s, %s, %s%s", req->host, v->port, ep_str,
-	    v->prov, v->info->domain_attr->name,
+	    "bound %s:%d (bootstrap), endpoint %s on %s/%s, %s, %s%s%s", req->host, v->port,
+	    ep_str, v->prov, v->info->domain_attr->name,
 	    v->cq_fd >= 0 ? "waiting on the CQ fd" : "polling the CQ",
 	    v->need_mr ? "registered buffers" : "no registration needed",
+	    v->need_mr ? (v->cache_sends ? " (cached)" : " (the provider caches them)") : "",
 	    v->hmem ? ", CUDA memory" : "");
 	return 0;
 out_listen:
@@ -693,8 +708,14 @@ static void ffini(struct psl_van *v)
 		fab_rx_free(r);
 	}
 	fab_pool_put_posted(v->pool);
-	if (v->mrc_ok)
+	if (v->mrc_ok) {
+		if (v->mrc.hits || v->mrc.misses)
+			LOG(v, PSL_VAN_LOG_DEBUG,
+			    "registration cache: %llu hits, %llu misses, %llu evictions",
+			    (unsigned long long)v->mrc.hits, (unsigned long long)v->mrc.misses,
+			    (unsigned long long)v->mrc.evictions);
 		fab_mrc_fini(&v->mrc);
+	}
 	fab_pool_kill(v->pool);
 	if (v->av)
 		fi_close(&v->av->fid);

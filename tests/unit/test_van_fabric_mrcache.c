@@ -92,19 +92,19 @@ static void test_hit(void **state)
 {
 	struct fx *x = *state;
 	struct fab_mrc_ent *a, *b;
-	assert_int_equal(fab_mrc_get(&x->c, x->mem + 100, 5000, 0, -1, &a), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem + 100, 5000, 0, -1, true, &a), 0);
 	assert_int_equal(x->f.regs, 1);
 	/* registered page-aligned: covers [mem, mem + 2 pages) */
 	assert_int_equal(x->f.last_addr, (uintptr_t)x->mem);
 	assert_int_equal(x->f.last_len, 2 * x->pg);
 	fab_mrc_put(&x->c, a);
-	assert_int_equal(fab_mrc_get(&x->c, x->mem + 100, 5000, 0, -1, &b), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem + 100, 5000, 0, -1, true, &b), 0);
 	assert_ptr_equal(a, b);
 	assert_int_equal(x->f.regs, 1);
 	assert_int_equal(x->c.hits, 1);
 	/* a range inside the registered one hits too */
 	fab_mrc_put(&x->c, b);
-	assert_int_equal(fab_mrc_get(&x->c, x->mem + 8, 16, 0, -1, &b), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem + 8, 16, 0, -1, true, &b), 0);
 	assert_ptr_equal(a, b);
 	assert_int_equal(x->f.regs, 1);
 	fab_mrc_put(&x->c, b);
@@ -115,8 +115,8 @@ static void test_partial_miss(void **state)
 {
 	struct fx *x = *state;
 	struct fab_mrc_ent *a, *b;
-	assert_int_equal(fab_mrc_get(&x->c, x->mem, x->pg, 0, -1, &a), 0);
-	assert_int_equal(fab_mrc_get(&x->c, x->mem + x->pg / 2, x->pg, 0, -1, &b), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem, x->pg, 0, -1, true, &a), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem + x->pg / 2, x->pg, 0, -1, true, &b), 0);
 	assert_ptr_not_equal(a, b);
 	assert_int_equal(x->f.regs, 2);
 	assert_true(b->start <= (uintptr_t)x->mem + x->pg / 2);
@@ -130,9 +130,9 @@ static void test_type_key(void **state)
 {
 	struct fx *x = *state;
 	struct fab_mrc_ent *a, *b, *c;
-	assert_int_equal(fab_mrc_get(&x->c, x->mem, 64, 0, -1, &a), 0);
-	assert_int_equal(fab_mrc_get(&x->c, x->mem, 64, 1, 0, &b), 0);
-	assert_int_equal(fab_mrc_get(&x->c, x->mem, 64, 1, 1, &c), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem, 64, 0, -1, true, &a), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem, 64, 1, 0, true, &b), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem, 64, 1, 1, true, &c), 0);
 	assert_int_equal(x->f.regs, 3);
 	assert_int_equal(x->f.last_type, 1);
 	assert_int_equal(x->f.last_dev, 1);
@@ -147,30 +147,30 @@ static void test_evict_lru(void **state)
 	struct fx *x = *state;
 	struct fab_mrc_ent *e[6], *held;
 	int i;
-	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, &held), 0); /* kept held */
+	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, true, &held), 0); /* kept held */
 	for (i = 1; i < 4; i++) {
-		assert_int_equal(fab_mrc_get(&x->c, x->mem + 2 * i * x->pg, 1, 0, -1, &e[i]), 0);
+		assert_int_equal(fab_mrc_get(&x->c, x->mem + 2 * i * x->pg, 1, 0, -1, true, &e[i]), 0);
 		fab_mrc_put(&x->c, e[i]);
 	}
 	assert_int_equal(x->c.n, 4);
 	/* touch entry 1 so that entry 2 is the oldest idle one */
-	assert_int_equal(fab_mrc_get(&x->c, x->mem + 2 * x->pg, 1, 0, -1, &e[1]), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem + 2 * x->pg, 1, 0, -1, true, &e[1]), 0);
 	fab_mrc_put(&x->c, e[1]);
-	assert_int_equal(fab_mrc_get(&x->c, x->mem + 20 * x->pg, 1, 0, -1, &e[4]), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem + 20 * x->pg, 1, 0, -1, true, &e[4]), 0);
 	fab_mrc_put(&x->c, e[4]);
 	assert_int_equal(x->c.n, 4);
 	assert_int_equal(x->c.evictions, 1);
 	assert_int_equal(x->f.deregs, 1);
 	/* entry 2 was evicted: getting it registers again; entry 1 still hits */
 	x->f.regs = 0;
-	assert_int_equal(fab_mrc_get(&x->c, x->mem + 2 * x->pg, 1, 0, -1, &e[1]), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem + 2 * x->pg, 1, 0, -1, true, &e[1]), 0);
 	assert_int_equal(x->f.regs, 0);
 	fab_mrc_put(&x->c, e[1]);
-	assert_int_equal(fab_mrc_get(&x->c, x->mem + 4 * x->pg, 1, 0, -1, &e[2]), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem + 4 * x->pg, 1, 0, -1, true, &e[2]), 0);
 	assert_int_equal(x->f.regs, 1);
 	fab_mrc_put(&x->c, e[2]);
 	/* the held entry was never evicted */
-	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, &e[5]), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, true, &e[5]), 0);
 	assert_ptr_equal(e[5], held);
 	fab_mrc_put(&x->c, e[5]);
 	fab_mrc_put(&x->c, held);
@@ -183,7 +183,7 @@ static void test_full_of_held(void **state)
 	struct fab_mrc_ent *e[6];
 	int i;
 	for (i = 0; i < 6; i++)
-		assert_int_equal(fab_mrc_get(&x->c, x->mem + 2 * i * x->pg, 1, 0, -1, &e[i]), 0);
+		assert_int_equal(fab_mrc_get(&x->c, x->mem + 2 * i * x->pg, 1, 0, -1, true, &e[i]), 0);
 	assert_int_equal(x->c.n, 6);
 	assert_int_equal(x->f.deregs, 0);
 	for (i = 0; i < 6; i++)
@@ -195,13 +195,13 @@ static void test_invalidate(void **state)
 {
 	struct fx *x = *state;
 	struct fab_mrc_ent *a, *b, *c;
-	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, &a), 0);
-	assert_int_equal(fab_mrc_get(&x->c, x->mem + 4 * x->pg, 1, 0, -1, &b), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, true, &a), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem + 4 * x->pg, 1, 0, -1, true, &b), 0);
 	fab_mrc_put(&x->c, b);
 	fab_mrc_invalidate(&x->c, x->mem, 8 * x->pg);
 	assert_int_equal(x->c.n, 0);
 	assert_int_equal(x->f.deregs, 1); /* b now, a still held */
-	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, &c), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, true, &c), 0);
 	assert_ptr_not_equal(c, a); /* a is not handed out again */
 	fab_mrc_put(&x->c, a);
 	assert_int_equal(x->f.deregs, 2);
@@ -214,9 +214,9 @@ static void test_reg_fails(void **state)
 	struct fx *x = *state;
 	struct fab_mrc_ent *a;
 	x->f.fail_next = 1;
-	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, &a), -ENOMEM);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, true, &a), -ENOMEM);
 	assert_int_equal(x->c.n, 0);
-	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, &a), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, true, &a), 0);
 	fab_mrc_put(&x->c, a);
 }
 
@@ -225,13 +225,31 @@ static void test_disabled(void **state)
 {
 	struct fx *x = *state;
 	struct fab_mrc_ent *a;
-	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, &a), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, true, &a), 0);
 	fab_mrc_put(&x->c, a);
-	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, &a), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, true, &a), 0);
 	fab_mrc_put(&x->c, a);
 	assert_int_equal(x->f.regs, 2);
 	assert_int_equal(x->f.deregs, 2);
 	assert_int_equal(x->c.n, 0);
+}
+
+/* one holder may ask for a registration of its own: not cached, not shared */
+static void test_uncached_get(void **state)
+{
+	struct fx *x = *state;
+	struct fab_mrc_ent *a, *b, *c;
+	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, true, &a), 0);
+	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, false, &b), 0);
+	assert_ptr_not_equal(a, b);
+	assert_int_equal(x->f.regs, 2);
+	assert_int_equal(x->c.n, 1);
+	fab_mrc_put(&x->c, b);
+	assert_int_equal(x->f.deregs, 1); /* gone at its put */
+	assert_int_equal(fab_mrc_get(&x->c, x->mem, 1, 0, -1, true, &c), 0);
+	assert_ptr_equal(a, c); /* the cached one is still there */
+	fab_mrc_put(&x->c, a);
+	fab_mrc_put(&x->c, c);
 }
 
 /* many entries in address order: lookups find the one that covers */
@@ -242,12 +260,12 @@ static void test_sorted(void **state)
 	int order[4] = {3, 0, 2, 1}, i;
 	for (i = 0; i < 4; i++)
 		assert_int_equal(
-			fab_mrc_get(&x->c, x->mem + 8 * order[i] * x->pg, 3 * x->pg, 0, -1, &e[i]), 0);
+			fab_mrc_get(&x->c, x->mem + 8 * order[i] * x->pg, 3 * x->pg, 0, -1, true, &e[i]), 0);
 	for (i = 1; i < 4; i++)
 		assert_true(x->c.ents[i - 1]->start < x->c.ents[i]->start);
 	for (i = 0; i < 4; i++) {
 		assert_int_equal(fab_mrc_get(&x->c, x->mem + 8 * order[i] * x->pg + x->pg, x->pg, 0,
-					     -1, &g),
+					     -1, true, &g),
 				 0);
 		assert_ptr_equal(g, e[i]);
 		fab_mrc_put(&x->c, g);
@@ -268,6 +286,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_reg_fails, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_disabled, setup_off, teardown),
 		cmocka_unit_test_setup_teardown(test_sorted, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_uncached_get, setup, teardown),
 	};
 	return cmocka_run_group_tests_name("van_fabric registration cache", tests, NULL, NULL);
 }
