@@ -455,6 +455,7 @@ int fab_housekeeping(struct psl_van *v)
 	}
 	for (p = v->all_peers; p; p = p->next_all) {
 		int st;
+		bool broken;
 		pthread_mutex_lock(&p->mu);
 		st = p->state;
 		if (atomic_load(&p->retiring) && st == P_UP && !p->qhead && !p->inflight &&
@@ -473,7 +474,16 @@ int fab_housekeeping(struct psl_van *v)
 		}
 		if (st == P_UP && p->qhead && fab_post_queue(v, p) == -EAGAIN)
 			next = now;
+		broken = p->broken && st == P_UP;
 		pthread_mutex_unlock(&p->mu);
+		if (broken) {
+			char detail[256];
+			snprintf(detail, sizeof(detail),
+				 "a message to %s could not be sent whole: the provider refused it",
+				 p->where);
+			fab_report_down(v, p, -EIO, detail);
+			continue;
+		}
 		if (st == P_CONNECTING && p->conn.fd < 0 && !atomic_load(&p->retiring)) {
 			if (now >= p->deadline_ms) {
 				char detail[256];

@@ -60,14 +60,21 @@ static void op_finish(struct psl_van *v, struct fab_txop *op)
 	fab_op_unlink(p, op);
 	pthread_mutex_unlock(&p->mu);
 	if (op->cookie)
-		v->host->send_done(v->host->ctx, op->cookie, op->status);
+		v->host->send_done(v->host->ctx, op->cookie, atomic_load(&op->status));
 	fab_op_free(v, op);
+}
+
+/* The first error of an op is the one send_done reports. */
+static void op_set_status(struct fab_txop *op, int status)
+{
+	int zero = 0;
+	if (status)
+		atomic_compare_exchange_strong(&op->status, &zero, status);
 }
 
 static void op_done_one(struct psl_van *v, struct fab_txop *op, int status)
 {
-	if (status && !op->status)
-		op->status = status;
+	op_set_status(op, status);
 	if (atomic_fetch_sub(&op->pending, 1) == 1)
 		op_finish(v, op);
 }
@@ -115,8 +122,12 @@ int fab_post_queue(struct psl_van *v, struct fab_peer *p)
 			if (rc) {
 				LOG(v, PSL_VAN_LOG_ERROR, "fi_tsend to node %d (%s): %s", p->id,
 				    p->where, fi_strerror((int)-rc));
-				op->status = -EIO;
+				op_set_status(op, -EIO);
 				op->nposts = op->posted; /* the rest is not sent */
+				/* the receiver waits for the missing parts: give up the
+				 * peer (the progress thread says so) */
+				p->broken = true;
+				fab_wake(v);
 				break;
 			}
 			op->posted++;
@@ -144,7 +155,7 @@ void fab_fail_queue(struct psl_van *v, struct fab_peer *p, int err)
 		if (!p->qhead)
 			p->qtail = NULL;
 		p->inflight++; /* op_finish takes it off again */
-		op->status = err;
+		op_set_status(op, err);
 		/* parts already posted complete later and finish the op */
 		if (atomic_fetch_sub(&op->pending, 1) == 1) {
 			pthread_mutex_unlock(&p->mu);

@@ -115,6 +115,7 @@ struct fab_peer {
 	int inflight;			/* posted, not yet complete */
 	struct fab_txop *live;		/* every op not finished yet */
 	atomic_bool retiring;		/* replaced or disconnected */
+	bool broken;			/* a send failed half-way */
 	/* progress thread only */
 	struct fab_conn conn;
 	bool hello_sent, bye_sent, told;
@@ -151,7 +152,7 @@ struct fab_txop {
 	void *cookie;
 	uint32_t seq, nparts, nposts, posted;
 	atomic_int pending; /* posted parts not complete, +1 until all are posted */
-	int status;
+	atomic_int status;
 	struct fab_buf *hdr, *meta;
 	size_t hdr_len;
 	struct fab_txop *qnext;
