@@ -180,8 +180,9 @@ static int check_segs(struct psl_van *v, const struct psl_van_seg *segs, uint32_
 		if (segs[i].mem_type == PSL_MEM_CUDA && v->hmem)
 			continue;
 		LOG(v, PSL_VAN_LOG_ERROR,
-		    "segment %u is %s memory, which provider %s cannot send here (no FI_HMEM): "
-		    "use EFA with GPUDirect RDMA, or copy to host memory first",
+		    "segment %u is %s memory, which this van cannot send here: no CUDA device "
+		    "was found, or provider %s has no FI_HMEM (EFA with GPUDirect RDMA has it); "
+		    "copy it to host memory first",
 		    i, segs[i].mem_type == PSL_MEM_CUDA ? "CUDA" : "unknown", v->prov);
 		return -EINVAL;
 	}

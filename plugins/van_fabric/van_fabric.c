@@ -168,6 +168,26 @@ static void list_providers(struct fi_info *list, char *out, size_t len)
 	}
 }
 
+/* How many CUDA devices the driver sees (0 without a driver), asked
+ * through libcuda if it is there: the van does not link CUDA. */
+static int cuda_devices(void)
+{
+	typedef int (*init_fn)(unsigned int);
+	typedef int (*count_fn)(int *);
+	void *dl = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+	init_fn cu_init;
+	count_fn cu_count;
+	int n = 0;
+	if (!dl)
+		return 0;
+	cu_init = (init_fn)dlsym(dl, "cuInit");
+	cu_count = (count_fn)dlsym(dl, "cuDeviceGetCount");
+	if (!cu_init || !cu_count || cu_init(0) != 0 || cu_count(&n) != 0)
+		n = 0;
+	dlclose(dl);
+	return n;
+}
+
 static int choose_provider(struct psl_van *v)
 {
 	struct fi_info *list = NULL, *h = NULL, *best;
@@ -216,8 +236,9 @@ static int choose_provider(struct psl_van *v)
 	snprintf(v->prov, sizeof(v->prov), "%s", best->fabric_attr->prov_name);
 	v->info = fi_dupinfo(best);
 	rc = v->info ? 0 : -ENOMEM;
-	/* CUDA memory, where the provider can (EFA with GPUDirect) */
-	if (!rc && strcmp(fab_param(v, "PS_FABRIC_HMEM", "1"), "0") != 0) {
+	/* CUDA memory, where there is a GPU and the provider can (EFA with
+	 * GPUDirect RDMA) */
+	if (!rc && strcmp(fab_param(v, "PS_FABRIC_HMEM", "1"), "0") != 0 && cuda_devices() > 0) {
 		struct fi_info *hh = make_hints(true), *hl = NULL, *hb;
 		if (hh) {
 			hh->fabric_attr->prov_name = strdup(v->prov);
@@ -360,8 +381,8 @@ static int freg_mem(struct psl_van *v, void *addr, size_t len, int32_t mem_type,
 		return -EAGAIN; /* before bind */
 	if (mem_type == PSL_MEM_CUDA && !v->hmem) {
 		LOG(v, PSL_VAN_LOG_ERROR,
-		    "cannot register CUDA memory: provider %s has no FI_HMEM support here "
-		    "(EFA with GPUDirect RDMA has it)",
+		    "cannot register CUDA memory: no CUDA device was found, or provider %s has "
+		    "no FI_HMEM support here (EFA with GPUDirect RDMA has it)",
 		    v->prov);
 		return -EINVAL;
 	}
