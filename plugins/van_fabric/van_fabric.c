@@ -35,7 +35,6 @@
 #define _GNU_SOURCE 1
 #include <dlfcn.h>
 #include <errno.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
