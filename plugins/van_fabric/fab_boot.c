@@ -42,18 +42,24 @@ static int sockaddr_of(const char *host, int port, struct sockaddr_in *sa)
 	return inet_pton(AF_INET, num, &sa->sin_addr) == 1 ? 0 : -EADDRNOTAVAIL;
 }
 
+/* A non-blocking TCP socket for host:port (in *sa): the fd or -errno. */
+static int tcp_socket(const char *host, int port, struct sockaddr_in *sa)
+{
+	int rc = sockaddr_of(host, port, sa), s;
+	if (rc)
+		return rc;
+	s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	return s < 0 ? -errno : s;
+}
+
 int fab_tcp_listen(const char *host, int port, int *fd, int *bound_port)
 {
 	struct sockaddr_in sa;
 	socklen_t len = sizeof(sa);
-	int s, one = 1, rc;
+	int s = tcp_socket(host, port, &sa), one = 1, rc;
 
-	rc = sockaddr_of(host, port, &sa);
-	if (rc)
-		return rc;
-	s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s < 0)
-		return -errno;
+		return s;
 	setsockopt(s, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (bind(s, (struct sockaddr *)&sa, sizeof(sa)) != 0 || listen(s, 512) != 0 ||
 	    getsockname(s, (struct sockaddr *)&sa, &len) != 0) {
@@ -69,14 +75,10 @@ int fab_tcp_listen(const char *host, int port, int *fd, int *bound_port)
 int fab_tcp_connect(const char *host, int port, int *fd)
 {
 	struct sockaddr_in sa;
-	int s, one = 1, rc;
+	int s = tcp_socket(host, port, &sa), one = 1, rc;
 
-	rc = sockaddr_of(host, port, &sa);
-	if (rc)
-		return rc;
-	s = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (s < 0)
-		return -errno;
+		return s;
 	setsockopt(s, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 	if (connect(s, (struct sockaddr *)&sa, sizeof(sa)) != 0 && errno != EINPROGRESS) {
 		rc = -errno;
