@@ -82,7 +82,7 @@ int fab_send_hello(int fd, const struct fab_hello *h)
 }
 
 /* Reads the greeting. 1: done, 0: need more, <0: not a fabric van (what[]
- * says what it is). */
+ * says what the peer speaks, as "runs van 'ucx'"). */
 static int read_greeting(struct fab_conn *c, char *what, size_t wlen)
 {
 	char name[64];
@@ -91,18 +91,18 @@ static int read_greeting(struct fab_conn *c, char *what, size_t wlen)
 	case FAB_GREET_MORE:
 		return 0;
 	case FAB_GREET_ZMTP:
-		snprintf(what, wlen, "ZeroMQ (van zmq, or a C++ ps-lite node)");
+		snprintf(what, wlen, "speaks ZeroMQ (van 'zmq', or a C++ ps-lite node)");
 		return -EPROTO;
 	case FAB_GREET_OK:
 		consume(c, used);
 		c->greeted = true;
 		if (strcmp(name, VAN) != 0) {
-			snprintf(what, wlen, "van %s", name);
+			snprintf(what, wlen, "runs van '%s'", name);
 			return -EPROTO;
 		}
 		return 1;
 	default:
-		snprintf(what, wlen, "something that is not a pslite van");
+		snprintf(what, wlen, "answers with something that is no pslite van");
 		return -EPROTO;
 	}
 }
@@ -192,10 +192,8 @@ void fab_peer_io(struct psl_van *v, struct fab_peer *p, uint32_t events)
 			if (!p->conn.greeted) {
 				rc = read_greeting(&p->conn, what, sizeof(what));
 				if (rc < 0) {
-					snprintf(detail, sizeof(detail),
-						 "the node at %s speaks %s; this node runs van "
-						 "fabric",
-						 p->where, what);
+					/* the core adds "but this node runs van 'fabric'" */
+					snprintf(detail, sizeof(detail), "%s %s", p->where, what);
 					peer_mismatch(v, p, detail);
 					return;
 				}
@@ -344,8 +342,8 @@ void fab_stream_io(struct psl_van *v, struct fab_stream *s, uint32_t events)
 		if (rc < 0) {
 			/* a ZeroMQ peer connects again and again: say it a few times */
 			LOG(v, v->mismatches++ < 3 ? PSL_VAN_LOG_ERROR : PSL_VAN_LOG_DEBUG,
-			    "a node at %s that speaks %s connected to this node, which runs van "
-			    "fabric: start every node with the same DMLC_ENABLE_RDMA",
+			    "the node at %s that connected %s, but this node runs van 'fabric': "
+			    "start every node with the same DMLC_ENABLE_RDMA",
 			    s->where, what);
 			fab_stream_free(v, s);
 			return;

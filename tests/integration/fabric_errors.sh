@@ -64,14 +64,14 @@ mixed() {
 
 # 1. the fabric node names both vans
 mixed fab_zmq zmq fabric
-has "$dir/fab_zmq.node" "does not speak this node's van 'fabric'" "ZeroMQ" \
+has "$dir/fab_zmq.node" "scheduler at 127.0.0.1" "speaks ZeroMQ (van 'zmq'" "van 'fabric'" \
 	"DMLC_ENABLE_RDMA"
 
-# 2. the zmq node fails (its van says "another van"); the fabric scheduler
-#    names both
+# 2. the zmq node fails (its van names the other van where it reads the
+#    greeting); the fabric scheduler names both
 mixed zmq_fab fabric zmq
-has "$dir/zmq_fab.node" "does not speak this node's van 'zmq'" "DMLC_ENABLE_RDMA"
-has "$dir/zmq_fab.sched" "speaks ZeroMQ" "runs van fabric" "DMLC_ENABLE_RDMA"
+has "$dir/zmq_fab.node" "scheduler at 127.0.0.1" "van 'zmq'" "DMLC_ENABLE_RDMA"
+has "$dir/zmq_fab.sched" "speaks ZeroMQ (van 'zmq'" "runs van 'fabric'" "DMLC_ENABLE_RDMA"
 
 # 3. FI_PROVIDER=nosuch: the error lists the providers there are
 DMLC_ROLE=worker DMLC_PS_ROOT_PORT=1 DMLC_ENABLE_RDMA=fabric FI_PROVIDER=nosuch \
