@@ -403,8 +403,11 @@ static void on_hdr(struct psl_van *v, struct fab_buf *b, uint64_t tag, size_t le
 	if (rc) {
 		LOG(v, PSL_VAN_LOG_WARN, "dropped a malformed message from node %d (%s): %s",
 		    s->sender, s->where, why);
-		fab_pool_put(b);
-		return;
+		/* its number is passed over, so that later messages are not held */
+		memset(&h, 0, sizeof(h));
+		h.seq = fab_tag_seq(tag);
+		h.nparts = 1;
+		h.inl[0] = true;
 	}
 	nseg = h.nparts - 1;
 	r = calloc(1, sizeof(*r) + h.nparts * sizeof(r->part[0]) +
@@ -423,7 +426,8 @@ static void on_hdr(struct psl_van *v, struct fab_buf *b, uint64_t tag, size_t le
 	r->pub.nseg = nseg;
 	r->pub.segs = r->segs;
 	r->pub.release = rx_release;
-	for (i = 0; i < h.nparts; i++) {
+	r->failed = rc != 0;
+	for (i = 0; i < h.nparts && !r->failed; i++) {
 		void *data;
 		if (h.inl[i]) {
 			data = b->data + h.off[i];
