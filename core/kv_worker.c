@@ -437,12 +437,23 @@ static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 		rq->state = PSL__REQ_COMPLETING;
 		fin[1] = rq;
 	}
+	/* the pull's state (p) belongs to rq, which its last reply completes on
+	 * the receive thread: hold rq open until we are done sending */
+	if (rq && !fin[1] && !trig)
+		rq->holds++;
 	pthread_mutex_unlock(&c->mu);
 
 	if (rp && !fin[0])
 		send_pushes(j, push_ts, sl, S);
-	if (rq && !fin[1] && !trig)
+	if (rq && !fin[1] && !trig) {
+		bool done;
 		send_pulls(j->w, p, ts);
+		pthread_mutex_lock(&c->mu);
+		done = psl__req_unhold_locked(c, rq, 0);
+		pthread_mutex_unlock(&c->mu);
+		if (done)
+			psl__req_finish(c, rq);
+	}
 	if (fin[0])
 		psl__req_finish(c, fin[0]);
 	if (fin[1])
