@@ -262,6 +262,10 @@ void psl__resender_tick(int64_t now)
 		for (e = table[i]; e; e = e->next) {
 			if (now - e->sent_ms <= (int64_t)timeout_ms * (1 + e->retries))
 				continue;
+			/* the last resend is still being sent (a large message, or a
+			 * busy link): another copy behind it would only delay the ACK */
+			if (atomic_load(&e->refs) > 1)
+				continue;
 			if (e->retries >= MAX_RETRIES) {
 				lost = e->recver;
 				break;

@@ -21,7 +21,9 @@ hang) # server 1 stops answering; heartbeats find it
 resend) # 3% of received messages are lost on purpose: the resender must
 	# bring every one back, and duplicates must not be processed twice
 	scenario=data
-	export PS_RESEND=1 PS_RESEND_TIMEOUT=200 PS_DROP_MSG=3 ;;
+	# (the timeout must cover sending the largest message, 16 MiB, on a
+	# loaded machine under the sanitizers)
+	export PS_RESEND=1 PS_RESEND_TIMEOUT=1000 PS_DROP_MSG=3 ;;
 esac
 KVTEST_DIR=$dir KVTEST_SCENARIO=$scenario "$b/tools/pslite-run" -s "$S" -w "$W" --van "$van" \
 	--timeout "$limit" $keep -- "$b/tests/integration/kvtest" >"$log" 2>&1
