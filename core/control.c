@@ -376,6 +376,18 @@ static void node_take_list(const struct psl__meta *m)
 			     po.me.hostname, po.me.port);
 		return;
 	}
+	for (i = 0; i < m->node_size; i++) {
+		int k;
+		for (k = 0; k < i; k++)
+			if (m->nodes[k].id == m->nodes[i].id) {
+				start_failed(-EPROTO,
+					     "the scheduler's node list gives id %d to two nodes "
+					     "(%s:%d and %s:%d)",
+					     m->nodes[i].id, m->nodes[k].hostname, m->nodes[k].port,
+					     m->nodes[i].hostname, m->nodes[i].port);
+				return;
+			}
+	}
 	pthread_mutex_lock(&po.mu);
 	po.me.id = m->nodes[me].id;
 	po.my_id = po.me.id;

@@ -16,16 +16,20 @@ struct held {
 	struct psl__meta m;
 	struct psl_van_rmsg *raw;
 	int cid;
+	size_t bytes;
 	struct held *next;
 };
 
+/* bounds on what is held: messages, and bytes (meta and data) */
 #define HELD_MAX 65536
+#define HELD_MAX_BYTES ((size_t)1 << 30)
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct psl__customer *customers;
 static struct held *held_head;
 static struct held **held_tail = &held_head;
 static int nheld;
+static size_t held_bytes;
 
 static int lookup_cid(const struct psl__meta *m)
 {
@@ -75,6 +79,7 @@ static void deliver_held(struct psl__customer *c)
 				*tail = h;
 				tail = &h->next;
 				nheld--;
+				held_bytes -= h->bytes;
 			} else {
 				pp = &h->next;
 			}
@@ -146,8 +151,9 @@ void psl__customer_remove(struct psl__customer *c)
 void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw)
 {
 	struct psl__customer *c;
-	struct held *h, *drop = NULL;
-	int cid = lookup_cid(m);
+	struct held *h, *drop = NULL, **dtail = &drop;
+	int cid = lookup_cid(m), ndrop = 0;
+	uint32_t i;
 
 	pthread_mutex_lock(&reg_mu);
 	c = find_locked(m->app_id, cid);
@@ -169,26 +175,40 @@ void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw)
 	h->m.node_size = 0;
 	h->raw = raw;
 	h->cid = cid;
+	h->bytes = raw->meta_len;
+	for (i = 0; i < raw->nseg; i++)
+		h->bytes += raw->segs[i].len;
 	h->next = NULL;
 	*held_tail = h;
 	held_tail = &h->next;
-	if (++nheld > HELD_MAX) {
-		drop = held_head;
-		held_head = drop->next;
-		if (!held_head)
-			held_tail = &held_head;
+	nheld++;
+	held_bytes += h->bytes;
+	/* over a bound: drop the oldest (never the one just held) */
+	while ((nheld > HELD_MAX || held_bytes > HELD_MAX_BYTES) && held_head != h) {
+		struct held *d = held_head;
+		held_head = d->next;
 		nheld--;
+		held_bytes -= d->bytes;
+		d->next = NULL;
+		*dtail = d;
+		dtail = &d->next;
+		ndrop++;
 	}
 	pthread_mutex_unlock(&reg_mu);
 	PSL_DBG("holding a message from node %d for app %d customer %d: no such customer on "
 		"this node yet",
 		m->sender, m->app_id, cid);
-	if (drop) {
-		PSL_WARN("dropped a message from node %d for app %d customer %d: %d messages are "
-			 "already held for customers that do not exist on this node",
-			 drop->m.sender, drop->m.app_id, drop->cid, HELD_MAX);
+	if (drop)
+		PSL_WARN("dropped %d message(s), the first from node %d for app %d customer %d: "
+			 "more than %d messages or %zu MiB are held for customers that do not "
+			 "exist on this node",
+			 ndrop, drop->m.sender, drop->m.app_id, drop->cid, HELD_MAX,
+			 HELD_MAX_BYTES >> 20);
+	while (drop) {
+		struct held *n = drop->next;
 		psl__raw_release(drop->raw);
 		free(drop);
+		drop = n;
 	}
 }
 
@@ -204,6 +224,7 @@ void psl__customer_drop_held(void)
 			 "this node and were dropped",
 			 nheld);
 	nheld = 0;
+	held_bytes = 0;
 	pthread_mutex_unlock(&reg_mu);
 	while (h) {
 		struct held *n = h->next;

@@ -572,7 +572,7 @@ static void test_held_bound(void **state)
 	deliver_raw(9, buf, len, 0, NULL, NULL);
 	log = capture_end(&c);
 	assert_int_equal(g_released, 2); /* the two oldest went */
-	assert_int_equal(count_lines_with(log, "65536 messages are already held"), 2);
+	assert_int_equal(count_lines_with(log, "more than 65536 messages or 1024 MiB are held"), 2);
 	free(log);
 	capture_start(&c);
 	psl__customer_drop_held();
