@@ -243,6 +243,14 @@ PSL_EXPORT int psl_kv_zrespond(struct psl_kv_request *req, const struct psl_kv *
  * worker's request fails with it. Frees req. */
 PSL_EXPORT int psl_kv_respond_error(struct psl_kv_request *req, int err);
 
+/* Keep req (its meta, keys, values and lens) after it is answered: the
+ * psl_kv_respond* call that answers it then sends the response without
+ * freeing req, and psl_kv_request_release frees it. This lets a server
+ * acknowledge a push at once and read its data later without copying it.
+ * Each hold needs one release; req is still answered exactly once. */
+PSL_EXPORT int psl_kv_request_hold(struct psl_kv_request *req);
+PSL_EXPORT void psl_kv_request_release(struct psl_kv_request *req);
+
 /* ----------------------------------------------------------- simple app -- */
 
 struct psl_simple_msg {
