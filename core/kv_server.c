@@ -20,6 +20,8 @@ struct psl_kv_server {
 	size_t esz;
 	psl_kv_handler handler;
 	void *arg;
+	void (*on_finalize)(struct psl_kv_server *s, void *arg);
+	void *fin_arg;
 };
 
 /* A request as the handler sees it, with what answering it needs. */
@@ -325,9 +327,27 @@ bad:
 	psl_kv_respond_error(&q->pub, -EBADMSG);
 }
 
+static void kvs_on_finalize(struct psl__customer *c)
+{
+	struct psl_kv_server *s = (struct psl_kv_server *)c;
+	if (s->on_finalize)
+		s->on_finalize(s, s->fin_arg);
+}
+
 static const struct psl__customer_ops kvs_ops = {
 	.on_msg = kvs_on_msg,
+	.on_finalize = kvs_on_finalize,
 };
+
+int psl_kv_server_on_finalize(struct psl_kv_server *s,
+			      void (*cb)(struct psl_kv_server *s, void *arg), void *arg)
+{
+	if (!s)
+		return -EINVAL;
+	s->fin_arg = arg;
+	s->on_finalize = cb;
+	return 0;
+}
 
 int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler, void *arg,
 		      struct psl_kv_server **out)

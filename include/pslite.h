@@ -231,6 +231,14 @@ typedef void (*psl_kv_handler)(struct psl_kv_server *s, struct psl_kv_request *r
 PSL_EXPORT int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler,
 				 void *arg, struct psl_kv_server **out);
 PSL_EXPORT void psl_kv_server_free(struct psl_kv_server *s);
+/* cb(s, arg) runs once in psl_finalize, after the final barrier and before
+ * the van stops, on the thread that called psl_finalize. A server that still
+ * holds requests (waiting for other workers, say) must answer them there
+ * (psl_kv_respond_error(req, -ESHUTDOWN)): their data goes away with the van.
+ * cb NULL removes it. Set it before requests can arrive. */
+PSL_EXPORT int psl_kv_server_on_finalize(struct psl_kv_server *s,
+					 void (*cb)(struct psl_kv_server *s, void *arg),
+					 void *arg);
 
 /* Answer req. res is NULL for a push; for a pull, the keys, values and
  * (optional) lens to send back, copied before return. Frees req. */
