@@ -136,6 +136,7 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 		} else if (done) {
 			cp = psl__kv_copy_new(0, 1);
 			if (!cp) {
+				done(done_arg); /* nothing will be sent from it */
 				req_free(q);
 				return -ENOMEM;
 			}
