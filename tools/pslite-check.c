@@ -433,16 +433,22 @@ static void fill_async(struct part *q, long r)
 	}
 }
 
-/* The elements of q checked in this round: all, or (bench) a sample. */
-static bool sampled(const struct part *q, size_t i, long r)
+/* The elements of q checked in this round: all, or (bench) its first and
+ * last 256 and a window of 1024 that moves with the round. Returns the first
+ * one at or after i (q->n when none is left). */
+static size_t next_checked(const struct part *q, size_t i, long r)
 {
 	size_t win;
-	if (!g_bench || q->n <= 4096)
-		return true;
-	if (i < 256 || i >= q->n - 256)
-		return true;
+	if (!g_bench || q->n <= 4096 || i < 256 || i >= q->n - 256)
+		return i;
 	win = ((size_t)r * 4099u * 1024u) % (q->n - 1024);
-	return i >= win && i < win + 1024;
+	if (win < 256)
+		win = 256;
+	if (i < win)
+		return win;
+	if (i < win + 1024)
+		return i;
+	return q->n - 256 > i ? q->n - 256 : i;
 }
 
 static size_t g_checked;
@@ -454,10 +460,8 @@ static void check_sync(struct part *q, long r)
 	size_t i;
 	int w;
 
-	for (i = 0; i < q->n; i++) {
+	for (i = next_checked(q, 0, r); i < q->n; i = next_checked(q, i + 1, r)) {
 		const unsigned char *got = q->pull + i * q->esz;
-		if (!sampled(q, i, r))
-			continue;
 		g_checked++;
 		if (is_float(q->dt)) {
 			double exact = 0, mag = 0, x, err, tol;
@@ -501,14 +505,12 @@ static void check_async(struct part *q, long r, bool final)
 	/* integers wrap at their width; floats hold these sums exactly */
 	uint64_t mask = q->esz == 8 || is_float(q->dt) ? ~0ull : (1ull << (8 * q->esz)) - 1;
 
-	for (i = 0; i < q->n; i++) {
+	for (i = next_checked(q, 0, r); i < q->n; i = next_checked(q, i + 1, r)) {
 		size_t e = q->off + i;
 		int64_t got, base = async_init(q->t, e), all = 0;
 		bool ok = false;
 		uint32_t set;
 
-		if (!sampled(q, i, r))
-			continue;
 		g_checked++;
 		if (!get_small(q->dt, q->esz, q->pull + i * q->esz, &got)) {
 			failf("key %" PRIu64 " element %zu: %.9g is not a sum of pushed values",
@@ -675,7 +677,8 @@ static int usage(void)
 		"              BYTEPS_PARTITION_BYTES (4096000, rounded up to the page size)\n"
 		"  --rounds    push/pull rounds (20); --seconds: stop after S seconds instead\n"
 		"  --bad       also send requests the server must refuse (worker 0)\n"
-		"  --bench     same data every round, sampled checks: for timing\n"
+		"  --bench     same data every round, sampled checks, every tensor of --size\n"
+		"              bytes: for timing\n"
 		"environment: DMLC_* as for any worker, BYTEPS_ENABLE_ASYNC, BYTEPS_PARTITION_BYTES,\n"
 		"BYTEPS_KEY_HASH_FN (djb2, sdbm, naive). In the roles scheduler and server it runs\n"
 		"pslite-server.\n");
@@ -754,7 +757,7 @@ static int env_setup(void)
 int main(int argc, char **argv)
 {
 	const char *role = getenv("DMLC_ROLE");
-	double t0, busy = 0, start;
+	double t0, busy = 0, start, wall;
 	long r, done_rounds = 0;
 	size_t i, total_bytes = 0;
 	int rc, t, d, exit_code = 0;
@@ -769,6 +772,10 @@ int main(int argc, char **argv)
 		if (rc)
 			fprintf(stderr, "pslite-check (%s): %s\n", role, psl_strerror(rc));
 		return rc ? 1 : 0;
+	}
+	if (g_async && g_bench) {
+		fprintf(stderr, "pslite-check: --bench times sync mode; unset BYTEPS_ENABLE_ASYNC\n");
+		return 2;
 	}
 	if (g_async && g_rounds % 2 == 0)
 		g_rounds++; /* the last push is +a, so the final sum shows every worker */
@@ -797,8 +804,11 @@ int main(int argc, char **argv)
 	for (d = 0; d < g_ndtypes; d++) {
 		for (t = 0; t < g_tensors; t++) {
 			size_t esz = psl_byteps_dtype_size(g_dtypes[d]);
-			/* sizes that do not fall on partition or vector boundaries */
-			size_t bytes = (g_size * (size_t)(t + 1) / esz + (size_t)t * 37 + 1) * esz;
+			/* sizes that do not fall on partition or vector boundaries;
+			 * --bench: all of --size */
+			size_t bytes = g_bench ? g_size / esz * esz
+					       : (g_size * (size_t)(t + 1) / esz + (size_t)t * 37 + 1) *
+							 esz;
 			rc = add_tensor(d * g_tensors + t, g_dtypes[d], bytes);
 			if (rc) {
 				fprintf(stderr, "pslite-check: out of memory\n");
@@ -829,11 +839,14 @@ int main(int argc, char **argv)
 		goto out_worker;
 	}
 
+	if (g_bench) /* the same values every round: filled once, not timed */
+		for (i = 0; i < g_nparts; i++)
+			fill_sync(&g_parts[i], 1);
 	start = now_s();
 	for (r = 1; more_rounds(r, start); r++) {
 		if (g_bad && g_me == 0 && r == 2)
 			send_bad();
-		if (!g_bench || r == 1)
+		if (!g_bench)
 			for (i = 0; i < g_nparts; i++) {
 				if (g_async)
 					fill_async(&g_parts[i], r);
@@ -876,6 +889,7 @@ int main(int argc, char **argv)
 		if (g_fail)
 			break;
 	}
+	wall = now_s() - start;
 
 	if (g_async && !g_fail) {
 		/* every worker's last push is in: the store is init + every a */
@@ -891,14 +905,18 @@ int main(int argc, char **argv)
 	}
 
 	{
-		double secs = busy > 0 ? busy : 1e-9;
+		/* bench: wall time of the rounds, checks included (as pslite-bench
+		 * measures); otherwise the time in requests (filling and checking
+		 * every element take longer than the requests) */
+		double secs = g_bench ? wall : busy > 0 ? busy : 1e-9;
 		double gbps = 8.0 * (double)total_bytes * (double)done_rounds / (secs * 1e9);
 		if (g_fail)
 			exit_code = 1;
 		printf("pslite-check worker %d: %s: %s, %ld rounds of %zu partitions (%zu bytes), "
-		       "%zu elements checked%s, goodput %.4f Gbps\n",
+		       "%zu elements checked%s, goodput %.4f Gbps (%s)\n",
 		       g_me, g_fail ? "FAIL" : "PASS", g_async ? "async" : "sync", done_rounds,
-		       g_nparts, total_bytes, g_checked, g_bench ? " (sampled)" : "", gbps);
+		       g_nparts, total_bytes, g_checked, g_bench ? " (sampled)" : "", gbps,
+		       g_bench ? "wall time" : "time in requests");
 		if (g_fail)
 			printf("pslite-check worker %d: FAIL: %ld mismatch(es) or failed "
 			       "request(s)\n",
