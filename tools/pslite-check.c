@@ -282,6 +282,7 @@ static uint64_t encode_key(uint64_t key)
 }
 
 struct part {
+	bool ctl;	 /* the stop flag of --seconds in sync mode */
 	int t;		 /* tensor index (its declared key) */
 	int dt;
 	size_t esz;
@@ -418,6 +419,10 @@ static int wait_all(bool pushes, bool pulls)
 static void fill_sync(struct part *q, long r)
 {
 	size_t i;
+	if (q->ctl) {
+		put_int(4, q->push, 0);
+		return;
+	}
 	for (i = 0; i < q->n; i++)
 		sync_value(q->dt, q->esz, q->t, q->off + i, g_me, g_bench ? 0 : r,
 			   q->push + i * q->esz);
@@ -426,6 +431,10 @@ static void fill_sync(struct part *q, long r)
 static void fill_async(struct part *q, long r)
 {
 	size_t i;
+	if (q->ctl) {
+		put_int(4, q->push, 0);
+		return;
+	}
 	for (i = 0; i < q->n; i++) {
 		int64_t v = r == 0 ? async_init(q->t, q->off + i)
 				   : (r % 2 ? 1 : -1) * async_a(q->t, q->off + i, g_me);
@@ -460,6 +469,12 @@ static void check_sync(struct part *q, long r)
 	size_t i;
 	int w;
 
+	if (q->ctl) { /* worker 0's flag: 0 or 1 */
+		if (get_int(4, q->pull) > 1)
+			failf("round %ld: the stop flag summed to %" PRIu64 ", expected 0 or 1", r,
+			      get_int(4, q->pull));
+		return;
+	}
 	for (i = next_checked(q, 0, r); i < q->n; i = next_checked(q, i + 1, r)) {
 		const unsigned char *got = q->pull + i * q->esz;
 		g_checked++;
@@ -623,13 +638,21 @@ static void send_bad(void)
 /* ---------------------------------------------------------------- main -- */
 
 /* Whether to run round r. Async ends on an odd round (its last push is +a,
- * so the final sum shows every worker's). */
+ * so the final sum shows every worker's). Sync with --seconds decides after
+ * each round, by the stop flag (g_ctl). */
 static bool more_rounds(long r, double start)
 {
 	if (g_seconds <= 0)
 		return r <= g_rounds;
 	return now_s() - start < g_seconds || (g_async && (r - 1) % 2 == 0);
 }
+
+/* Sync rounds with --seconds: every worker must stop after the same round
+ * (a pull of a round that another worker never pushes waits for ever), so
+ * worker 0 decides, in band: a one-element int32 tensor that it pushes as 1
+ * when its time is up and the others push as 0; every worker reads the same
+ * sum and stops after that round. */
+static struct part *g_ctl;
 
 static int parse_dtypes(const char *s)
 {
@@ -696,6 +719,10 @@ static int parse_args(int argc, char **argv)
 				return -1;
 		} else if (!strcmp(a, "--tensors") && more) {
 			g_tensors = (int)parse_long(a, argv[++i], 1);
+			if (g_tensors > 4096) {
+				fprintf(stderr, "pslite-check: --tensors %d: at most 4096\n", g_tensors);
+				return -1;
+			}
 		} else if (!strcmp(a, "--size") && more) {
 			g_size = (size_t)parse_long(a, argv[++i], 8);
 		} else if (!strcmp(a, "--rounds") && more) {
@@ -818,6 +845,16 @@ int main(int argc, char **argv)
 			total_bytes += bytes;
 		}
 	}
+	if (g_seconds > 0 && !g_async) {
+		rc = add_tensor(0xfff1, PSL_BYTEPS_INT32, 4);
+		if (rc) {
+			fprintf(stderr, "pslite-check: out of memory\n");
+			exit_code = 2;
+			goto out_worker;
+		}
+		g_ctl = &g_parts[g_nparts - 1];
+		g_ctl->ctl = true;
+	}
 	if (!g_quiet && g_me == 0)
 		printf("pslite-check: %s, %d worker(s), %d server(s), van %s: %zu tensors in %zu "
 		       "partitions of up to %zu bytes, %zu bytes per round\n",
@@ -843,7 +880,7 @@ int main(int argc, char **argv)
 		for (i = 0; i < g_nparts; i++)
 			fill_sync(&g_parts[i], 1);
 	start = now_s();
-	for (r = 1; more_rounds(r, start); r++) {
+	for (r = 1; g_ctl || more_rounds(r, start); r++) {
 		if (g_bad && g_me == 0 && r == 2)
 			send_bad();
 		if (!g_bench)
@@ -853,6 +890,8 @@ int main(int argc, char **argv)
 				else
 					fill_sync(&g_parts[i], r);
 			}
+		if (g_ctl)
+			put_int(4, g_ctl->push, g_me == 0 && now_s() - start >= g_seconds);
 		t0 = now_s();
 		if (g_async) {
 			/* push, and pull after the push is in */
@@ -886,7 +925,7 @@ int main(int argc, char **argv)
 			else
 				check_sync(&g_parts[i], r);
 		}
-		if (g_fail)
+		if (g_fail || (g_ctl && get_int(4, g_ctl->pull)))
 			break;
 	}
 	wall = now_s() - start;

@@ -14,6 +14,8 @@
 #              gets errors, the server warns naming key and sender, and
 #              every worker still passes
 #   async-bad  the same in async mode
+#   timed      sync for 3 seconds (--seconds): every worker must stop after
+#              the same round
 # VAN is what DMLC_ENABLE_RDMA gets (zmq, ucx, fabric, ...): a van gets these
 # tests with a wrapper VAN_server_MODE.sh that calls this. Needs PSL_BUILDDIR
 # and PSL_SRCDIR (set by make check).
@@ -39,6 +41,7 @@ blocking) export BYTEPS_SERVER_ENGINE_BLOCKING=1 ;;
 schedule) export BYTEPS_SERVER_ENABLE_SCHEDULE=1 BYTEPS_SERVER_ENGINE_THREAD=2 ;;
 bad) args="$args --bad" ;;
 async-bad) export BYTEPS_ENABLE_ASYNC=1; expect_mode="async mode"; args="$args --bad" ;;
+timed) args="--dtypes float32,bfloat16,int64 --tensors 2 --size 60000 --seconds 3" ;;
 *) echo "server_job.sh: unknown mode '$mode'" >&2; exit 2 ;;
 esac
 
@@ -59,19 +62,26 @@ need() { # need WHAT PATTERN: the log has a line matching PATTERN
 }
 [ $rc -eq 0 ] || { echo "server_job.sh: $van/$mode: pslite-run exited $rc" >&2; fail=1; }
 i=0; while [ $i -lt $W ]; do
-	need "worker $i did not pass" "pslite-check worker $i: PASS: ${expect_mode% mode}, 9 rounds"
+	if [ "$mode" = timed ]; then
+		need "worker $i did not pass" "pslite-check worker $i: PASS: sync, [1-9][0-9]* rounds"
+	else
+		need "worker $i did not pass" "pslite-check worker $i: PASS: ${expect_mode% mode}, 9 rounds"
+	fi
 	i=$((i + 1))
 done
 i=0; while [ $i -lt $S ]; do
 	need "server $i did not start in $expect_mode" "\[server $i\].*pslite-server: $expect_mode, $W worker(s)"
 	case $mode in
-	sync|schedule|blocking) # 9 rounds of every key: no error, some rounds
+	sync|schedule|blocking|timed) # every key's rounds: no error, some rounds
 		need "server $i did not finish cleanly" "\[server $i\].*pslite-server: [1-9][0-9]* keys, .* [1-9][0-9]* rounds, 0 errors" ;;
 	async) need "server $i did not finish cleanly" "\[server $i\].*pslite-server: [1-9][0-9]* keys, .* 0 rounds, 0 errors" ;;
 	esac
 	i=$((i + 1))
 done
 case $mode in
+timed)
+	n=$(grep -o "PASS: sync, [0-9]* rounds" "$log" | sort -u | wc -l)
+	[ "$n" -eq 1 ] || { echo "server_job.sh: $van/$mode: the workers ran different numbers of rounds" >&2; fail=1; } ;;
 blocking) need "the servers did not sum on the receive path" "summing on the receive path (blocking)" ;;
 schedule) need "the servers did not schedule" "kernels .*, scheduling"
 	need "the servers did not use 2 engine threads" "pslite-server: 2 engine thread(s)" ;;
