@@ -16,6 +16,7 @@ struct psl__bps_job {
 	int rank;		     /* the sender's worker rank */
 	void *key;		     /* the server's key object */
 	struct psl_kv_request *req;
+	struct psl_kv_request *first; /* a round's first push, summed with req */
 	struct psl__bps_job *list;   /* requests that go with it (init) */
 	uint64_t *cnt;		     /* the key's count of queued jobs, for scheduling */
 	uint64_t seq;		     /* arrival order in its queue */

@@ -82,11 +82,12 @@ struct key {
 	struct psl__bps_job *init_reqs, *deferred, *pulls; /* held requests */
 	struct buf *result;	/* published: what pulls get */
 	struct buf *bufs;	/* every buffer of the key */
+	struct psl_kv_request *first; /* the round's first push, until the second
+					 comes: both go to the engine as one job */
 
 	/* engine side: only the key's jobs touch these, one at a time */
 	int acc_count;
 	struct buf *acc;
-	struct psl_kv_request *first; /* a round's first push, summed with the second */
 };
 
 struct psl_byteps_server {
@@ -362,36 +363,34 @@ static void do_init(struct psl_byteps_server *s, struct key *k, struct psl__bps_
 	}
 }
 
-static void do_sum(struct psl_byteps_server *s, struct key *k, struct psl_kv_request *req)
+/* One job of a sync round: the first two pushes together (first set: summed
+ * into a spare buffer in one pass), or one more push. */
+static void do_sum(struct psl_byteps_server *s, struct key *k, struct psl_kv_request *first,
+		   struct psl_kv_request *req)
 {
 	int dt = k->dtype;
 	size_t n = k->len / psl_byteps_dtype_size(dt);
 	struct buf *b;
 
-	atomic_fetch_add(&s->nbytes, k->len);
-	if (k->acc_count == 0 && s->W > 1) {
-		k->first = req; /* summed with the next push in one pass */
-		k->acc_count = 1;
-		return;
-	}
-	if (k->acc_count <= 1) {
+	if (k->acc_count == 0) {
 		b = spare_buf(k);
-		if (b) {
-			if (k->acc_count == 0)
-				memcpy(b->data, req->kv.vals, k->len);
-			else
-				s->k->sum3[dt](b->data, k->first->kv.vals, req->kv.vals, n);
-		} else {
+		if (b && first)
+			s->k->sum3[dt](b->data, first->kv.vals, req->kv.vals, n);
+		else if (b) /* a job of one worker */
+			memcpy(b->data, req->kv.vals, k->len);
+		else
 			key_fail(s, k, -ENOMEM);
-		}
-		if (k->first)
-			psl_kv_request_release(k->first);
-		k->first = NULL;
 		k->acc = b;
 	} else if (k->acc) {
 		s->k->sum[dt](k->acc->data, req->kv.vals, n);
 	}
+	if (first) {
+		psl_kv_request_release(first);
+		k->acc_count++;
+		atomic_fetch_add(&s->nbytes, k->len);
+	}
 	psl_kv_request_release(req);
+	atomic_fetch_add(&s->nbytes, k->len);
 	if (++k->acc_count < s->W)
 		return;
 	if (k->acc)
@@ -433,7 +432,7 @@ static void run_job(struct psl__bps_job *j, void *arg)
 		do_init(s, k, j->list);
 		break;
 	case JOB_SUM:
-		do_sum(s, k, j->req);
+		do_sum(s, k, j->first, j->req);
 		break;
 	case JOB_APPLY:
 		do_apply(s, k, j->req);
@@ -493,8 +492,16 @@ static void push_locked(struct psl_byteps_server *s, struct key *k, struct psl_k
 	}
 	was_init = k->recv_round == 0;
 	k->pushed[rank] = k->recv_round;
-	if (was_init)
+	if (was_init) {
 		list_append(&k->init_reqs, j);
+	} else if (s->W > 1 && k->recv_count == 0) {
+		k->first = req; /* goes to the engine with the next push */
+		free(j);
+		j = NULL;
+	} else if (s->W > 1 && k->recv_count == 1) {
+		j->first = k->first;
+		k->first = NULL;
+	}
 	if (++k->recv_count == s->W) {
 		complete = true;
 		k->recv_count = 0;
@@ -530,7 +537,8 @@ static void push_locked(struct psl_byteps_server *s, struct key *k, struct psl_k
 		/* acknowledge at once, keep the values for the engine */
 		psl_kv_request_hold(req);
 		psl_kv_respond(req, NULL);
-		dispatch(s, k, j);
+		if (j)
+			dispatch(s, k, j);
 		if (complete && s->engine && s->o.enable_schedule)
 			psl__bps_engine_reset_count(s->engine, k->tid, &k->sched_cnt);
 	}
@@ -673,16 +681,17 @@ static void on_finalize(struct psl_kv_server *kvs, void *arg)
 		for (k = s->table[i]; k; k = k->hnext) {
 			struct psl__bps_job *lists[3];
 			int l;
+			struct psl_kv_request *first;
 			pthread_mutex_lock(&k->mu);
 			lists[0] = k->init_reqs;
 			lists[1] = k->deferred;
 			lists[2] = k->pulls;
 			k->init_reqs = k->deferred = k->pulls = NULL;
+			first = k->first;
+			k->first = NULL;
 			pthread_mutex_unlock(&k->mu);
-			if (k->first) { /* acknowledged, only its values were kept */
-				psl_kv_request_release(k->first);
-				k->first = NULL;
-			}
+			if (first) /* acknowledged, only its values were kept */
+				psl_kv_request_release(first);
 			for (l = 0; l < 3; l++) {
 				while ((j = lists[l])) {
 					lists[l] = j->next;
