@@ -5,14 +5,17 @@
  *   bench/sum_bench [BYTES] [--reps N] [--all]
  *
  * BYTES defaults to 4 MiB (a BytePS partition of BYTEPS_PARTITION_BYTES is
- * 4096000). Each kernel runs over the same buffers again and again; the
- * median time of N timed batches is reported (the machine may be shared).
+ * 4096000). Each case runs over the same buffers again and again, in
+ * batches of about 10 ms; N reps (21) of every case, medians reported.
  * Two rates per line:
  *   tensor GB/s   BYTES / time: how many bytes of tensor a core sums per second
  *   memory GB/s   bytes read + written / time: memcpy moves 2*BYTES, d += s
  *                 and d = a + b move 3*BYTES
- * and the ratio of each to memcpy's. The float32 d += s line against memcpy
- * is the figure docs/performance.md reports.
+ * and "vs memcpy": the tensor rate against memcpy's, taken in pairs (a memcpy
+ * batch right before each batch of the case) so that a machine shared with
+ * others shifts both alike; the median of those ratios. (Against memory
+ * traffic the ratio is 1.5 times that.) The float32 d += s line is the figure
+ * docs/performance.md reports.
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
@@ -45,56 +48,38 @@ struct ctx {
 	size_t bytes;
 };
 
-/* Median seconds per call of kernel kind over reps batches. */
-static double time_kernel(struct ctx *x, int kind, const struct psl__bps_kernels *k, int dt,
-			  int reps)
-{
-	double *t = calloc((size_t)reps, sizeof(double)), med;
-	size_t n = x->bytes / (psl_byteps_dtype_size(dt) ? psl_byteps_dtype_size(dt) : 1);
-	int batch = 1, i, j;
+/* One thing to time: memcpy, or a kernel of a set on a data type. */
+struct kcase {
+	char what[64];
+	int kind;
+	const struct psl__bps_kernels *k;
+	int dt;
+	int batch;   /* calls per timed batch */
+	double *t;   /* seconds per call, one per rep */
+	double *rel; /* memcpy's time / this one's, in the same rep */
+};
 
-	/* a batch lasts about 20 ms */
-	for (;;) {
-		double t0 = now_s();
-		for (j = 0; j < batch; j++) {
-			if (kind == K_MEMCPY)
-				memcpy(x->a, x->b, x->bytes);
-			else if (kind == K_SUM)
-				k->sum[dt](x->a, x->b, n);
-			else
-				k->sum3[dt](x->c, x->a, x->b, n);
-			__asm__ volatile("" : : "r"(x->a), "r"(x->c) : "memory");
-		}
-		if (now_s() - t0 > 0.02 || batch > (1 << 20))
-			break;
-		batch *= 2;
+static double run_batch(struct ctx *x, const struct kcase *c, int batch)
+{
+	size_t n = x->bytes / (psl_byteps_dtype_size(c->dt) ? psl_byteps_dtype_size(c->dt) : 1);
+	double t0 = now_s();
+	int j;
+	for (j = 0; j < batch; j++) {
+		if (c->kind == K_MEMCPY)
+			memcpy(x->a, x->b, x->bytes);
+		else if (c->kind == K_SUM)
+			c->k->sum[c->dt](x->a, x->b, n);
+		else
+			c->k->sum3[c->dt](x->c, x->a, x->b, n);
+		__asm__ volatile("" : : "r"(x->a), "r"(x->c) : "memory");
 	}
-	for (i = 0; i < reps; i++) {
-		double t0 = now_s();
-		for (j = 0; j < batch; j++) {
-			if (kind == K_MEMCPY)
-				memcpy(x->a, x->b, x->bytes);
-			else if (kind == K_SUM)
-				k->sum[dt](x->a, x->b, n);
-			else
-				k->sum3[dt](x->c, x->a, x->b, n);
-			__asm__ volatile("" : : "r"(x->a), "r"(x->c) : "memory");
-		}
-		t[i] = (now_s() - t0) / batch;
-	}
-	qsort(t, (size_t)reps, sizeof(double), cmp_d);
-	med = t[reps / 2];
-	free(t);
-	return med;
+	return (now_s() - t0) / batch;
 }
 
-static void line(const char *what, size_t bytes, double secs, double traffic, double mc_secs)
+static double median(double *v, int n)
 {
-	double tensor = (double)bytes / secs / 1e9, mem = traffic * (double)bytes / secs / 1e9;
-	double mc_tensor = (double)bytes / mc_secs / 1e9, mc_mem = 2.0 * mc_tensor;
-	printf("%-28s %8.2f us  tensor %7.2f GB/s (%5.1f%% of memcpy)  memory %7.2f GB/s "
-	       "(%5.1f%% of memcpy)\n",
-	       what, secs * 1e6, tensor, 100.0 * tensor / mc_tensor, mem, 100.0 * mem / mc_mem);
+	qsort(v, (size_t)n, sizeof(double), cmp_d);
+	return v[n / 2];
 }
 
 int main(int argc, char **argv)
@@ -102,12 +87,12 @@ int main(int argc, char **argv)
 	static const int dts[] = {PSL_BYTEPS_FLOAT32,  PSL_BYTEPS_FLOAT64, PSL_BYTEPS_FLOAT16,
 				  PSL_BYTEPS_BFLOAT16, PSL_BYTEPS_INT32,   PSL_BYTEPS_INT64,
 				  PSL_BYTEPS_INT8,     PSL_BYTEPS_UINT8};
-	const struct psl__bps_kernels *sets[2] = {psl__bps_kernels_generic(),
-						  psl__bps_kernels_best()};
+	const struct psl__bps_kernels *sets[2] = {psl__bps_kernels_best(),
+						  psl__bps_kernels_generic()};
 	size_t bytes = 4u << 20;
-	int reps = 21, i, s, all = 0;
+	int reps = 21, i, s, d, r, all = 0, nc = 0;
+	struct kcase cases[1 + 2 * 2 * 8], *c;
 	struct ctx x;
-	double mc;
 	cpu_set_t cpus;
 
 	for (i = 1; i < argc; i++) {
@@ -146,24 +131,65 @@ int main(int argc, char **argv)
 	memset(x.b, 0, bytes);
 	memset(x.c, 0, bytes);
 
-	printf("sum_bench: %zu bytes, median of %d batches, one core; best kernels: %s\n",
-	       bytes, reps, sets[1]->name);
-	mc = time_kernel(&x, K_MEMCPY, NULL, 0, reps);
-	line("memcpy", bytes, mc, 2.0, mc);
-	for (s = 1; s >= 0; s--) {
-		for (i = 0; i < (int)(sizeof(dts) / sizeof(dts[0])); i++) {
-			char what[64];
-			if (!all && dts[i] != PSL_BYTEPS_FLOAT32)
-				continue;
-			snprintf(what, sizeof(what), "%s d+=s (%s)", psl_byteps_dtype_name(dts[i]),
-				 sets[s]->name);
-			line(what, bytes, time_kernel(&x, K_SUM, sets[s], dts[i], reps), 3.0, mc);
-			snprintf(what, sizeof(what), "%s d=a+b (%s)", psl_byteps_dtype_name(dts[i]),
-				 sets[s]->name);
-			line(what, bytes, time_kernel(&x, K_SUM3, sets[s], dts[i], reps), 3.0, mc);
-		}
-		if (sets[0] == sets[1])
+	memset(cases, 0, sizeof(cases));
+	snprintf(cases[nc].what, sizeof(cases[nc].what), "memcpy");
+	cases[nc++].kind = K_MEMCPY;
+	for (s = 0; s < 2; s++) {
+		if (s == 1 && sets[1] == sets[0])
 			break;
+		for (d = 0; d < (int)(sizeof(dts) / sizeof(dts[0])); d++) {
+			if (!all && dts[d] != PSL_BYTEPS_FLOAT32)
+				continue;
+			for (i = K_SUM; i <= K_SUM3; i++) {
+				c = &cases[nc++];
+				snprintf(c->what, sizeof(c->what), "%s %s (%s)",
+					 psl_byteps_dtype_name(dts[d]),
+					 i == K_SUM ? "d+=s" : "d=a+b", sets[s]->name);
+				c->kind = i;
+				c->k = sets[s];
+				c->dt = dts[d];
+			}
+		}
+	}
+	/* batches of about 10 ms, so that a rep of every case is short and
+	 * memcpy runs close in time to each case it is compared with */
+	for (i = 0; i < nc; i++) {
+		c = &cases[i];
+		c->t = calloc((size_t)reps, sizeof(double));
+		c->rel = calloc((size_t)reps, sizeof(double));
+		if (!c->t || !c->rel)
+			return 1;
+		for (c->batch = 1; c->batch < (1 << 20); c->batch *= 2)
+			if (run_batch(&x, c, c->batch) * c->batch > 0.01)
+				break;
+	}
+	for (r = 0; r < reps; r++) {
+		for (i = 1; i < nc; i++) {
+			double mc = run_batch(&x, &cases[0], cases[0].batch);
+			cases[i].t[r] = run_batch(&x, &cases[i], cases[i].batch);
+			cases[i].rel[r] = mc / cases[i].t[r];
+			if (i == 1)
+				cases[0].t[r] = mc;
+		}
+		if (nc == 1)
+			cases[0].t[r] = run_batch(&x, &cases[0], cases[0].batch);
+	}
+
+	printf("sum_bench: %zu bytes, one core, %d reps, each case timed right after a "
+	       "memcpy; medians. best kernels: %s\n",
+	       bytes, reps, sets[0]->name);
+	printf("%-28s %10s %16s %16s %14s\n", "", "time", "tensor GB/s", "memory GB/s",
+	       "vs memcpy");
+	for (i = 0; i < nc; i++) {
+		double t, rel, traffic = cases[i].kind == K_MEMCPY ? 2.0 : 3.0;
+		c = &cases[i];
+		t = median(c->t, reps);
+		rel = i ? median(c->rel, reps) : 1.0;
+		/* vs memcpy: tensor bytes per second (memory traffic: x 1.5) */
+		printf("%-28s %8.1f us %16.2f %16.2f %13.1f%%\n", c->what, t * 1e6,
+		       (double)bytes / t / 1e9, traffic * (double)bytes / t / 1e9, 100.0 * rel);
+		free(c->t);
+		free(c->rel);
 	}
 	free(x.a);
 	free(x.b);
