@@ -55,7 +55,7 @@ static int g_tensors = 2;	 /* per data type */
 static size_t g_size = 300000;	 /* bytes of the first tensor, about */
 static long g_rounds = 20;
 static double g_seconds;
-static bool g_bad, g_bench, g_json, g_quiet, g_async;
+static bool g_bad, g_bench, g_json, g_quiet, g_async, g_leave_pull;
 static size_t g_part;	   /* partition bound */
 static const char *g_hash = "djb2";
 
@@ -700,6 +700,7 @@ static int usage(void)
 		"              BYTEPS_PARTITION_BYTES (4096000, rounded up to the page size)\n"
 		"  --rounds    push/pull rounds (20); --seconds: stop after S seconds instead\n"
 		"  --bad       also send requests the server must refuse (worker 0)\n"
+		"  --leave-pull  (tests) worker 0 ends with a pull that no round answers\n"
 		"  --bench     same data every round, sampled checks, every tensor of --size\n"
 		"              bytes: for timing\n"
 		"environment: DMLC_* as for any worker, BYTEPS_ENABLE_ASYNC, BYTEPS_PARTITION_BYTES,\n"
@@ -738,6 +739,8 @@ static int parse_args(int argc, char **argv)
 			}
 		} else if (!strcmp(a, "--bad")) {
 			g_bad = true;
+		} else if (!strcmp(a, "--leave-pull")) {
+			g_leave_pull = true;
 		} else if (!strcmp(a, "--bench")) {
 			g_bench = true;
 		} else if (!strcmp(a, "--json")) {
@@ -970,12 +973,25 @@ int main(int argc, char **argv)
 			       g_checked, g_fail);
 	}
 
+	if (g_leave_pull && g_me == 0 && !g_async && g_nparts) {
+		/* a pull of a round nobody pushes: the server must answer it when
+		 * the job ends (before its van goes), and this worker leaves
+		 * without waiting for it */
+		if ((rc = pull(&g_parts[0])))
+			failf("pull: %s", psl_strerror(rc));
+		rc = psl_finalize(0, true);
+		if (rc && !exit_code)
+			exit_code = 1;
+		psl_kv_worker_free(g_kv); /* the pull failed at finalize */
+		goto out_free;
+	}
 out_worker:
 	psl_kv_worker_free(g_kv);
 out_finalize:
 	rc = psl_finalize(0, true);
 	if (rc && !exit_code)
 		exit_code = 1;
+out_free:
 	for (i = 0; i < g_nparts; i++) {
 		free(g_parts[i].push);
 		free(g_parts[i].pull);
