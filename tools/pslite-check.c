@@ -416,6 +416,13 @@ static int wait_all(bool pushes, bool pulls)
 
 /* ------------------------------------------------------------- filling -- */
 
+/* --bench: the same values every round, small multiples of 1/8 that every
+ * type sums exactly, from a pattern as cheap to check as pslite-bench's. */
+static int64_t bench_value(int t, size_t i, int w)
+{
+	return (int64_t)((i * 7 + (size_t)t * 13 + (size_t)w * 5) % 17) - 8;
+}
+
 static void fill_sync(struct part *q, long r)
 {
 	size_t i;
@@ -423,9 +430,13 @@ static void fill_sync(struct part *q, long r)
 		put_int(4, q->push, 0);
 		return;
 	}
-	for (i = 0; i < q->n; i++)
-		sync_value(q->dt, q->esz, q->t, q->off + i, g_me, g_bench ? 0 : r,
-			   q->push + i * q->esz);
+	for (i = 0; i < q->n; i++) {
+		if (g_bench)
+			put_small(q->dt, q->esz, q->push + i * q->esz,
+				  bench_value(q->t, q->off + i, g_me));
+		else
+			sync_value(q->dt, q->esz, q->t, q->off + i, g_me, r, q->push + i * q->esz);
+	}
 }
 
 static void fill_async(struct part *q, long r)
@@ -478,11 +489,26 @@ static void check_sync(struct part *q, long r)
 	for (i = next_checked(q, 0, r); i < q->n; i = next_checked(q, i + 1, r)) {
 		const unsigned char *got = q->pull + i * q->esz;
 		g_checked++;
+		if (g_bench) {
+			int64_t want = 0, v;
+			uint64_t mask = q->esz == 8 || is_float(q->dt) ? ~0ull
+								     : (1ull << (8 * q->esz)) - 1;
+			for (w = 0; w < g_W; w++)
+				want += bench_value(q->t, q->off + i, w);
+			if (!get_small(q->dt, q->esz, got, &v) ||
+			    ((uint64_t)v & mask) != ((uint64_t)want & mask))
+				failf("round %ld, key %" PRIu64 " (tensor %d, %s), element %zu: "
+				      "got %.9g, expected %" PRId64 "%s",
+				      r, q->key, q->t, psl_byteps_dtype_name(q->dt), q->off + i,
+				      is_float(q->dt) ? get_float(q->dt, got) * 8
+						      : (double)get_int(q->esz, got),
+				      want, is_float(q->dt) ? " (both in eighths)" : "");
+			continue;
+		}
 		if (is_float(q->dt)) {
 			double exact = 0, mag = 0, x, err, tol;
 			for (w = 0; w < g_W; w++) {
-				sync_value(q->dt, q->esz, q->t, q->off + i, w, g_bench ? 0 : r,
-					   tmp);
+				sync_value(q->dt, q->esz, q->t, q->off + i, w, r, tmp);
 				x = get_float(q->dt, tmp);
 				exact += x;
 				mag += fabs(x);
@@ -499,7 +525,7 @@ static void check_sync(struct part *q, long r)
 		} else {
 			uint64_t sum = 0, mask = q->esz == 8 ? ~0ull : (1ull << (8 * q->esz)) - 1;
 			for (w = 0; w < g_W; w++) {
-				sync_value(q->dt, q->esz, q->t, q->off + i, w, g_bench ? 0 : r, tmp);
+				sync_value(q->dt, q->esz, q->t, q->off + i, w, r, tmp);
 				sum += get_int(q->esz, tmp);
 			}
 			if ((get_int(q->esz, got) & mask) != (sum & mask))
@@ -701,8 +727,8 @@ static int usage(void)
 		"  --rounds    push/pull rounds (20); --seconds: stop after S seconds instead\n"
 		"  --bad       also send requests the server must refuse (worker 0)\n"
 		"  --leave-pull  (tests) worker 0 ends with a pull that no round answers\n"
-		"  --bench     same data every round, sampled checks, every tensor of --size\n"
-		"              bytes: for timing\n"
+		"  --bench     for timing: every tensor of --size bytes, the same small values\n"
+		"              every round, a sample of the elements checked\n"
 		"environment: DMLC_* as for any worker, BYTEPS_ENABLE_ASYNC, BYTEPS_PARTITION_BYTES,\n"
 		"BYTEPS_KEY_HASH_FN (djb2, sdbm, naive). In the roles scheduler and server it runs\n"
 		"pslite-server.\n");
