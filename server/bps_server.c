@@ -325,8 +325,12 @@ static void finish_round(struct psl_byteps_server *s, struct key *k, struct buf 
 	}
 }
 
+static void handle_push(struct psl_byteps_server *s, struct psl_kv_request *req, int rank,
+			int dtype);
+
 static void do_init(struct psl_byteps_server *s, struct key *k, struct psl__bps_job *reqs)
 {
+	struct psl__bps_job *replay = NULL;
 	struct psl__bps_job *pulls = NULL, *j, *last = reqs;
 	struct buf *b = NULL;
 
@@ -342,6 +346,10 @@ static void do_init(struct psl_byteps_server *s, struct key *k, struct psl__bps_
 	}
 	pthread_mutex_lock(&k->mu);
 	k->stored = true;
+	if (s->o.async) {
+		replay = k->deferred; /* pushes that came before the store */
+		k->deferred = NULL;
+	}
 	if (b) {
 		k->result = b;
 		pulls = k->pulls; /* async pulls that came before the store */
@@ -359,6 +367,11 @@ static void do_init(struct psl_byteps_server *s, struct key *k, struct psl__bps_
 	while ((j = pulls)) {
 		pulls = j->next;
 		reply(s, k, b, j->req);
+		free(j);
+	}
+	while ((j = replay)) {
+		replay = j->next;
+		handle_push(s, j->req, j->rank, k->dtype);
 		free(j);
 	}
 }
@@ -456,9 +469,6 @@ static void dispatch(struct psl_byteps_server *s, struct key *k, struct psl__bps
 
 /* ------------------------------------------------------------- handler -- */
 
-static void handle_push(struct psl_byteps_server *s, struct psl_kv_request *req, int rank,
-			int dtype);
-
 /* A push that passed the checks; k->mu is held and is released here. */
 static void push_locked(struct psl_byteps_server *s, struct key *k, struct psl_kv_request *req,
 			int rank)
@@ -467,8 +477,15 @@ static void push_locked(struct psl_byteps_server *s, struct key *k, struct psl_k
 	bool complete = false, was_init;
 
 	if (s->o.async && k->ready) {
-		pthread_mutex_unlock(&k->mu);
 		j = job_new(JOB_APPLY, k, req, rank);
+		if (j && !k->stored) {
+			/* the store is being made (a worker that did not wait for
+			 * its first push's answer): after that */
+			list_append(&k->deferred, j);
+			pthread_mutex_unlock(&k->mu);
+			return;
+		}
+		pthread_mutex_unlock(&k->mu);
 		if (!j) {
 			reject(s, req, -ENOMEM, "out of memory");
 			return;
@@ -492,6 +509,11 @@ static void push_locked(struct psl_byteps_server *s, struct key *k, struct psl_k
 	}
 	was_init = k->recv_round == 0;
 	k->pushed[rank] = k->recv_round;
+	if (!was_init) {
+		/* acknowledged below, its values kept for the engine; held before
+		 * anyone else can see it (the next push may take it as first) */
+		psl_kv_request_hold(req);
+	}
 	if (was_init) {
 		list_append(&k->init_reqs, j);
 	} else if (s->W > 1 && k->recv_count == 0) {
@@ -534,8 +556,7 @@ static void push_locked(struct psl_byteps_server *s, struct key *k, struct psl_k
 			}
 		}
 	} else {
-		/* acknowledge at once, keep the values for the engine */
-		psl_kv_request_hold(req);
+		/* acknowledge at once (the values stay held) */
 		psl_kv_respond(req, NULL);
 		if (j)
 			dispatch(s, k, j);
