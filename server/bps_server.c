@@ -69,6 +69,7 @@ struct key {
 	int tid;      /* engine thread */
 	uint64_t sched_cnt; /* under the engine queue's lock */
 	pthread_mutex_t exec; /* blocking mode: one job of the key at a time */
+	struct psl__bps_job *iq_head, **iq_tail; /* blocking mode: jobs to run (mu) */
 
 	pthread_mutex_t mu; /* the rest, except where noted */
 	int err;	    /* the store is lost (out of memory): pulls fail */
@@ -248,6 +249,7 @@ static struct key *key_get(struct psl_byteps_server *s, uint64_t key, size_t len
 	k->lens = (int)len;
 	k->dtype = dtype;
 	k->tid = s->engine ? psl__bps_engine_pick(s->engine, len) : 0;
+	k->iq_tail = &k->iq_head;
 	pthread_mutex_init(&k->mu, NULL);
 	pthread_mutex_init(&k->exec, NULL);
 	k->hnext = *head;
@@ -454,17 +456,51 @@ static void run_job(struct psl__bps_job *j, void *arg)
 	free(j);
 }
 
-/* Runs j on k's engine thread, or here in blocking mode. */
-static void dispatch(struct psl_byteps_server *s, struct key *k, struct psl__bps_job *j)
+/* Queues j for k, with k->mu held, so that a key's jobs run in the order its
+ * pushes were counted even when several receive threads deliver: on the key's
+ * engine thread, or (blocking mode) on k's inline queue, which run_inline
+ * runs after k->mu is released. */
+static void submit_locked(struct psl_byteps_server *s, struct key *k, struct psl__bps_job *j)
 {
-	if (!s->engine) {
-		pthread_mutex_lock(&k->exec);
-		run_job(j, s);
-		pthread_mutex_unlock(&k->exec);
+	if (s->engine) {
+		j->cnt = &k->sched_cnt;
+		psl__bps_engine_push(s->engine, k->tid, j);
 		return;
 	}
-	j->cnt = &k->sched_cnt;
-	psl__bps_engine_push(s->engine, k->tid, j);
+	j->next = NULL;
+	*k->iq_tail = j;
+	k->iq_tail = &j->next;
+}
+
+/* The key whose inline queue this thread is running (a job that replays
+ * pushes submits more to it: the running loop takes them). */
+static __thread struct key *tl_running;
+
+/* Blocking mode: runs k's queued jobs here, one thread at a time, in order. */
+static void run_inline(struct psl_byteps_server *s, struct key *k)
+{
+	struct psl__bps_job *j;
+	struct key *prev = tl_running;
+
+	if (s->engine || tl_running == k)
+		return;
+	pthread_mutex_lock(&k->exec);
+	tl_running = k;
+	for (;;) {
+		pthread_mutex_lock(&k->mu);
+		j = k->iq_head;
+		if (j) {
+			k->iq_head = j->next;
+			if (!k->iq_head)
+				k->iq_tail = &k->iq_head;
+		}
+		pthread_mutex_unlock(&k->mu);
+		if (!j)
+			break;
+		run_job(j, s);
+	}
+	tl_running = prev;
+	pthread_mutex_unlock(&k->exec);
 }
 
 /* ------------------------------------------------------------- handler -- */
@@ -482,16 +518,14 @@ static void push_locked(struct psl_byteps_server *s, struct key *k, struct psl_k
 			/* the store is being made (a worker that did not wait for
 			 * its first push's answer): after that */
 			list_append(&k->deferred, j);
-			pthread_mutex_unlock(&k->mu);
-			return;
+		} else if (j) {
+			atomic_fetch_add(&s->npushes, 1);
+			submit_locked(s, k, j);
 		}
 		pthread_mutex_unlock(&k->mu);
-		if (!j) {
+		if (!j)
 			reject(s, req, -ENOMEM, "out of memory");
-			return;
-		}
-		atomic_fetch_add(&s->npushes, 1);
-		dispatch(s, k, j);
+		run_inline(s, k);
 		return;
 	}
 	j = job_new(JOB_SUM, k, req, rank);
@@ -509,20 +543,21 @@ static void push_locked(struct psl_byteps_server *s, struct key *k, struct psl_k
 	}
 	was_init = k->recv_round == 0;
 	k->pushed[rank] = k->recv_round;
-	if (!was_init) {
+	if (was_init) {
+		list_append(&k->init_reqs, j);
+		j = NULL;
+	} else {
 		/* acknowledged below, its values kept for the engine; held before
 		 * anyone else can see it (the next push may take it as first) */
 		psl_kv_request_hold(req);
-	}
-	if (was_init) {
-		list_append(&k->init_reqs, j);
-	} else if (s->W > 1 && k->recv_count == 0) {
-		k->first = req; /* goes to the engine with the next push */
-		free(j);
-		j = NULL;
-	} else if (s->W > 1 && k->recv_count == 1) {
-		j->first = k->first;
-		k->first = NULL;
+		if (s->W > 1 && k->recv_count == 0) {
+			k->first = req; /* goes to the engine with the next push */
+			free(j);
+			j = NULL;
+		} else if (s->W > 1 && k->recv_count == 1) {
+			j->first = k->first;
+			k->first = NULL;
+		}
 	}
 	if (++k->recv_count == s->W) {
 		complete = true;
@@ -534,35 +569,32 @@ static void push_locked(struct psl_byteps_server *s, struct key *k, struct psl_k
 			k->ready = true;
 			init = k->init_reqs;
 			k->init_reqs = NULL;
+			/* the init job: the last init push's node carries the list */
+			j = job_new(JOB_INIT, k, NULL, rank);
+			if (j)
+				j->list = init;
+			else
+				k->err = -ENOMEM; /* refused below; its pulls fail */
 		}
 	}
+	if (j)
+		submit_locked(s, k, j);
+	if (complete && s->engine && s->o.enable_schedule)
+		psl__bps_engine_reset_count(s->engine, k->tid, &k->sched_cnt);
 	pthread_mutex_unlock(&k->mu);
 	atomic_fetch_add(&s->npushes, 1);
 
-	if (was_init) {
-		if (init) {
-			/* reuse the last init push's job as the init job */
-			struct psl__bps_job *ij = job_new(JOB_INIT, k, NULL, rank);
-			if (ij) {
-				ij->list = init;
-				dispatch(s, k, ij);
-			} else {
-				PSL_ERR("pslite-server: out of memory initialising a key");
-				while ((ij = init)) {
-					init = ij->next;
-					reject(s, ij->req, -ENOMEM, "out of memory");
-					free(ij);
-				}
-			}
+	if (!was_init) {
+		psl_kv_respond(req, NULL); /* acknowledged at once, the values held */
+	} else if (init && !j) {
+		PSL_ERR("pslite-server: out of memory initialising a key");
+		while ((j = init)) {
+			init = j->next;
+			reject(s, j->req, -ENOMEM, "out of memory");
+			free(j);
 		}
-	} else {
-		/* acknowledge at once (the values stay held) */
-		psl_kv_respond(req, NULL);
-		if (j)
-			dispatch(s, k, j);
-		if (complete && s->engine && s->o.enable_schedule)
-			psl__bps_engine_reset_count(s->engine, k->tid, &k->sched_cnt);
 	}
+	run_inline(s, k);
 	while ((j = replay)) {
 		replay = j->next;
 		handle_push(s, j->req, j->rank, k->dtype);
@@ -703,6 +735,7 @@ static void on_finalize(struct psl_kv_server *kvs, void *arg)
 			struct psl__bps_job *lists[3];
 			int l;
 			struct psl_kv_request *first;
+			run_inline(s, k); /* blocking mode: nothing is left, normally */
 			pthread_mutex_lock(&k->mu);
 			lists[0] = k->init_reqs;
 			lists[1] = k->deferred;
