@@ -22,7 +22,7 @@ void psl__bps_queue_push(struct psl__bps_queue *q, struct psl__bps_job *job)
 	job->next = NULL;
 	job->seq = q->seq++;
 	if (job->cnt)
-		(*job->cnt)++;
+		*job->cnt = job->reset_cnt ? 0 : *job->cnt + 1;
 	*q->tail = job;
 	q->tail = &job->next;
 	q->len++;
@@ -186,14 +186,6 @@ void psl__bps_engine_push(struct psl__bps_engine *e, int tid, struct psl__bps_jo
 	pthread_mutex_lock(&t->mu);
 	psl__bps_queue_push(&t->q, job);
 	pthread_cond_signal(&t->cv);
-	pthread_mutex_unlock(&t->mu);
-}
-
-void psl__bps_engine_reset_count(struct psl__bps_engine *e, int tid, uint64_t *cnt)
-{
-	struct thread *t = &e->t[tid];
-	pthread_mutex_lock(&t->mu);
-	*cnt = 0;
 	pthread_mutex_unlock(&t->mu);
 }
 

@@ -19,6 +19,7 @@ struct psl__bps_job {
 	struct psl_kv_request *first; /* a round's first push, summed with req */
 	struct psl__bps_job *list;   /* requests that go with it (init) */
 	uint64_t *cnt;		     /* the key's count of queued jobs, for scheduling */
+	bool reset_cnt;		     /* the last push of its key's round: *cnt = 0 */
 	uint64_t seq;		     /* arrival order in its queue */
 };
 
@@ -39,7 +40,8 @@ struct psl__bps_queue {
 };
 
 void psl__bps_queue_init(struct psl__bps_queue *q, bool schedule);
-/* Appends job; (*job->cnt)++ when job->cnt is set. */
+/* Appends job; (*job->cnt)++ when job->cnt is set, or *job->cnt = 0 when
+ * job->reset_cnt is (BytePS clears the count as it queues a round's last). */
 void psl__bps_queue_push(struct psl__bps_queue *q, struct psl__bps_job *job);
 /* Removes and returns the next job, NULL if empty. */
 struct psl__bps_job *psl__bps_queue_pop(struct psl__bps_queue *q);
@@ -57,8 +59,6 @@ void psl__bps_engine_free(struct psl__bps_engine *e);
  * (BytePS spreads keys by their bytes this way). */
 int psl__bps_engine_pick(struct psl__bps_engine *e, uint64_t load);
 void psl__bps_engine_push(struct psl__bps_engine *e, int tid, struct psl__bps_job *job);
-/* Resets a key's count of queued jobs (*cnt, protected by tid's queue). */
-void psl__bps_engine_reset_count(struct psl__bps_engine *e, int tid, uint64_t *cnt);
 /* Waits until every queue is empty and no job runs. */
 void psl__bps_engine_drain(struct psl__bps_engine *e);
 

@@ -69,7 +69,8 @@ struct key {
 	int tid;      /* engine thread */
 	uint64_t sched_cnt; /* under the engine queue's lock */
 	pthread_mutex_t exec; /* blocking mode: one job of the key at a time */
-	struct psl__bps_job *iq_head, **iq_tail; /* blocking mode: jobs to run (mu) */
+	struct psl__bps_job *iq_head, **iq_tail; /* jobs not yet handed on (mu) */
+	bool flushing;	      /* a thread hands them to the engine (mu) */
 
 	pthread_mutex_t mu; /* the rest, except where noted */
 	int err;	    /* the store is lost (out of memory): pulls fail */
@@ -456,33 +457,61 @@ static void run_job(struct psl__bps_job *j, void *arg)
 	free(j);
 }
 
-/* Queues j for k, with k->mu held, so that a key's jobs run in the order its
- * pushes were counted even when several receive threads deliver: on the key's
- * engine thread, or (blocking mode) on k's inline queue, which run_inline
- * runs after k->mu is released. */
+/*
+ * A key's jobs must run in the order its pushes were counted, under its lock,
+ * even when several receive threads deliver. submit_locked (k->mu held) puts
+ * j on k's own queue; after releasing k->mu, run_queued hands the queue on:
+ * to the key's engine thread, one thread at a time and in order (not under
+ * k->mu, so that the engine thread it wakes does not wait for that lock), or
+ * in blocking mode runs the jobs right there, one thread at a time.
+ */
 static void submit_locked(struct psl_byteps_server *s, struct key *k, struct psl__bps_job *j)
 {
-	if (s->engine) {
-		j->cnt = &k->sched_cnt;
-		psl__bps_engine_push(s->engine, k->tid, j);
-		return;
-	}
+	(void)s;
 	j->next = NULL;
 	*k->iq_tail = j;
 	k->iq_tail = &j->next;
 }
 
-/* The key whose inline queue this thread is running (a job that replays
- * pushes submits more to it: the running loop takes them). */
+/* Takes k's queued jobs (k->mu held). */
+static struct psl__bps_job *take_queued(struct key *k)
+{
+	struct psl__bps_job *list = k->iq_head;
+	k->iq_head = NULL;
+	k->iq_tail = &k->iq_head;
+	return list;
+}
+
+/* The key whose jobs this thread is running inline (a job that replays
+ * pushes queues more: the running loop takes them). */
 static __thread struct key *tl_running;
 
-/* Blocking mode: runs k's queued jobs here, one thread at a time, in order. */
-static void run_inline(struct psl_byteps_server *s, struct key *k)
+static void run_queued(struct psl_byteps_server *s, struct key *k)
 {
-	struct psl__bps_job *j;
+	struct psl__bps_job *list, *j;
 	struct key *prev = tl_running;
 
-	if (s->engine || tl_running == k)
+	if (s->engine) {
+		pthread_mutex_lock(&k->mu);
+		if (k->flushing) { /* that thread takes ours too, in order */
+			pthread_mutex_unlock(&k->mu);
+			return;
+		}
+		k->flushing = true;
+		while ((list = take_queued(k))) {
+			pthread_mutex_unlock(&k->mu);
+			while ((j = list)) {
+				list = j->next;
+				j->cnt = &k->sched_cnt;
+				psl__bps_engine_push(s->engine, k->tid, j);
+			}
+			pthread_mutex_lock(&k->mu);
+		}
+		k->flushing = false;
+		pthread_mutex_unlock(&k->mu);
+		return;
+	}
+	if (tl_running == k)
 		return;
 	pthread_mutex_lock(&k->exec);
 	tl_running = k;
@@ -525,7 +554,7 @@ static void push_locked(struct psl_byteps_server *s, struct key *k, struct psl_k
 		pthread_mutex_unlock(&k->mu);
 		if (!j)
 			reject(s, req, -ENOMEM, "out of memory");
-		run_inline(s, k);
+		run_queued(s, k);
 		return;
 	}
 	j = job_new(JOB_SUM, k, req, rank);
@@ -577,10 +606,10 @@ static void push_locked(struct psl_byteps_server *s, struct key *k, struct psl_k
 				k->err = -ENOMEM; /* refused below; its pulls fail */
 		}
 	}
-	if (j)
+	if (j) {
+		j->reset_cnt = complete && !was_init; /* BytePS's ClearCounter */
 		submit_locked(s, k, j);
-	if (complete && s->engine && s->o.enable_schedule)
-		psl__bps_engine_reset_count(s->engine, k->tid, &k->sched_cnt);
+	}
 	pthread_mutex_unlock(&k->mu);
 	atomic_fetch_add(&s->npushes, 1);
 
@@ -594,7 +623,7 @@ static void push_locked(struct psl_byteps_server *s, struct key *k, struct psl_k
 			free(j);
 		}
 	}
-	run_inline(s, k);
+	run_queued(s, k);
 	while ((j = replay)) {
 		replay = j->next;
 		handle_push(s, j->req, j->rank, k->dtype);
@@ -727,6 +756,13 @@ static void on_finalize(struct psl_kv_server *kvs, void *arg)
 	atomic_store(&s->stopping, true);
 	while (atomic_load(&s->inflight) > 0)
 		sched_yield();
+	/* every handler has handed its jobs on before returning: run what the
+	 * engine still has (nothing is left on the keys' own queues, normally) */
+	for (i = 0; i < NBUCKETS; i++) {
+		struct key *k;
+		for (k = s->table[i]; k; k = k->hnext)
+			run_queued(s, k);
+	}
 	if (s->engine)
 		psl__bps_engine_drain(s->engine);
 	for (i = 0; i < NBUCKETS; i++) {
@@ -735,7 +771,6 @@ static void on_finalize(struct psl_kv_server *kvs, void *arg)
 			struct psl__bps_job *lists[3];
 			int l;
 			struct psl_kv_request *first;
-			run_inline(s, k); /* blocking mode: nothing is left, normally */
 			pthread_mutex_lock(&k->mu);
 			lists[0] = k->init_reqs;
 			lists[1] = k->deferred;

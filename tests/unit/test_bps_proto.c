@@ -164,6 +164,20 @@ static void test_queue_schedule(void **state)
 	assert_int_equal(pop_id(&q), 5);
 	assert_int_equal(pop_id(&q), 6);
 	assert_int_equal(pop_id(&q), -1);
+	/* a round's last push resets its key's count as it is queued */
+	a = b = 0;
+	push_job(&q, 11, &a); /* a: 1 */
+	push_job(&q, 12, &b); /* b: 1 */
+	push_job(&q, 13, &a); /* a: 2 */
+	jobs[14] = (struct psl__bps_job){.rank = 14, .cnt = &a, .reset_cnt = true};
+	psl__bps_queue_push(&q, &jobs[14]);
+	assert_int_equal(a, 0);
+	assert_int_equal(pop_id(&q), 11); /* a's jobs now go first */
+	assert_int_equal(pop_id(&q), 13);
+	assert_int_equal(pop_id(&q), 14);
+	assert_int_equal(pop_id(&q), 12);
+	assert_int_equal(pop_id(&q), -1);
+
 	/* popping the last job keeps the list whole: the next push lands */
 	a = b = c = 0;
 	push_job(&q, 8, &b); /* b: 1 */
