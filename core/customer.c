@@ -260,9 +260,12 @@ static void req_recycle(struct psl__customer *c, struct psl__req *r)
 	c->free_list = r;
 }
 
+/* An entry that must keep its place in the ring: in flight, or finished but
+ * with a thread still about to read its status. */
 static bool live(const struct psl__req *r)
 {
-	return r && (r->state == PSL__REQ_PENDING || r->state == PSL__REQ_COMPLETING);
+	return r && (r->state == PSL__REQ_PENDING || r->state == PSL__REQ_COMPLETING ||
+		     r->waiters > 0);
 }
 
 static int grow(struct psl__customer *c)
@@ -330,6 +333,7 @@ struct psl__req *psl__req_new_locked(struct psl__customer *c)
 	r->awaiting = 0;
 	r->holds = 0;
 	r->parent = -1;
+	r->waiters = 0;
 	r->cb = NULL;
 	r->arg = NULL;
 	r->priv = NULL;
@@ -421,7 +425,10 @@ void psl__req_finish(struct psl__customer *c, struct psl__req *r)
 		if (p && !psl__req_unhold_locked(c, p, status))
 			p = NULL;
 	}
-	pthread_cond_broadcast(&c->cv);
+	/* wake only who waits for this one (or for the customer to drain):
+	 * with many requests in flight, a waiter must not wake for each */
+	if (r->waiters || c->pending == 0)
+		pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	if (p)
 		psl__req_finish(c, p);
@@ -493,7 +500,9 @@ int psl__req_wait(struct psl__customer *c, int ts)
 			st = r->status;
 			break;
 		}
+		r->waiters++; /* keeps r in the ring (see live()) */
 		pthread_cond_wait(&c->cv, &c->mu);
+		r->waiters--;
 	}
 	pthread_mutex_unlock(&c->mu);
 	return st;

@@ -22,6 +22,7 @@ struct psl__req {
 	int awaiting; /* responses still expected */
 	int holds;    /* other conditions still open (pushpull's push half) */
 	int parent;   /* ts of a request to notify on completion, or -1 */
+	int waiters;  /* threads in psl__req_wait for it */
 	psl_kv_cb cb;
 	void *arg;
 	void *priv; /* the app layer's per-request state */

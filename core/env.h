@@ -23,6 +23,7 @@ struct psl__config {
 	int heartbeat_timeout;	     /* PS_HEARTBEAT_TIMEOUT, seconds, 0 = off */
 	bool resend;		     /* PS_RESEND */
 	int resend_timeout_ms;	     /* PS_RESEND_TIMEOUT */
+	int drop_rate;		     /* PS_DROP_MSG: percent of received messages dropped (tests) */
 	int preferred_rank;	     /* DMLC_RANK, -1 = any */
 	int connect_timeout_s;	     /* PS_CONNECT_TIMEOUT */
 	int start_timeout_s;	     /* PS_START_TIMEOUT */

@@ -105,7 +105,8 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 	if (rc) {
 		if (done)
 			done(done_arg);
-		req_free(q);
+		/* the worker still gets an answer, or its request waits for ever */
+		psl_kv_respond_error(&q->pub, rc);
 		return rc;
 	}
 	response_meta(q, &m);
@@ -120,7 +121,7 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 			char *d;
 			cp = psl__kv_copy_new(kb + vb + lb + 8, 1);
 			if (!cp) {
-				req_free(q);
+				psl_kv_respond_error(&q->pub, -ENOMEM);
 				return -ENOMEM;
 			}
 			d = psl__kv_copy_data(cp);
@@ -136,8 +137,8 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 		} else if (done) {
 			cp = psl__kv_copy_new(0, 1);
 			if (!cp) {
-				done(done_arg); /* nothing will be sent from it */
-				req_free(q);
+				done(done_arg);
+				psl_kv_respond_error(&q->pub, -ENOMEM);
 				return -ENOMEM;
 			}
 			cp->user_done = done;

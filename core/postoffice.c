@@ -116,8 +116,10 @@ bool psl__node_dead(int id)
 void psl__node_lost(int id, int err, const char *why)
 {
 	char d[96];
+	bool leaving;
 	if (id < 1 || id > po.max_id)
 		return;
+	leaving = psl__control_node_leaving(id);
 	pthread_mutex_lock(&po.mu);
 	if (po.peers[id].dead || (po.state != PSL__READY && po.state != PSL__STARTING)) {
 		pthread_mutex_unlock(&po.mu);
@@ -127,7 +129,7 @@ void psl__node_lost(int id, int err, const char *why)
 	po.peers[id].down_at_ms = psl__now_ms();
 	pthread_cond_broadcast(&po.cv);
 	pthread_mutex_unlock(&po.mu);
-	if (po.leaving)
+	if (leaving)
 		PSL_DBG("%s left: %s", psl__node_desc(id, d, sizeof(d)), why);
 	else
 		PSL_ERR("lost %s: %s; requests waiting on it fail with \"%s\"",
@@ -135,6 +137,8 @@ void psl__node_lost(int id, int err, const char *why)
 	psl__resender_forget(id);
 	psl__customers_node_lost(id, err);
 	psl__control_forget_node(id);
+	if (po.role == PSL_SCHEDULER && !leaving)
+		psl__control_announce_lost(id);
 }
 
 /* ------------------------------------------------------------- queries -- */
@@ -292,6 +296,17 @@ static int wait_node_list(void)
 static void teardown(void)
 {
 	int64_t t0;
+	/* with PS_RESEND, what we sent last (the scheduler's releases of the
+	 * final barrier) may still need a resend: wait for the ACKs, bounded */
+	if (po.cfg.resend && po.state == PSL__READY && po.timer_running) {
+		int64_t limit = 12LL * po.cfg.resend_timeout_ms, t = psl__now_ms();
+		if (limit > 15000)
+			limit = 15000;
+		while (psl__resender_pending() > 0 && psl__now_ms() - t < limit) {
+			struct timespec ts = {0, 20 * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+	}
 	pthread_mutex_lock(&po.mu);
 	po.state = PSL__FINALIZING;
 	pthread_mutex_unlock(&po.mu);
@@ -318,6 +333,8 @@ static void teardown(void)
 	po.start_err = 0;
 	po.start_msg[0] = 0;
 	po.leaving = false;
+	po.final_released = false;
+	atomic_store(&po.resend_live, false);
 	pthread_mutex_unlock(&po.mu);
 }
 
@@ -453,8 +470,9 @@ static int start_node(void)
 		if (!rc)
 			rc = psl__control_register();
 		if (rc) {
-			PSL_ERR("cannot contact the scheduler at %s:%d: %s", po.cfg.root_uri,
-				po.cfg.root_port, psl_strerror(rc));
+			PSL_ERR("cannot contact the scheduler at %s:%d (DMLC_PS_ROOT_URI, "
+				"DMLC_PS_ROOT_PORT): %s",
+				po.cfg.root_uri, po.cfg.root_port, psl_strerror(rc));
 			return rc;
 		}
 		rc = wait_node_list();

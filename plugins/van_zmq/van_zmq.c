@@ -733,7 +733,8 @@ static int zconnect(struct psl_van *v, const struct psl_van_peer *peer, int32_t 
 	return 0;
 fail: {
 	int e = errno ? errno : EIO;
-	LOG(v, PSL_VAN_LOG_ERROR, "cannot connect to %s: %s", p->endpoint, zmq_strerror(e));
+	/* the core reports the failure (naming the node and what to check) */
+	LOG(v, PSL_VAN_LOG_DEBUG, "cannot connect to %s: %s", p->endpoint, zmq_strerror(e));
 	if (p->sock)
 		zmq_close(p->sock);
 	if (p->mon)
