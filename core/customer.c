@@ -212,6 +212,30 @@ void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw)
 	}
 }
 
+void psl__customers_finalize(void)
+{
+	struct psl__customer *c, **list = NULL;
+	size_t n = 0, i;
+
+	pthread_mutex_lock(&reg_mu);
+	for (c = customers; c; c = c->next)
+		if (c->ops->on_finalize)
+			n++;
+	if (n && (list = malloc(n * sizeof(*list)))) {
+		n = 0;
+		for (c = customers; c; c = c->next)
+			if (c->ops->on_finalize)
+				list[n++] = c;
+	} else {
+		n = 0;
+	}
+	pthread_mutex_unlock(&reg_mu);
+	/* outside the lock: the callbacks send */
+	for (i = 0; i < n; i++)
+		list[i]->ops->on_finalize(list[i]);
+	free(list);
+}
+
 void psl__customer_drop_held(void)
 {
 	struct held *h;

@@ -541,6 +541,8 @@ int psl_finalize(int customer_id, bool do_barrier)
 		if (rc)
 			PSL_ERR("the final barrier failed: %s", psl_strerror(rc));
 	}
+	if (po.state == PSL__READY)
+		psl__customers_finalize();
 	teardown();
 	pthread_mutex_unlock(&start_mu);
 	return rc;
