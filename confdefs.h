@@ -19,5 +19,3 @@
 #define STDC_HEADERS 1
 #define HAVE_DLFCN_H 1
 #define LT_OBJDIR ".libs/"
-#define HAVE_INFINIBAND_VERBS_H 1
-#define HAVE_RDMA_RDMA_CMA_H 1

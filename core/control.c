@@ -44,19 +44,35 @@ static int van_connect(const struct psl__node *n, int my_id)
 	return rc;
 }
 
+/* With po.mu held: start-up failed with err (the first failure is kept). */
+static void start_failed_locked(int err, const char *fmt, va_list ap)
+{
+	if (!po.start_err) {
+		po.start_err = err;
+		vsnprintf(po.start_msg, sizeof(po.start_msg), fmt, ap);
+	}
+	pthread_cond_broadcast(&po.cv);
+}
+
 static void start_failed(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void start_failed(int err, const char *fmt, ...)
 {
 	va_list ap;
 	pthread_mutex_lock(&po.mu);
-	if (!po.start_err) {
-		po.start_err = err;
-		va_start(ap, fmt);
-		vsnprintf(po.start_msg, sizeof(po.start_msg), fmt, ap);
-		va_end(ap);
-	}
-	pthread_cond_broadcast(&po.cv);
+	va_start(ap, fmt);
+	start_failed_locked(err, fmt, ap);
+	va_end(ap);
 	pthread_mutex_unlock(&po.mu);
+}
+
+/* The same, for a caller that holds po.mu. */
+static void start_failed_held(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void start_failed_held(int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	start_failed_locked(err, fmt, ap);
+	va_end(ap);
 }
 
 /* -------------------------------------------------------- registration -- */
@@ -142,8 +158,10 @@ static int assign_ids(void)
 		if (po.reg[i].aux_id != -1)
 			aux = true;
 	seen = calloc((size_t)po.nreg * 2, sizeof(bool));
-	if (!seen)
+	if (!seen) {
+		start_failed_held(-ENOMEM, "out of memory assigning node ids");
 		return -ENOMEM;
+	}
 	for (i = 0; i < po.nreg; i++) {
 		struct psl__node *n = &po.reg[i];
 		int cnt = n->role == PSL_SERVER ? po.cfg.num_servers : po.cfg.num_workers;
@@ -152,7 +170,8 @@ static int assign_ids(void)
 			rank = n->aux_id;
 			if (rank < 0 || rank >= cnt || seen[n->role * po.nreg + rank]) {
 				free(seen);
-				start_failed(-EINVAL,
+				/* po.mu is held here: start_failed would deadlock */
+				start_failed_held(-EINVAL,
 					     "DMLC_RANK=%d of the %s at %s:%d: with DMLC_RANK set, "
 					     "every %s needs a distinct DMLC_RANK from 0 to %d",
 					     n->aux_id, psl__role_name(n->role), n->hostname, n->port,
@@ -214,6 +233,7 @@ static void broadcast_node_list(void)
 	}
 	PSL_INFO("all %d nodes registered (%d servers, %d workers): node list sent", total,
 		 po.cfg.num_servers, po.cfg.num_workers);
+	atomic_store(&po.resend_live, true);
 	pthread_mutex_lock(&po.mu);
 	po.got_node_list = true;
 	pthread_cond_broadcast(&po.cv);
@@ -234,11 +254,19 @@ static void scheduler_add_node(const struct psl__meta *m)
 			 m->sender);
 		return;
 	}
+	/* a registration must name one server or worker that can be reached:
+	 * anything else would take a node's place and then fail the job's
+	 * start when the scheduler cannot connect to it */
 	if (m->node_size != 1 || m->nodes[0].id != PSL_EMPTY ||
-	    (m->nodes[0].role != PSL_SERVER && m->nodes[0].role != PSL_WORKER)) {
-		PSL_WARN("ignored a malformed registration (%d nodes, first id %d role %d)",
+	    (m->nodes[0].role != PSL_SERVER && m->nodes[0].role != PSL_WORKER) ||
+	    !m->nodes[0].hostname[0] || m->nodes[0].port <= 0) {
+		PSL_WARN("ignored a malformed registration (%d nodes, first id %d role %d host "
+			 "'%s' port %d): expected one server or worker with id 32767, a host and "
+			 "a port from 1 to 65535",
 			 m->node_size, m->node_size ? m->nodes[0].id : -1,
-			 m->node_size ? m->nodes[0].role : -1);
+			 m->node_size ? m->nodes[0].role : -1,
+			 m->node_size ? m->nodes[0].hostname : "",
+			 m->node_size ? m->nodes[0].port : -1);
 		return;
 	}
 	n = &m->nodes[0];
@@ -348,6 +376,18 @@ static void node_take_list(const struct psl__meta *m)
 			     po.me.hostname, po.me.port);
 		return;
 	}
+	for (i = 0; i < m->node_size; i++) {
+		int k;
+		for (k = 0; k < i; k++)
+			if (m->nodes[k].id == m->nodes[i].id) {
+				start_failed(-EPROTO,
+					     "the scheduler's node list gives id %d to two nodes "
+					     "(%s:%d and %s:%d)",
+					     m->nodes[i].id, m->nodes[k].hostname, m->nodes[k].port,
+					     m->nodes[i].hostname, m->nodes[i].port);
+				return;
+			}
+	}
 	pthread_mutex_lock(&po.mu);
 	po.me.id = m->nodes[me].id;
 	po.my_id = po.me.id;
@@ -360,6 +400,7 @@ static void node_take_list(const struct psl__meta *m)
 	po.peers[1].up = true; /* it just spoke to us */
 	po.sched_last_heartbeat_ms = psl__now_ms();
 	pthread_mutex_unlock(&po.mu);
+	atomic_store(&po.resend_live, true);
 
 	for (i = 0; i < m->node_size; i++) {
 		const struct psl__node *n = &m->nodes[i];
@@ -385,9 +426,11 @@ static int arrived_index(int cmd)
 	return cmd == PSL_CMD_INSTANCE_BARRIER ? 1 : 0;
 }
 
-static void release_local(void)
+static void release_local(int cmd, int g)
 {
 	pthread_mutex_lock(&po.mu);
+	if (cmd == PSL_CMD_INSTANCE_BARRIER && g == PSL_GROUP_ALL && po.leaving)
+		po.final_released = true;
 	po.barrier_gen++;
 	pthread_cond_broadcast(&po.cv);
 	pthread_mutex_unlock(&po.mu);
@@ -427,13 +470,58 @@ static int check_release_locked(int kind, int g, int *out)
 	return k;
 }
 
+bool psl__control_node_leaving(int id)
+{
+	bool r;
+	(void)id;
+	pthread_mutex_lock(&po.mu);
+	r = po.final_released;
+	pthread_mutex_unlock(&po.mu);
+	return r;
+}
+
+/* A node waiting in its final barrier may see a peer leave before its own
+ * release arrives (they travel on different connections): such a loss is
+ * judged after a grace period, by the barrier's waiting loop. */
+#define LEAVE_GRACE_MS 1500
+
+static void judge_pending_losses(bool released)
+{
+	int id;
+	int64_t now = psl__now_ms();
+	for (id = 1; id <= po.max_id; id++) {
+		int64_t t;
+		int err;
+		pthread_mutex_lock(&po.mu);
+		t = po.peers[id].down_pending_ms;
+		err = po.peers[id].down_err;
+		if (t && (released || now - t >= LEAVE_GRACE_MS))
+			po.peers[id].down_pending_ms = 0;
+		pthread_mutex_unlock(&po.mu);
+		if (!t)
+			continue;
+		if (released) {
+			char d[96];
+			PSL_DBG("%s left", psl__node_desc(id, d, sizeof(d)));
+		} else if (now - t >= LEAVE_GRACE_MS) {
+			psl__node_lost(id, err, "connection lost while this node waited in the final "
+						"barrier");
+		}
+	}
+}
+
 static void send_releases(int cmd, int g, const int *ids, int n, int customer_id)
 {
 	int i;
+	if (cmd == PSL_CMD_INSTANCE_BARRIER && g == PSL_GROUP_ALL && po.leaving) {
+		pthread_mutex_lock(&po.mu);
+		po.final_released = true;
+		pthread_mutex_unlock(&po.mu);
+	}
 	for (i = 0; i < n; i++) {
 		struct psl__meta m;
 		if (ids[i] == 1) {
-			release_local();
+			release_local(cmd, g);
 			continue;
 		}
 		psl__meta_init(&m);
@@ -531,6 +619,11 @@ int psl__control_barrier(int customer_id, int group, int cmd)
 			rc = -ECONNRESET;
 			break;
 		}
+		if (po.leaving) {
+			pthread_mutex_unlock(&po.mu);
+			judge_pending_losses(false);
+			pthread_mutex_lock(&po.mu);
+		}
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_nsec += 200 * 1000000L;
 		if (ts.tv_nsec >= 1000000000L) {
@@ -540,6 +633,8 @@ int psl__control_barrier(int customer_id, int group, int cmd)
 		pthread_cond_timedwait(&po.cv, &po.mu, &ts);
 	}
 	pthread_mutex_unlock(&po.mu);
+	if (po.leaving)
+		judge_pending_losses(po.final_released);
 	if (rc)
 		PSL_ERR("barrier (group %d) failed: the scheduler at %s:%d was lost", group,
 			po.cfg.root_uri, po.cfg.root_port);
@@ -556,7 +651,7 @@ static void handle_barrier(const struct psl__meta *m)
 				 psl__cmd_name(m->cmd), m->sender);
 			return;
 		}
-		release_local();
+		release_local(m->cmd, m->barrier_group);
 		return;
 	}
 	if (!m->request) {
@@ -570,6 +665,42 @@ static void handle_barrier(const struct psl__meta *m)
 		return;
 	}
 	scheduler_arrive(m->sender, m->barrier_group, m->cmd, m->customer_id);
+}
+
+/*
+ * A node that stops answering without closing its connections (hung, or its
+ * host cut off) is caught by the scheduler's heartbeat timeout, but only the
+ * scheduler sees that. So the scheduler tells every other node, in a
+ * HEARTBEAT whose node list holds itself and then the lost node(s). A C++
+ * ps-lite node only records a heartbeat time for each listed node (which it
+ * uses for nothing but recovery), and a C++ scheduler never lists more than
+ * itself, so this extends the protocol without breaking it.
+ */
+void psl__control_announce_lost(int id)
+{
+	struct psl__node list[2];
+	int *ids, n, i;
+
+	if (po.role != PSL_SCHEDULER || id < 8 || id > po.max_id)
+		return;
+	ids = malloc(sizeof(int) * (size_t)(po.cfg.num_workers + po.cfg.num_servers + 1));
+	if (!ids)
+		return;
+	list[0] = po.me;
+	list[1] = po.peers[id].node;
+	n = psl__group_members(6, ids);
+	for (i = 0; i < n; i++) {
+		struct psl__meta m;
+		if (ids[i] == id || psl__node_dead(ids[i]))
+			continue;
+		psl__meta_init(&m);
+		m.cmd = PSL_CMD_HEARTBEAT;
+		m.nodes = list;
+		m.node_size = 2;
+		m.recver = ids[i];
+		psl__send_control(&m, true);
+	}
+	free(ids);
 }
 
 static void handle_heartbeat(const struct psl__meta *m)
@@ -589,9 +720,22 @@ static void handle_heartbeat(const struct psl__meta *m)
 		r.recver = m->sender;
 		psl__send_control(&r, true);
 	} else if (m->sender == 1) {
+		int i;
 		pthread_mutex_lock(&po.mu);
 		po.sched_last_heartbeat_ms = now;
 		pthread_mutex_unlock(&po.mu);
+		/* entries after the scheduler's own: nodes the scheduler lost */
+		for (i = 1; i < m->node_size; i++) {
+			int id = m->nodes[i].id;
+			if (id == po.my_id)
+				PSL_WARN("the scheduler declared this node lost: its heartbeats did not "
+					 "arrive within PS_HEARTBEAT_TIMEOUT=%d s",
+					 po.cfg.heartbeat_timeout);
+			else if (id >= 8 && id <= po.max_id)
+				psl__node_lost(id, -ETIMEDOUT,
+					       "the scheduler declared it lost (no heartbeat within "
+					       "PS_HEARTBEAT_TIMEOUT)");
+		}
 	}
 }
 
@@ -650,15 +794,30 @@ void psl__control_peer_event(int id, int event, int err, const char *detail)
 	pthread_mutex_unlock(&po.mu);
 	if (event == PSL_VAN_PEER_MISMATCH) {
 		if (id == 1 && starting) {
+			char vc[96];
 			start_failed(-EPROTO,
-				     "the scheduler at %s:%d does not speak this node's van '%s' "
-				     "(%s): start every node with the same DMLC_ENABLE_RDMA",
-				     po.cfg.root_uri, po.cfg.root_port, po.cfg.van,
-				     detail ? detail : "handshake failed");
+				     "cannot register with the scheduler at %s:%d: %s, but this node "
+				     "runs van '%s' (%s): start every node with the same "
+				     "DMLC_ENABLE_RDMA",
+				     po.cfg.root_uri, po.cfg.root_port,
+				     detail ? detail : "its van does not answer this one", po.cfg.van,
+				     psl__van_choice(&po.cfg, vc, sizeof(vc)));
 			return;
 		}
 		psl__node_lost(id, -EPROTO, detail ? detail : "it speaks another van");
 		return;
+	}
+	if (event == PSL_VAN_PEER_DOWN && po.role != PSL_SCHEDULER) {
+		pthread_mutex_lock(&po.mu);
+		if (po.leaving && !po.final_released) {
+			if (!po.peers[id].down_pending_ms) {
+				po.peers[id].down_pending_ms = psl__now_ms();
+				po.peers[id].down_err = err ? err : -ECONNRESET;
+			}
+			pthread_mutex_unlock(&po.mu);
+			return;
+		}
+		pthread_mutex_unlock(&po.mu);
 	}
 	if (event == PSL_VAN_PEER_DOWN) {
 		char why[256];

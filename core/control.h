@@ -3,6 +3,7 @@
 #ifndef PSL_CORE_CONTROL_H
 #define PSL_CORE_CONTROL_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include "message.h"
@@ -17,6 +18,12 @@ int psl__control_register(void);
 int psl__control_barrier(int customer_id, int group, int cmd);
 /* Scheduler: a node was lost; barriers no longer wait for it. */
 void psl__control_forget_node(int id);
+/* Whether node id going away now is a normal departure: on the scheduler,
+ * it had asked for the final barrier (or that barrier was released); on
+ * other nodes, this node is in its final barrier. */
+bool psl__control_node_leaving(int id);
+/* Scheduler: tell every live node that node id was lost. */
+void psl__control_announce_lost(int id);
 /* Frees the scheduler's registration and barrier state. */
 void psl__control_reset(void);
 

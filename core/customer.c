@@ -16,16 +16,20 @@ struct held {
 	struct psl__meta m;
 	struct psl_van_rmsg *raw;
 	int cid;
+	size_t bytes;
 	struct held *next;
 };
 
+/* bounds on what is held: messages, and bytes (meta and data) */
 #define HELD_MAX 65536
+#define HELD_MAX_BYTES ((size_t)1 << 30)
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
 static struct psl__customer *customers;
 static struct held *held_head;
 static struct held **held_tail = &held_head;
 static int nheld;
+static size_t held_bytes;
 
 static int lookup_cid(const struct psl__meta *m)
 {
@@ -75,6 +79,7 @@ static void deliver_held(struct psl__customer *c)
 				*tail = h;
 				tail = &h->next;
 				nheld--;
+				held_bytes -= h->bytes;
 			} else {
 				pp = &h->next;
 			}
@@ -146,8 +151,9 @@ void psl__customer_remove(struct psl__customer *c)
 void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw)
 {
 	struct psl__customer *c;
-	struct held *h, *drop = NULL;
-	int cid = lookup_cid(m);
+	struct held *h, *drop = NULL, **dtail = &drop;
+	int cid = lookup_cid(m), ndrop = 0;
+	uint32_t i;
 
 	pthread_mutex_lock(&reg_mu);
 	c = find_locked(m->app_id, cid);
@@ -169,27 +175,65 @@ void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw)
 	h->m.node_size = 0;
 	h->raw = raw;
 	h->cid = cid;
+	h->bytes = raw->meta_len;
+	for (i = 0; i < raw->nseg; i++)
+		h->bytes += raw->segs[i].len;
 	h->next = NULL;
 	*held_tail = h;
 	held_tail = &h->next;
-	if (++nheld > HELD_MAX) {
-		drop = held_head;
-		held_head = drop->next;
-		if (!held_head)
-			held_tail = &held_head;
+	nheld++;
+	held_bytes += h->bytes;
+	/* over a bound: drop the oldest (never the one just held) */
+	while ((nheld > HELD_MAX || held_bytes > HELD_MAX_BYTES) && held_head != h) {
+		struct held *d = held_head;
+		held_head = d->next;
 		nheld--;
+		held_bytes -= d->bytes;
+		d->next = NULL;
+		*dtail = d;
+		dtail = &d->next;
+		ndrop++;
 	}
 	pthread_mutex_unlock(&reg_mu);
 	PSL_DBG("holding a message from node %d for app %d customer %d: no such customer on "
 		"this node yet",
 		m->sender, m->app_id, cid);
-	if (drop) {
-		PSL_WARN("dropped a message from node %d for app %d customer %d: %d messages are "
-			 "already held for customers that do not exist on this node",
-			 drop->m.sender, drop->m.app_id, drop->cid, HELD_MAX);
+	if (drop)
+		PSL_WARN("dropped %d message(s), the first from node %d for app %d customer %d: "
+			 "more than %d messages or %zu MiB are held for customers that do not "
+			 "exist on this node",
+			 ndrop, drop->m.sender, drop->m.app_id, drop->cid, HELD_MAX,
+			 HELD_MAX_BYTES >> 20);
+	while (drop) {
+		struct held *n = drop->next;
 		psl__raw_release(drop->raw);
 		free(drop);
+		drop = n;
 	}
+}
+
+void psl__customers_finalize(void)
+{
+	struct psl__customer *c, **list = NULL;
+	size_t n = 0, i;
+
+	pthread_mutex_lock(&reg_mu);
+	for (c = customers; c; c = c->next)
+		if (c->ops->on_finalize)
+			n++;
+	if (n && (list = malloc(n * sizeof(*list)))) {
+		n = 0;
+		for (c = customers; c; c = c->next)
+			if (c->ops->on_finalize)
+				list[n++] = c;
+	} else {
+		n = 0;
+	}
+	pthread_mutex_unlock(&reg_mu);
+	/* outside the lock: the callbacks send */
+	for (i = 0; i < n; i++)
+		list[i]->ops->on_finalize(list[i]);
+	free(list);
 }
 
 void psl__customer_drop_held(void)
@@ -204,6 +248,7 @@ void psl__customer_drop_held(void)
 			 "this node and were dropped",
 			 nheld);
 	nheld = 0;
+	held_bytes = 0;
 	pthread_mutex_unlock(&reg_mu);
 	while (h) {
 		struct held *n = h->next;
@@ -236,9 +281,12 @@ static void req_recycle(struct psl__customer *c, struct psl__req *r)
 	c->free_list = r;
 }
 
+/* An entry that must keep its place in the ring: in flight, or finished but
+ * with a thread still about to read its status. */
 static bool live(const struct psl__req *r)
 {
-	return r && (r->state == PSL__REQ_PENDING || r->state == PSL__REQ_COMPLETING);
+	return r && (r->state == PSL__REQ_PENDING || r->state == PSL__REQ_COMPLETING ||
+		     r->waiters > 0);
 }
 
 static int grow(struct psl__customer *c)
@@ -306,6 +354,7 @@ struct psl__req *psl__req_new_locked(struct psl__customer *c)
 	r->awaiting = 0;
 	r->holds = 0;
 	r->parent = -1;
+	r->waiters = 0;
 	r->cb = NULL;
 	r->arg = NULL;
 	r->priv = NULL;
@@ -397,7 +446,10 @@ void psl__req_finish(struct psl__customer *c, struct psl__req *r)
 		if (p && !psl__req_unhold_locked(c, p, status))
 			p = NULL;
 	}
-	pthread_cond_broadcast(&c->cv);
+	/* wake only who waits for this one (or for the customer to drain):
+	 * with many requests in flight, a waiter must not wake for each */
+	if (r->waiters || c->pending == 0)
+		pthread_cond_broadcast(&c->cv);
 	pthread_mutex_unlock(&c->mu);
 	if (p)
 		psl__req_finish(c, p);
@@ -469,7 +521,9 @@ int psl__req_wait(struct psl__customer *c, int ts)
 			st = r->status;
 			break;
 		}
+		r->waiters++; /* keeps r in the ring (see live()) */
 		pthread_cond_wait(&c->cv, &c->mu);
+		r->waiters--;
 	}
 	pthread_mutex_unlock(&c->mu);
 	return st;

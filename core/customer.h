@@ -22,6 +22,7 @@ struct psl__req {
 	int awaiting; /* responses still expected */
 	int holds;    /* other conditions still open (pushpull's push half) */
 	int parent;   /* ts of a request to notify on completion, or -1 */
+	int waiters;  /* threads in psl__req_wait for it */
 	psl_kv_cb cb;
 	void *arg;
 	void *priv; /* the app layer's per-request state */
@@ -36,6 +37,9 @@ struct psl__customer_ops {
 	/* Request r completes (outside the lock): finish the result, may set
 	 * r->status; then free r->priv. */
 	void (*on_complete)(struct psl__customer *c, struct psl__req *r);
+	/* Optional. The node finalizes: after the final barrier, before the van
+	 * stops (messages can still be sent). */
+	void (*on_finalize)(struct psl__customer *c);
 };
 
 struct psl__customer {
@@ -69,6 +73,8 @@ void psl__customer_remove(struct psl__customer *c);
 /* Routes a received data message to its customer (or holds it until the
  * customer exists). Takes ownership of raw. */
 void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw);
+/* Runs on_finalize of every customer (at finalize, before the van stops). */
+void psl__customers_finalize(void);
 /* Drops every held message (at finalize). */
 void psl__customer_drop_held(void);
 

@@ -48,6 +48,8 @@ int psl__parse_int(const char *name, const char *val, long min, long max, long *
 
 	errno = 0;
 	v = strtol(val, &end, 10);
+	if (end == val) /* no digits at all (blanks only): not 0 */
+		end = (char *)"x";
 	while (end && (*end == ' ' || *end == '\t' || *end == '\n'))
 		end++;
 	if (!*val || errno || *end || v < min || v > max) {
@@ -96,6 +98,16 @@ static int env_required_int(const char *name, long min, long max, int *out, char
 
 static int copy_host(const char *name, const char *v, char *dst, char *err, size_t errlen)
 {
+	/* it goes into tcp:// endpoints and node lists: letters, digits and the
+	 * punctuation of names and IPv4/IPv6 addresses only */
+	if (strspn(v, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_:%[]") !=
+	    strlen(v)) {
+		snprintf(err, errlen,
+			 "%s=%s: expected a host name or address (letters, digits, '.', '-', "
+			 "'_', ':')",
+			 name, v);
+		return -EINVAL;
+	}
 	if (strlen(v) >= PSL_HOST_MAX) {
 		snprintf(err, errlen, "%s=%s: expected a host name or address of at most %d bytes",
 			 name, v, PSL_HOST_MAX - 1);
@@ -148,6 +160,17 @@ int psl__resolve_host(const char *node_host, const char *iface, char *out, size_
 	return 0;
 }
 
+const char *psl__van_choice(const struct psl__config *c, char *buf, size_t len)
+{
+	if (!strcmp(c->van_var, "default"))
+		snprintf(buf, len, "DMLC_ENABLE_RDMA unset: %s", c->van);
+	else if (strcmp(c->van_raw, c->van))
+		snprintf(buf, len, "%s=%s (%s)", c->van_var, c->van_raw, c->van);
+	else
+		snprintf(buf, len, "%s=%s", c->van_var, c->van);
+	return buf;
+}
+
 static int parse_van(struct psl__config *c, char *err, size_t errlen)
 {
 	const char *v = env_get("DMLC_ENABLE_RDMA");
@@ -157,6 +180,8 @@ static int parse_van(struct psl__config *c, char *err, size_t errlen)
 		v = env_get("DMLC_PS_VAN_TYPE");
 		c->van_var = v ? "DMLC_PS_VAN_TYPE" : "default";
 	}
+	if (v)
+		snprintf(c->van_raw, sizeof(c->van_raw), "%.63s", v);
 	if (!v || !strcmp(v, "0"))
 		v = "zmq";
 	else if (!strcmp(v, "1"))
@@ -174,7 +199,20 @@ static int parse_van(struct psl__config *c, char *err, size_t errlen)
 	return 0;
 }
 
+static int config_load(struct psl__config *c, char *err, size_t errlen);
+
 int psl__config_load(struct psl__config *c, char *err, size_t errlen)
+{
+	int rc = config_load(c, err, errlen);
+	char *p;
+	/* the message quotes values: keep it one printable line */
+	for (p = err; rc && *p; p++)
+		if ((unsigned char)*p < 0x20 || *p == 0x7f)
+			*p = '?';
+	return rc;
+}
+
+static int config_load(struct psl__config *c, char *err, size_t errlen)
 {
 	const char *v;
 	int rc, gs, rs;
@@ -248,6 +286,8 @@ int psl__config_load(struct psl__config *c, char *err, size_t errlen)
 	c->resend = rs != 0;
 	if ((rc = env_int("PS_RESEND_TIMEOUT", 1000, 1, 3600 * 1000, &c->resend_timeout_ms, err,
 			  errlen)))
+		return rc;
+	if ((rc = env_int("PS_DROP_MSG", 0, 0, 100, &c->drop_rate, err, errlen)))
 		return rc;
 	if ((rc = env_int("PS_CONNECT_TIMEOUT", 60, 1, 86400, &c->connect_timeout_s, err,
 			  errlen)))

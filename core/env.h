@@ -17,11 +17,13 @@ struct psl__config {
 	int port;		     /* DMLC_PORT, 0 = let the system choose */
 	char van[64];		     /* van name from DMLC_ENABLE_RDMA / DMLC_PS_VAN_TYPE */
 	const char *van_var;	     /* which variable chose it, for messages */
+	char van_raw[64];	     /* that variable's value as given */
 	int verbose;		     /* PS_VERBOSE */
 	int heartbeat_interval;	     /* PS_HEARTBEAT_INTERVAL, seconds, 0 = off */
 	int heartbeat_timeout;	     /* PS_HEARTBEAT_TIMEOUT, seconds, 0 = off */
 	bool resend;		     /* PS_RESEND */
 	int resend_timeout_ms;	     /* PS_RESEND_TIMEOUT */
+	int drop_rate;		     /* PS_DROP_MSG: percent of received messages dropped (tests) */
 	int preferred_rank;	     /* DMLC_RANK, -1 = any */
 	int connect_timeout_s;	     /* PS_CONNECT_TIMEOUT */
 	int start_timeout_s;	     /* PS_START_TIMEOUT */
@@ -37,6 +39,10 @@ int psl__config_load(struct psl__config *c, char *err, size_t errlen);
 /* Parses an integer variable value; name is only used in the message. */
 int psl__parse_int(const char *name, const char *val, long min, long max, long *out, char *err,
 		   size_t errlen);
+
+/* How the van was chosen, for messages: "DMLC_ENABLE_RDMA=ucx", or
+ * "DMLC_ENABLE_RDMA unset: zmq". */
+const char *psl__van_choice(const struct psl__config *c, char *buf, size_t len);
 
 /* The role named by s ("scheduler", "server", "worker"), or -1. */
 int psl__role_from_string(const char *s);

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -19,6 +20,8 @@ struct psl_kv_server {
 	size_t esz;
 	psl_kv_handler handler;
 	void *arg;
+	void (*on_finalize)(struct psl_kv_server *s, void *arg);
+	void *fin_arg;
 };
 
 /* A request as the handler sees it, with what answering it needs. */
@@ -30,10 +33,13 @@ struct kv_req {
 	enum psl_dtype dt;
 	size_t esz;
 	int sid;
+	atomic_int refs; /* 1, plus one per psl_kv_request_hold */
 };
 
 static void req_free(struct kv_req *q)
 {
+	if (atomic_fetch_sub(&q->refs, 1) != 1)
+		return; /* held: psl_kv_request_release frees it */
 	psl__raw_release(q->raw);
 	free(q->aligned);
 	free(q);
@@ -99,7 +105,8 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 	if (rc) {
 		if (done)
 			done(done_arg);
-		req_free(q);
+		/* the worker still gets an answer, or its request waits for ever */
+		psl_kv_respond_error(&q->pub, rc);
 		return rc;
 	}
 	response_meta(q, &m);
@@ -114,7 +121,7 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 			char *d;
 			cp = psl__kv_copy_new(kb + vb + lb + 8, 1);
 			if (!cp) {
-				req_free(q);
+				psl_kv_respond_error(&q->pub, -ENOMEM);
 				return -ENOMEM;
 			}
 			d = psl__kv_copy_data(cp);
@@ -130,7 +137,8 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 		} else if (done) {
 			cp = psl__kv_copy_new(0, 1);
 			if (!cp) {
-				req_free(q);
+				done(done_arg);
+				psl_kv_respond_error(&q->pub, -ENOMEM);
 				return -ENOMEM;
 			}
 			cp->user_done = done;
@@ -167,6 +175,20 @@ int psl_kv_zrespond(struct psl_kv_request *req, const struct psl_kv *res,
 	if (!req)
 		return -EINVAL;
 	return respond((struct kv_req *)req, res, false, done, done_arg);
+}
+
+int psl_kv_request_hold(struct psl_kv_request *req)
+{
+	if (!req)
+		return -EINVAL;
+	atomic_fetch_add(&((struct kv_req *)req)->refs, 1);
+	return 0;
+}
+
+void psl_kv_request_release(struct psl_kv_request *req)
+{
+	if (req)
+		req_free((struct kv_req *)req);
 }
 
 int psl_kv_respond_error(struct psl_kv_request *req, int err)
@@ -222,6 +244,7 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 		return;
 	}
 	q->raw = raw;
+	atomic_init(&q->refs, 1);
 	q->app_id = c->app_id;
 	q->dt = s->dt;
 	q->esz = s->esz;
@@ -306,9 +329,27 @@ bad:
 	psl_kv_respond_error(&q->pub, -EBADMSG);
 }
 
+static void kvs_on_finalize(struct psl__customer *c)
+{
+	struct psl_kv_server *s = (struct psl_kv_server *)c;
+	if (s->on_finalize)
+		s->on_finalize(s, s->fin_arg);
+}
+
 static const struct psl__customer_ops kvs_ops = {
 	.on_msg = kvs_on_msg,
+	.on_finalize = kvs_on_finalize,
 };
+
+int psl_kv_server_on_finalize(struct psl_kv_server *s,
+			      void (*cb)(struct psl_kv_server *s, void *arg), void *arg)
+{
+	if (!s)
+		return -EINVAL;
+	s->fin_arg = arg;
+	s->on_finalize = cb;
+	return 0;
+}
 
 int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler, void *arg,
 		      struct psl_kv_server **out)

@@ -26,16 +26,30 @@ struct slice {
 	size_t v0, v1; /* values [v0, v1) (elements) */
 };
 
+enum { KIND_PULL = 1, KIND_TRIGGER = 2 };
+
 /* Per-request state of a pull: where the answers go. */
 struct pull {
+	int kind; /* KIND_PULL */
 	struct psl_kv_out *out;
 	const uint64_t *keys;
+	size_t nkeys;
+	int cmd;
 	struct psl__kv_copy *keys_copy;
 	int nservers;
 	struct {
 		size_t k0, k1;
 		struct psl_van_rmsg *raw;
 	} part[];
+};
+
+/* The push half of a push-pull, when the pull half must wait for it (with
+ * PS_RESEND a lost push is resent later, and the pull must not overtake it):
+ * its completion sends the pull. */
+struct trigger {
+	int kind; /* KIND_TRIGGER */
+	struct pull *p;
+	int ts; /* the pull's */
 };
 
 /* ------------------------------------------------------------- helpers -- */
@@ -262,7 +276,17 @@ static void fail_target(struct psl__customer *c, int ts, int id, int err)
 		psl__req_finish(c, r);
 }
 
-static void send_all(struct job *j, int ts, int op, const struct slice *sl, int S)
+static void send_failed(struct psl_kv_worker *w, int ts, int r, int rc)
+{
+	char d[96];
+	/* a node already known lost was reported once, when it was lost */
+	PSL_LOG(rc == -EHOSTDOWN ? PSL_LOG_DEBUG : PSL_LOG_WARN,
+		"request %d of app %d: cannot send to %s: %s", ts, w->c.app_id,
+		psl__node_desc(psl_server_rank_to_id(r), d, sizeof(d)), psl_strerror(rc));
+	fail_target(&w->c, ts, psl_server_rank_to_id(r), rc);
+}
+
+static void send_pushes(struct job *j, int ts, const struct slice *sl, int S)
 {
 	int r;
 	for (r = 0; r < S; r++) {
@@ -270,29 +294,35 @@ static void send_all(struct job *j, int ts, int op, const struct slice *sl, int 
 		int rc;
 		if (!nk)
 			continue;
-		if (op == OP_PUSH) {
-			rc = send_slice(j->w, ts, r, true, j->cmd, j->keys + sl[r].k0, nk,
-					(const char *)j->vals + sl[r].v0 * j->w->esz,
-					sl[r].v1 - sl[r].v0, j->lens ? j->lens + sl[r].k0 : NULL, NULL,
-					0, j->cp);
-		} else {
-			size_t per = j->out->cap && j->nkeys && j->out->cap % j->nkeys == 0
-					     ? j->out->cap / j->nkeys
-					     : 0;
-			rc = send_slice(j->w, ts, r, false, j->cmd, j->keys + sl[r].k0, nk, NULL,
-					0, NULL,
-					(char *)j->out->vals + sl[r].k0 * per * j->w->esz,
-					nk * per, j->cp);
-		}
-		if (rc) {
-			char d[96];
-			/* a node already known lost was reported once, when it was lost */
-			PSL_LOG(rc == -EHOSTDOWN ? PSL_LOG_DEBUG : PSL_LOG_WARN,
-				"request %d of app %d: cannot send to %s: %s", ts, j->w->c.app_id,
-				psl__node_desc(psl_server_rank_to_id(r), d, sizeof(d)),
-				psl_strerror(rc));
-			fail_target(&j->w->c, ts, psl_server_rank_to_id(r), rc);
-		}
+		rc = send_slice(j->w, ts, r, true, j->cmd, j->keys + sl[r].k0, nk,
+				(const char *)j->vals + sl[r].v0 * j->w->esz, sl[r].v1 - sl[r].v0,
+				j->lens ? j->lens + sl[r].k0 : NULL, NULL, 0, j->cp);
+		if (rc)
+			send_failed(j->w, ts, r, rc);
+	}
+}
+
+static void send_pulls(struct psl_kv_worker *w, struct pull *p, int ts)
+{
+	size_t per = p->out->cap && p->nkeys && p->out->cap % p->nkeys == 0
+			     ? p->out->cap / p->nkeys
+			     : 0;
+	int r, last = -1;
+	/* Once the last slice is sent (or failed), the request may complete on
+	 * another thread, which frees p: find the last slice first, and do not
+	 * touch p after it. */
+	for (r = 0; r < p->nservers; r++)
+		if (p->part[r].k1 > p->part[r].k0)
+			last = r;
+	for (r = 0; r <= last; r++) {
+		size_t k0 = p->part[r].k0, nk = p->part[r].k1 - k0;
+		int rc;
+		if (!nk)
+			continue;
+		rc = send_slice(w, ts, r, false, p->cmd, p->keys + k0, nk, NULL, 0, NULL,
+				(char *)p->out->vals + k0 * per * w->esz, nk * per, p->keys_copy);
+		if (rc)
+			send_failed(w, ts, r, rc);
 	}
 }
 
@@ -302,8 +332,11 @@ static struct pull *pull_new(const struct job *j, const struct slice *sl, int S)
 	int r;
 	if (!p)
 		return NULL;
+	p->kind = KIND_PULL;
 	p->out = j->out;
 	p->keys = j->keys;
+	p->nkeys = j->nkeys;
+	p->cmd = j->cmd;
 	p->keys_copy = j->cp;
 	p->nservers = S;
 	for (r = 0; r < S; r++) {
@@ -321,6 +354,7 @@ static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 	struct slice *sl;
 	struct pull *p = NULL;
 	struct psl__req *rp = NULL, *rq = NULL, *fin[2] = {NULL, NULL};
+	struct trigger *trig = NULL;
 	int rc;
 
 	sl = calloc((size_t)S, sizeof(*sl));
@@ -338,6 +372,15 @@ static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 		}
 		if (j->cp)
 			atomic_fetch_add(&j->cp->refs, 1); /* held until completion */
+		if ((ops & OP_PUSH) && psl__po.cfg.resend) {
+			trig = malloc(sizeof(*trig));
+			if (!trig) {
+				rc = -ENOMEM;
+				goto out;
+			}
+			trig->kind = KIND_TRIGGER;
+			trig->p = p;
+		}
 	}
 
 	pthread_mutex_lock(&c->mu);
@@ -364,6 +407,10 @@ static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 		rp->parent = rq->ts;
 		if (rp->awaiting)
 			rq->holds = 1;
+		if (trig) { /* and is sent after it */
+			trig->ts = rq->ts;
+			rp->priv = trig;
+		}
 	}
 	push_ts = rp ? rp->ts : -1;
 	if (rq) {
@@ -380,17 +427,33 @@ static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 		rp->parent = -1;
 		rp->state = PSL__REQ_COMPLETING;
 		fin[0] = rp;
+		if (trig) { /* nothing to push, nothing to pull: no trigger */
+			rp->priv = NULL;
+			free(trig);
+			trig = NULL;
+		}
 	}
 	if (rq && !rq->awaiting && !rq->holds) {
 		rq->state = PSL__REQ_COMPLETING;
 		fin[1] = rq;
 	}
+	/* the pull's state (p) belongs to rq, which its last reply completes on
+	 * the receive thread: hold rq open until we are done sending */
+	if (rq && !fin[1] && !trig)
+		rq->holds++;
 	pthread_mutex_unlock(&c->mu);
 
 	if (rp && !fin[0])
-		send_all(j, push_ts, OP_PUSH, sl, S);
-	if (rq && !fin[1])
-		send_all(j, ts, OP_PULL, sl, S);
+		send_pushes(j, push_ts, sl, S);
+	if (rq && !fin[1] && !trig) {
+		bool done;
+		send_pulls(j->w, p, ts);
+		pthread_mutex_lock(&c->mu);
+		done = psl__req_unhold_locked(c, rq, 0);
+		pthread_mutex_unlock(&c->mu);
+		if (done)
+			psl__req_finish(c, rq);
+	}
 	if (fin[0])
 		psl__req_finish(c, fin[0]);
 	if (fin[1])
@@ -414,6 +477,7 @@ nomem:
 		psl__kv_copy_put(j->cp);
 	rc = -ENOMEM;
 out:
+	free(trig);
 	free(p);
 	free(sl);
 	if (j->cp)
@@ -608,7 +672,7 @@ static void kvw_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 	}
 	if (m->option < 0 && m->option >= -4095 && raw->nseg == 0) {
 		err = m->option; /* an error reply from a pslite server */
-	} else if (r->priv) {
+	} else if (r->priv && ((struct pull *)r->priv)->kind == KIND_PULL) {
 		err = accept_pull(w, r->priv, m, raw, why, sizeof(why));
 		kept = err == 0;
 	}
@@ -633,6 +697,13 @@ static void kvw_on_complete(struct psl__customer *c, struct psl__req *r)
 
 	if (!p)
 		return;
+	if (p->kind == KIND_TRIGGER) { /* the push half of a push-pull is done */
+		struct trigger *t = r->priv;
+		r->priv = NULL;
+		send_pulls(w, t->p, t->ts);
+		free(t);
+		return;
+	}
 	for (i = 0; i < p->nservers; i++)
 		if (p->part[i].raw)
 			total += p->part[i].raw->segs[1].len / w->esz;

@@ -116,8 +116,10 @@ bool psl__node_dead(int id)
 void psl__node_lost(int id, int err, const char *why)
 {
 	char d[96];
+	bool leaving;
 	if (id < 1 || id > po.max_id)
 		return;
+	leaving = psl__control_node_leaving(id);
 	pthread_mutex_lock(&po.mu);
 	if (po.peers[id].dead || (po.state != PSL__READY && po.state != PSL__STARTING)) {
 		pthread_mutex_unlock(&po.mu);
@@ -127,11 +129,16 @@ void psl__node_lost(int id, int err, const char *why)
 	po.peers[id].down_at_ms = psl__now_ms();
 	pthread_cond_broadcast(&po.cv);
 	pthread_mutex_unlock(&po.mu);
-	PSL_ERR("lost %s: %s; requests waiting on it fail with \"%s\"",
-		psl__node_desc(id, d, sizeof(d)), why, psl_strerror(err));
+	if (leaving)
+		PSL_DBG("%s left: %s", psl__node_desc(id, d, sizeof(d)), why);
+	else
+		PSL_ERR("lost %s: %s; requests waiting on it fail with \"%s\"",
+			psl__node_desc(id, d, sizeof(d)), why, psl_strerror(err));
 	psl__resender_forget(id);
 	psl__customers_node_lost(id, err);
 	psl__control_forget_node(id);
+	if (po.role == PSL_SCHEDULER && !leaving)
+		psl__control_announce_lost(id);
 }
 
 /* ------------------------------------------------------------- queries -- */
@@ -289,6 +296,17 @@ static int wait_node_list(void)
 static void teardown(void)
 {
 	int64_t t0;
+	/* with PS_RESEND, what we sent last (the scheduler's releases of the
+	 * final barrier) may still need a resend: wait for the ACKs, bounded */
+	if (po.cfg.resend && po.state == PSL__READY && po.timer_running) {
+		int64_t limit = 12LL * po.cfg.resend_timeout_ms, t = psl__now_ms();
+		if (limit > 15000)
+			limit = 15000;
+		while (psl__resender_pending() > 0 && psl__now_ms() - t < limit) {
+			struct timespec ts = {0, 20 * 1000000L};
+			nanosleep(&ts, NULL);
+		}
+	}
 	pthread_mutex_lock(&po.mu);
 	po.state = PSL__FINALIZING;
 	pthread_mutex_unlock(&po.mu);
@@ -314,8 +332,9 @@ static void teardown(void)
 	po.got_node_list = false;
 	po.start_err = 0;
 	po.start_msg[0] = 0;
-	po.barrier_err = 0;
-	memset(po.inst_barrier_count, 0, sizeof(po.inst_barrier_count));
+	po.leaving = false;
+	po.final_released = false;
+	atomic_store(&po.resend_live, false);
 	pthread_mutex_unlock(&po.mu);
 }
 
@@ -326,7 +345,7 @@ static const char *port_var(void)
 
 static int start_node(void)
 {
-	char err[1024];
+	char err[1024], vc[96];
 	struct psl_van_bind_req breq;
 	struct psl_van_bind_res bres;
 	int rc, g;
@@ -359,7 +378,7 @@ static int start_node(void)
 
 	rc = psl__van_open(po.cfg.van, &po.lib, err, sizeof(err));
 	if (rc) {
-		PSL_ERR("%s=%s: %s", po.cfg.van_var, po.cfg.van, err);
+		PSL_ERR("%s: %s", psl__van_choice(&po.cfg, vc, sizeof(vc)), err);
 		return rc;
 	}
 	psl__host_init(&po.host);
@@ -369,12 +388,12 @@ static int start_node(void)
 		if (rc == -ENODEV) {
 			PSL_INFO("van '%s' (%s) found no device it can use on this machine",
 				 po.cfg.van, po.lib.path);
-			PSL_ERR("%s=%s: the '%s' van cannot run here (no device): choose another "
+			PSL_ERR("%s: the '%s' van cannot run here (no device): choose another "
 				"van with DMLC_ENABLE_RDMA (pslite-info lists them)",
-				po.cfg.van_var, po.cfg.van, po.cfg.van);
+				psl__van_choice(&po.cfg, vc, sizeof(vc)), po.cfg.van);
 		} else {
-			PSL_ERR("%s=%s: the van failed to start: %s", po.cfg.van_var, po.cfg.van,
-				psl_strerror(rc));
+			PSL_ERR("%s: the van failed to start: %s",
+				psl__van_choice(&po.cfg, vc, sizeof(vc)), psl_strerror(rc));
 		}
 		return rc;
 	}
@@ -451,8 +470,9 @@ static int start_node(void)
 		if (!rc)
 			rc = psl__control_register();
 		if (rc) {
-			PSL_ERR("cannot contact the scheduler at %s:%d: %s", po.cfg.root_uri,
-				po.cfg.root_port, psl_strerror(rc));
+			PSL_ERR("cannot contact the scheduler at %s:%d (DMLC_PS_ROOT_URI, "
+				"DMLC_PS_ROOT_PORT): %s",
+				po.cfg.root_uri, po.cfg.root_port, psl_strerror(rc));
 			return rc;
 		}
 		rc = wait_node_list();
@@ -512,12 +532,17 @@ int psl_finalize(int customer_id, bool do_barrier)
 		pthread_mutex_unlock(&start_mu);
 		return 0;
 	}
+	pthread_mutex_lock(&po.mu);
+	po.leaving = true;
+	pthread_mutex_unlock(&po.mu);
 	if (po.state == PSL__READY && do_barrier) {
 		rc = psl__control_barrier(customer_id, PSL_GROUP_ALL,
 					  PSL_CMD_INSTANCE_BARRIER);
 		if (rc)
 			PSL_ERR("the final barrier failed: %s", psl_strerror(rc));
 	}
+	if (po.state == PSL__READY)
+		psl__customers_finalize();
 	teardown();
 	pthread_mutex_unlock(&start_mu);
 	return rc;

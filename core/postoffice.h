@@ -28,6 +28,8 @@ struct psl__peer {
 	bool dead;	/* lost: requests to it fail */
 	int64_t last_heartbeat_ms;
 	int64_t down_at_ms;
+	int64_t down_pending_ms; /* lost while we wait for the final release: judged later */
+	int down_err;
 };
 
 struct psl__po {
@@ -51,19 +53,23 @@ struct psl__po {
 
 	/* node side of start-up */
 	bool got_node_list;
+	/* PS_RESEND: keep what we send for resending from now on (after the node
+	 * list, as ps-lite does). Received messages are ACKed and de-duplicated
+	 * from the start, so that no request (a start-up barrier) can arrive
+	 * un-ACKed, be resent later and count twice (WIRE.md 7.2, hazard 8). */
+	atomic_bool resend_live;
 	int start_err; /* set when registration failed */
 	char start_msg[512];
 
 	/* barriers, node side */
 	unsigned barrier_gen;
-	int barrier_err; /* the scheduler was lost */
+	bool leaving;	     /* this node is in its final barrier */
+	bool final_released; /* the final barrier was released: peers may go now */
 
 	/* scheduler: registration and barrier bookkeeping */
 	struct psl__node *reg;
 	int nreg;
-	int inst_barrier_count[8];
-	bool *barrier_senders[8]; /* [group][id] */
-	int barrier_count[8];
+	bool *barrier_senders[8]; /* [group]: BARRIER arrivals by id, then INSTANCE_BARRIER */
 	int barrier_last_customer[8];
 
 	/* timer thread */

@@ -220,6 +220,19 @@ bool psl__resender_on_recv(const struct psl__meta *m)
 	return dup;
 }
 
+int psl__resender_pending(void)
+{
+	int i, n = 0;
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < BUCKETS; i++) {
+		struct entry *e;
+		for (e = table[i]; e; e = e->next)
+			n++;
+	}
+	pthread_mutex_unlock(&mu);
+	return n;
+}
+
 void psl__resender_forget(int id)
 {
 	int i;
@@ -248,6 +261,10 @@ void psl__resender_tick(int64_t now)
 		struct entry *e;
 		for (e = table[i]; e; e = e->next) {
 			if (now - e->sent_ms <= (int64_t)timeout_ms * (1 + e->retries))
+				continue;
+			/* the last resend is still being sent (a large message, or a
+			 * busy link): another copy behind it would only delay the ACK */
+			if (atomic_load(&e->refs) > 1)
 				continue;
 			if (e->retries >= MAX_RETRIES) {
 				lost = e->recver;

@@ -18,6 +18,8 @@ void psl__resender_on_send(const struct psl__meta *m, const void *meta, size_t m
 bool psl__resender_on_recv(const struct psl__meta *m);
 /* Resends what is overdue; gives up on a peer after 10 resends. */
 void psl__resender_tick(int64_t now_ms);
+/* How many sent messages wait for their ACK. */
+int psl__resender_pending(void);
 /* Drops what waits for node id (it was lost). */
 void psl__resender_forget(int id);
 

@@ -82,8 +82,21 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 	m.recver = psl__po.my_id;
 	if (psl__log_level >= PSL_LOG_TRACE)
 		trace_msg("from", &m, raw->nseg, m.sender);
-	if (psl__po.cfg.resend && psl__po.state >= PSL__READY && m.cmd != PSL_CMD_TERMINATE &&
-	    psl__resender_on_recv(&m)) {
+	/* PS_DROP_MSG, as in ps-lite: lose messages on purpose to test the
+	 * resender (only once the node is ready) */
+	if (psl__po.cfg.drop_rate > 0 && psl__po.state == PSL__READY) {
+		static __thread unsigned seed;
+		if (!seed)
+			seed = (unsigned)psl__now_ms() ^ (unsigned)psl__po.my_id * 2654435761u;
+		if ((int)(rand_r(&seed) % 100) < psl__po.cfg.drop_rate) {
+			PSL_DBG("PS_DROP_MSG: dropped a %s from node %d (ts %d)",
+				psl__cmd_name(m.cmd), m.sender, m.timestamp);
+			psl__meta_clear(&m);
+			psl__raw_release(raw);
+			return;
+		}
+	}
+	if (psl__po.cfg.resend && m.cmd != PSL_CMD_TERMINATE && psl__resender_on_recv(&m)) {
 		psl__meta_clear(&m);
 		psl__raw_release(raw);
 		return;
@@ -200,7 +213,7 @@ int psl__send(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg
 	psl__meta_encode(m, buf);
 	if (psl__log_level >= PSL_LOG_TRACE)
 		trace_msg("to", m, nseg, m->recver);
-	if (psl__po.cfg.resend && psl__po.state >= PSL__READY && m->cmd != PSL_CMD_ACK)
+	if (psl__po.cfg.resend && atomic_load(&psl__po.resend_live) && m->cmd != PSL_CMD_ACK)
 		psl__resender_on_send(m, buf, len, segs, nseg);
 	if (m->recver == psl__po.my_id && psl__po.my_id != PSL_EMPTY) {
 		rc = loopback(buf, len, segs, nseg);

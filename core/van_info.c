@@ -126,8 +126,8 @@ int psl_van_probe(psl_van_info_cb cb, void *arg)
 		while ((e = readdir(d)) && nn < 256) {
 			size_t l = strlen(e->d_name);
 			if (l > 7 && !strncmp(e->d_name, "van_", 4) &&
-			    !strcmp(e->d_name + l - 3, ".so"))
-				names[nn++] = strdup(e->d_name);
+			    !strcmp(e->d_name + l - 3, ".so") && (names[nn] = strdup(e->d_name)))
+				nn++;
 		}
 		closedir(d);
 		qsort(names, (size_t)nn, sizeof(char *), cmp_str);
@@ -136,7 +136,7 @@ int psl_van_probe(psl_van_info_cb cb, void *arg)
 			size_t l = strlen(names[j]);
 			bool shadowed = false;
 			int k;
-			if (!names[j] || l - 7 >= sizeof(name)) {
+			if (l - 7 >= sizeof(name)) {
 				free(names[j]);
 				continue;
 			}

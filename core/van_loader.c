@@ -202,11 +202,19 @@ int psl__van_open(const char *name, struct psl__van_lib *lib, char *err, size_t 
 				off += (size_t)k;
 		}
 	}
-	snprintf(err, errlen,
-		 "van '%s' not found: looked for %s. Build it (./configure --enable-van-%s=yes), "
-		 "set PS_VAN_PATH to the folder that holds van_%s.so, or choose another van "
-		 "with DMLC_ENABLE_RDMA (see pslite-info)",
-		 name, tried, name, name);
+	if (!strcmp(name, "zmq") || !strcmp(name, "ucx") || !strcmp(name, "fabric"))
+		snprintf(err, errlen,
+			 "van '%s' not found: looked for %s. Build it (./configure "
+			 "--enable-van-%s=yes, then make install), set PS_VAN_PATH to the folder "
+			 "that holds van_%s.so, or choose another van with DMLC_ENABLE_RDMA (see "
+			 "pslite-info)",
+			 name, tried, name, name);
+	else
+		snprintf(err, errlen,
+			 "van '%s' not found: looked for %s. pslite builds the vans zmq, ucx and "
+			 "fabric; for another van set PS_VAN_PATH to the folder that holds "
+			 "van_%s.so, or choose a van pslite-info lists",
+			 name, tried, name);
 	return -ENOENT;
 }
 

@@ -231,6 +231,14 @@ typedef void (*psl_kv_handler)(struct psl_kv_server *s, struct psl_kv_request *r
 PSL_EXPORT int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler,
 				 void *arg, struct psl_kv_server **out);
 PSL_EXPORT void psl_kv_server_free(struct psl_kv_server *s);
+/* cb(s, arg) runs once in psl_finalize, after the final barrier and before
+ * the van stops, on the thread that called psl_finalize. A server that still
+ * holds requests (waiting for other workers, say) must answer them there
+ * (psl_kv_respond_error(req, -ESHUTDOWN)): their data goes away with the van.
+ * cb NULL removes it. Set it before requests can arrive. */
+PSL_EXPORT int psl_kv_server_on_finalize(struct psl_kv_server *s,
+					 void (*cb)(struct psl_kv_server *s, void *arg),
+					 void *arg);
 
 /* Answer req. res is NULL for a push; for a pull, the keys, values and
  * (optional) lens to send back, copied before return. Frees req. */
@@ -242,6 +250,14 @@ PSL_EXPORT int psl_kv_zrespond(struct psl_kv_request *req, const struct psl_kv *
 /* Answer req with an error (a negative errno) instead of data: a pslite
  * worker's request fails with it. Frees req. */
 PSL_EXPORT int psl_kv_respond_error(struct psl_kv_request *req, int err);
+
+/* Keep req (its meta, keys, values and lens) after it is answered: the
+ * psl_kv_respond* call that answers it then sends the response without
+ * freeing req, and psl_kv_request_release frees it. This lets a server
+ * acknowledge a push at once and read its data later without copying it.
+ * Each hold needs one release; req is still answered exactly once. */
+PSL_EXPORT int psl_kv_request_hold(struct psl_kv_request *req);
+PSL_EXPORT void psl_kv_request_release(struct psl_kv_request *req);
 
 /* ----------------------------------------------------------- simple app -- */
 

@@ -14,6 +14,8 @@
  *   --seconds S   stop after S seconds of measuring (instead of TOTAL_DURATION)
  *   --json        print one machine-readable summary line at the end
  *   --quiet       print only the summary lines
+ *   --idle S      start, stay idle for S seconds, finalize (to measure what
+ *                 idle nodes cost)
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
@@ -24,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -38,9 +41,23 @@ static int g_repeat = 10;
 static int g_mode = PUSH_PULL;
 static double g_seconds = 0;
 static bool g_json, g_quiet;
+static double g_idle;
 static int g_keys_per_server = 40;
 static long g_log_every = 10;
 static long g_total = 2000000000;
+
+/* resident set size of this process, KiB */
+static long rss_kb(void)
+{
+	long pages = 0, rss = 0;
+	FILE *f = fopen("/proc/self/statm", "r");
+	if (!f)
+		return 0;
+	if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
+		rss = 0;
+	fclose(f);
+	return rss * (sysconf(_SC_PAGESIZE) / 1024);
+}
 
 static double now_s(void)
 {
@@ -79,26 +96,20 @@ static void fill(unsigned char *p, uint64_t k, size_t len)
 		p[i] = pattern(k, i);
 }
 
-/* Checks p fully, or (sampled) its first and last 256 bytes and one 4 KiB
- * window that moves with `turn`. Returns the number of wrong bytes. */
-static size_t check(const unsigned char *p, uint64_t k, size_t len, bool full, unsigned turn)
+/* Compares p with the reference ref (what was pushed): fully, or (sampled)
+ * the first and last 256 bytes and one 4 KiB window that moves with `turn`.
+ * Returns the number of wrong bytes (an upper bound when sampled). */
+static size_t check(const unsigned char *p, const unsigned char *ref, size_t len, bool full,
+		    unsigned turn)
 {
-	size_t bad = 0, i;
-	if (full || len <= 8192) {
-		for (i = 0; i < len; i++)
-			bad += p[i] != pattern(k, i);
-		return bad;
-	}
-	for (i = 0; i < 256; i++) {
-		bad += p[i] != pattern(k, i);
-		bad += p[len - 1 - i] != pattern(k, len - 1 - i);
-	}
-	{
-		size_t off = ((size_t)turn * 4099u * 4096u) % (len - 4096);
-		for (i = off; i < off + 4096; i++)
-			bad += p[i] != pattern(k, i);
-	}
-	return bad;
+	size_t off;
+	if (full || len <= 8192)
+		return memcmp(p, ref, len) ? len : 0;
+	off = ((size_t)turn * 4099u * 4096u) % (len - 4096);
+	if (memcmp(p, ref, 256) || memcmp(p + len - 256, ref + len - 256, 256) ||
+	    memcmp(p + off, ref + off, 4096))
+		return 4608;
+	return 0;
 }
 
 /* ---------------------------------------------------------------- server -- */
@@ -143,10 +154,20 @@ static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, 
 				return;
 			}
 			memcpy(st->vals, req->kv.vals, req->kv.num_vals);
-		}
-		if (check(req->kv.vals, (uint64_t)idx, req->kv.num_vals, false,
-			  (unsigned)req->meta.timestamp))
+			/* the first push must carry the pattern every worker pushes */
+			{
+				size_t i;
+				for (i = 0; i < req->kv.num_vals; i++)
+					if (st->vals[i] != pattern((uint64_t)idx, i)) {
+						atomic_fetch_add(&g_server_bad, 1);
+						break;
+					}
+			}
+		} else if ((size_t)st->len != req->kv.num_vals ||
+			   check(req->kv.vals, st->vals, req->kv.num_vals, false,
+				 (unsigned)req->meta.timestamp)) {
 			atomic_fetch_add(&g_server_bad, 1);
+		}
 		psl_kv_respond(req, NULL);
 		return;
 	}
@@ -164,39 +185,48 @@ static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, 
 
 /* ---------------------------------------------------------------- worker -- */
 
+/* Latency histogram: log-spaced buckets, 1% apart, from 100 ns to about
+ * 1000 s, so that a run of any length keeps the same small footprint. */
+#define LAT_MIN 1e-7
+#define LAT_STEP 1.01
+#define LAT_BUCKETS 2320
 struct lat {
-	double *v;
-	size_t n, cap;
+	uint64_t b[LAT_BUCKETS];
+	uint64_t n;
 };
 
 static void lat_add(struct lat *l, double x)
 {
-	if (l->n == l->cap) {
-		size_t nc = l->cap ? l->cap * 2 : 4096;
-		double *nv = realloc(l->v, nc * sizeof(double));
-		if (!nv)
-			return;
-		l->v = nv;
-		l->cap = nc;
-	}
-	l->v[l->n++] = x;
+	int i = x <= LAT_MIN ? 0 : (int)(log(x / LAT_MIN) / log(LAT_STEP));
+	if (i >= LAT_BUCKETS)
+		i = LAT_BUCKETS - 1;
+	l->b[i]++;
+	l->n++;
 }
 
-static int cmp_d(const void *a, const void *b)
+static void lat_merge(struct lat *dst, const struct lat *src)
 {
-	double x = *(const double *)a, y = *(const double *)b;
-	return (x > y) - (x < y);
+	int i;
+	for (i = 0; i < LAT_BUCKETS; i++)
+		dst->b[i] += src->b[i];
+	dst->n += src->n;
 }
 
 static double pct(const struct lat *l, double p)
 {
-	size_t i;
+	uint64_t want, seen = 0;
+	int i;
 	if (!l->n)
 		return 0;
-	i = (size_t)ceil(p * (double)l->n) - 1;
-	if (i >= l->n)
-		i = l->n - 1;
-	return l->v[i];
+	want = (uint64_t)ceil(p * (double)l->n);
+	if (want < 1)
+		want = 1;
+	for (i = 0; i < LAT_BUCKETS; i++) {
+		seen += l->b[i];
+		if (seen >= want) /* the bucket's middle */
+			return LAT_MIN * pow(LAT_STEP, i + 0.5);
+	}
+	return LAT_MIN * pow(LAT_STEP, LAT_BUCKETS);
 }
 
 struct slot {
@@ -230,8 +260,10 @@ struct wctx {
 	/* results */
 	double goodput_sum;
 	long intervals;
+	long rss_first_kb; /* after the first interval */
+	long rss_last_kb;
 	double gbps_total;
-	struct lat all;
+	struct lat *all;
 	size_t bad_bytes;
 	long errors;
 	long requests;
@@ -284,11 +316,11 @@ static void finish(struct wctx *w, int k, int ts, int slot, bool pulled, bool fu
 		return;
 	}
 	lat_add(interval, s->lat);
-	lat_add(&w->all, s->lat);
+	lat_add(w->all, s->lat);
 	if (pulled) {
 		size_t bad = w->out[k].num_vals != g_len || w->outlens[k] != (int)g_len
 				     ? g_len
-				     : check(w->outs[k], (uint64_t)k, g_len, full, turn);
+				     : check(w->outs[k], w->vals[k], g_len, full, turn);
 		if (bad && w->bad_bytes == 0)
 			fprintf(stderr, "[%d] key %d: pulled data differs from what was pushed\n",
 				w->tid, k);
@@ -299,21 +331,22 @@ static void finish(struct wctx *w, int k, int ts, int slot, bool pulled, bool fu
 static void report(struct wctx *w, double secs, long iters, struct lat *l)
 {
 	double gbps = 8.0 * (double)g_len * w->nkeys * (double)iters / (secs * 1e9);
-	qsort(l->v, l->n, sizeof(double), cmp_d);
 	w->goodput_sum += gbps;
-	w->intervals++;
+	if (!w->intervals++)
+		w->rss_first_kb = rss_kb();
+	w->rss_last_kb = rss_kb();
 	if (!g_quiet)
 		printf("[%d]\tApplication goodput: %.4f Gbps.\tAvg latency = %.1f ns per key\t"
 		       "p50 = %.1f us\tp99 = %.1f us\tp999 = %.1f us\n",
 		       w->tid, gbps, secs * 1e9 / (double)iters / w->nkeys, pct(l, 0.5) * 1e6,
 		       pct(l, 0.99) * 1e6, pct(l, 0.999) * 1e6);
 	fflush(stdout);
-	l->n = 0;
+	memset(l, 0, sizeof(*l));
 }
 
 static void run_loop(struct wctx *w)
 {
-	struct lat interval = {0};
+	struct lat *ip = calloc(1, sizeof(struct lat)), dummy, *interval = ip ? ip : &dummy;
 	double start = now_s(), t0 = start;
 	long cnt = 0, total = 0;
 	unsigned turn = 0;
@@ -335,12 +368,12 @@ static void run_loop(struct wctx *w)
 		}
 		for (k = 0; k < w->nkeys; k++) {
 			if (g_mode == PUSH_PULL) {
-				finish(w, k, w->ts[2 * k], 2 * k, false, false, turn, &interval);
+				finish(w, k, w->ts[2 * k], 2 * k, false, false, turn, interval);
 				finish(w, k, w->ts[2 * k + 1], 2 * k + 1, true, false, turn,
-				       &interval);
+				       interval);
 			} else {
 				finish(w, k, w->ts[k], k, g_mode != PUSH_ONLY, false, turn,
-				       &interval);
+				       interval);
 			}
 		}
 		turn++;
@@ -348,7 +381,7 @@ static void run_loop(struct wctx *w)
 		total++;
 		if (cnt % g_log_every == 0 || (g_seconds > 0 && now_s() - start >= g_seconds)) {
 			double t1 = now_s();
-			report(w, t1 - t0, cnt, &interval);
+			report(w, t1 - t0, cnt, interval);
 			w->gbps_total = 8.0 * (double)g_len * w->nkeys * (double)total /
 					((t1 - start) * 1e9);
 			cnt = 0;
@@ -357,18 +390,20 @@ static void run_loop(struct wctx *w)
 				break;
 		}
 	}
-	free(interval.v);
+	free(ip);
 }
 
 static void run_push_then_pull(struct wctx *w)
 {
 	int S = psl_num_servers(), i, s;
 	double push_ns = 0, pull_ns = 0;
-	struct lat l = {0};
+	struct lat *l = calloc(1, sizeof(*l));
+	if (!l)
+		return;
 	for (i = 0; i < g_repeat; i++) {
 		double t = now_s();
 		for (s = 0; s < S && s < w->nkeys; s++)
-			finish(w, s, issue(w, s, PUSH_ONLY, 0), 0, false, false, 0, &l);
+			finish(w, s, issue(w, s, PUSH_ONLY, 0), 0, false, false, 0, l);
 		push_ns += (now_s() - t) * 1e9;
 	}
 	printf("push %zu bytes to each server, repeat=%d, total_time=%.3fms\n", g_len, g_repeat,
@@ -376,19 +411,19 @@ static void run_push_then_pull(struct wctx *w)
 	for (i = 0; i < g_repeat; i++) {
 		double t = now_s();
 		for (s = 0; s < S && s < w->nkeys; s++)
-			finish(w, s, issue(w, s, PULL_ONLY, 0), 0, true, true, 0, &l);
+			finish(w, s, issue(w, s, PULL_ONLY, 0), 0, true, true, 0, l);
 		pull_ns += (now_s() - t) * 1e9;
 	}
 	printf("pull %zu bytes to each server, repeat=%d, total_time=%.3fms\n", g_len, g_repeat,
 	       pull_ns / 1e6);
-	free(l.v);
+	free(l);
 }
 
 static void *worker_main(void *arg)
 {
 	struct wctx *w = arg;
 	int S = psl_num_servers(), k, rc;
-	struct lat warm = {0};
+	struct lat *warm = calloc(1, sizeof(*warm));
 
 	rc = psl_kv_worker_new(0, w->tid, PSL_BYTES, &w->kv);
 	if (rc) {
@@ -405,8 +440,9 @@ static void *worker_main(void *arg)
 	w->out = calloc((size_t)w->nkeys, sizeof(*w->out));
 	w->slots = calloc(2 * (size_t)w->nkeys, sizeof(*w->slots));
 	w->ts = calloc(2 * (size_t)w->nkeys, sizeof(int));
+	w->all = calloc(1, sizeof(*w->all));
 	if (!w->keys || !w->vals || !w->outs || !w->lens || !w->outlens || !w->out || !w->slots ||
-	    !w->ts) {
+	    !w->ts || !warm || !w->all) {
 		w->rc = 2;
 		return NULL;
 	}
@@ -425,17 +461,17 @@ static void *worker_main(void *arg)
 	}
 	/* initial push (not timed), then one fully checked pull of every key */
 	for (k = 0; k < w->nkeys; k++)
-		finish(w, k, issue(w, k, PUSH_ONLY, 0), 0, false, false, 0, &warm);
+		finish(w, k, issue(w, k, PUSH_ONLY, 0), 0, false, false, 0, warm);
 	for (k = 0; k < w->nkeys; k++)
-		finish(w, k, issue(w, k, PULL_ONLY, 0), 0, true, true, 0, &warm);
-	w->all.n = 0;
+		finish(w, k, issue(w, k, PULL_ONLY, 0), 0, true, true, 0, warm);
+	memset(w->all, 0, sizeof(*w->all));
 	w->requests = 0;
 
 	if (g_mode == PUSH_THEN_PULL)
 		run_push_then_pull(w);
 	else
 		run_loop(w);
-	free(warm.v);
+	free(warm);
 	for (k = 0; k < w->nkeys; k++) {
 		free(w->vals[k]);
 		free(w->outs[k]);
@@ -444,11 +480,28 @@ static void *worker_main(void *arg)
 	return NULL;
 }
 
+/* With --json every node reports what it cost: CPU seconds, wall seconds,
+ * resident size. */
+static double g_t_start;
+static void node_report(const char *role, int rank)
+{
+	struct rusage ru;
+	if (!g_json)
+		return;
+	getrusage(RUSAGE_SELF, &ru);
+	printf("{\"tool\":\"pslite-bench-node\",\"role\":\"%s\",\"rank\":%d,\"cpu_s\":%.3f,"
+	       "\"wall_s\":%.3f,\"rss_kb\":%ld,\"max_rss_kb\":%ld}\n",
+	       role, rank,
+	       (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
+		       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6,
+	       now_s() - g_t_start, rss_kb(), ru.ru_maxrss);
+}
+
 static int usage(void)
 {
 	fprintf(stderr,
 		"usage: pslite-bench [bytes_per_key] [repeat] [mode] [--seconds S] [--json] "
-		"[--quiet]\n"
+		"[--quiet] [--idle S]\n"
 		"  mode: 0 push then pull, 1 push-pull, 2 push only, 3 pull only, 4 fused "
 		"push-pull\n"
 		"  environment: DMLC_ROLE and the other ps-lite variables; NUM_KEY_PER_SERVER, "
@@ -471,6 +524,13 @@ static int parse_args(int argc, char **argv)
 			if (*end || g_seconds <= 0) {
 				fprintf(stderr, "pslite-bench: --seconds %s: expected a positive "
 						"number\n",
+					argv[i]);
+				return -1;
+			}
+		} else if (!strcmp(argv[i], "--idle") && i + 1 < argc) {
+			g_idle = strtod(argv[++i], &end);
+			if (*end || g_idle <= 0) {
+				fprintf(stderr, "pslite-bench: --idle %s: expected a positive number\n",
 					argv[i]);
 				return -1;
 			}
@@ -502,7 +562,7 @@ static int parse_args(int argc, char **argv)
 
 int main(int argc, char **argv)
 {
-	int rc, i, nthread, exit_code = 0;
+	int rc, i, nthread, exit_code = 0, my_rank;
 	const char *role = getenv("DMLC_ROLE");
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -513,12 +573,23 @@ int main(int argc, char **argv)
 	g_total = env_long("TOTAL_DURATION", 2000000000);
 	nthread = (int)env_long("BENCHMARK_NTHREAD", 1);
 
+	g_t_start = now_s();
 	rc = psl_start(0, true);
 	if (rc) {
 		fprintf(stderr, "pslite-bench (%s): cannot start: %s\n", role ? role : "?",
 			psl_strerror(rc));
 		psl_finalize(0, false);
 		return 2;
+	}
+	my_rank = psl_my_rank();
+	if (g_idle > 0) {
+		struct timespec ts = {(time_t)g_idle,
+				      (long)((g_idle - (double)(time_t)g_idle) * 1e9)};
+		if (psl_is_worker())
+			nanosleep(&ts, NULL);
+		rc = psl_finalize(0, true);
+		node_report(role, my_rank);
+		return rc ? 1 : 0;
 	}
 	if (psl_is_server()) {
 		struct psl_kv_server *srv;
@@ -540,15 +611,16 @@ int main(int argc, char **argv)
 		}
 		if (!exit_code && rc)
 			exit_code = 1;
+		node_report(role, my_rank);
 		return exit_code;
 	}
 	if (psl_is_worker()) {
 		struct wctx *w = calloc((size_t)nthread, sizeof(*w));
 		pthread_t *th = calloc((size_t)nthread, sizeof(*th));
 		double gp = 0, p50 = 0, p99 = 0, p999 = 0;
-		long errors = 0, reqs = 0;
+		long errors = 0, reqs = 0, rss_first = 0, rss_last = 0;
 		size_t bad = 0, nlat = 0;
-		struct lat all = {0};
+		struct lat *all = calloc(1, sizeof(*all));
 
 		if (!g_quiet)
 			printf("pslite-bench: %s, %zu bytes per key, %d keys per server, %d "
@@ -567,18 +639,21 @@ int main(int argc, char **argv)
 			errors += w[i].errors;
 			bad += w[i].bad_bytes;
 			reqs += w[i].requests;
-			nlat += w[i].all.n;
+			nlat += w[i].all ? w[i].all->n : 0;
+			if (!rss_first)
+				rss_first = w[i].rss_first_kb;
+			rss_last = w[i].rss_last_kb;
 		}
 		for (i = 0; i < nthread; i++) {
-			size_t j;
-			for (j = 0; j < w[i].all.n; j++)
-				lat_add(&all, w[i].all.v[j]);
-			free(w[i].all.v);
+			if (all && w[i].all)
+				lat_merge(all, w[i].all);
+			free(w[i].all);
 		}
-		qsort(all.v, all.n, sizeof(double), cmp_d);
-		p50 = pct(&all, 0.5) * 1e6;
-		p99 = pct(&all, 0.99) * 1e6;
-		p999 = pct(&all, 0.999) * 1e6;
+		if (all) {
+			p50 = pct(all, 0.5) * 1e6;
+			p99 = pct(all, 0.99) * 1e6;
+			p999 = pct(all, 0.999) * 1e6;
+		}
 		if (errors || bad) {
 			fprintf(stderr,
 				"pslite-bench: %ld request(s) failed, %zu byte(s) pulled back "
@@ -597,16 +672,18 @@ int main(int argc, char **argv)
 			       "\"bytes_per_key\":%zu,\"keys\":%d,\"servers\":%d,\"workers\":%d,"
 			       "\"threads\":%d,\"goodput_gbps\":%.4f,\"p50_us\":%.2f,\"p99_us\":%.2f,"
 			       "\"p999_us\":%.2f,\"latency_samples\":%zu,\"requests\":%ld,"
-			       "\"errors\":%ld,\"bad_bytes\":%zu}\n",
+			       "\"errors\":%ld,\"bad_bytes\":%zu,\"rss_first_kb\":%ld,"
+			       "\"rss_end_kb\":%ld}\n",
 			       psl_van_name(), mode_names[g_mode], g_len, w[0].nkeys,
 			       psl_num_servers(), psl_num_workers(), nthread, gp, p50, p99, p999,
-			       nlat, reqs, errors, bad);
-		free(all.v);
+			       nlat, reqs, errors, bad, rss_first, rss_last);
+		free(all);
 		free(w);
 		free(th);
 	}
 	rc = psl_finalize(0, true);
 	if (rc && !exit_code)
 		exit_code = 1;
+	node_report(role, my_rank);
 	return exit_code;
 }

@@ -23,7 +23,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/socket.h>
 #include <unistd.h>
 #include <zmq.h>
 
@@ -44,7 +47,10 @@ struct zpeer {
 	pthread_mutex_t mu;
 	atomic_bool rx_pending; /* a sender saw input waiting on the DEALER */
 	bool up;
+	bool tcp_connected; /* TCP is up, the ZMTP handshake not (yet) */
 	bool mismatch_told;
+	char host[64];
+	int port;
 	char endpoint[128];
 	struct zpeer *next; /* graveyard */
 };
@@ -334,6 +340,72 @@ static void drain_dealer(struct psl_van *v, struct zpeer *p)
 		wake(v);
 }
 
+/* Another van answered where a ZeroMQ peer was expected: connect once with
+ * plain TCP and read its greeting ("PSLVAN1 <name>\n", see van.h) to name
+ * it. Runs on the receive thread, only on this error path, bounded to 2 s. */
+static void probe_greeting(const char *host, int port, char *name, size_t len)
+{
+	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
+	struct pollfd pf;
+	char buf[64];
+	size_t got = 0;
+	int fd, err = 0;
+	socklen_t elen = sizeof(err);
+
+	name[0] = 0;
+	if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
+		return;
+	fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return;
+	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 && errno != EINPROGRESS)
+		goto out;
+	pf = (struct pollfd){fd, POLLOUT, 0};
+	if (poll(&pf, 1, 1000) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) || err)
+		goto out;
+	while (got < sizeof(buf) - 1) {
+		ssize_t n;
+		pf = (struct pollfd){fd, POLLIN, 0};
+		if (poll(&pf, 1, 1000) != 1)
+			break;
+		n = read(fd, buf + got, sizeof(buf) - 1 - got);
+		if (n <= 0)
+			break;
+		got += (size_t)n;
+		if (memchr(buf, '\n', got))
+			break;
+	}
+	buf[got] = 0;
+	if (!strncmp(buf, PSL_VAN_GREETING, strlen(PSL_VAN_GREETING))) {
+		char *nl = strchr(buf, '\n');
+		if (nl) {
+			*nl = 0;
+			snprintf(name, len, "%.40s", buf + strlen(PSL_VAN_GREETING));
+		}
+	}
+out:
+	close(fd);
+}
+
+static void report_mismatch(struct psl_van *v, struct zpeer *p)
+{
+	char other[48], detail[320];
+	if (p->mismatch_told)
+		return;
+	probe_greeting(p->host, p->port, other, sizeof(other));
+	if (!other[0] && p->up)
+		return;
+	p->mismatch_told = true;
+	if (other[0])
+		snprintf(detail, sizeof(detail), "%s runs van '%s'", p->endpoint, other);
+	else
+		snprintf(detail, sizeof(detail),
+			 "%s accepted the TCP connection but did not answer the ZeroMQ handshake: "
+			 "it runs another van, or is no pslite or ps-lite node",
+			 p->endpoint);
+	v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_MISMATCH, -EPROTO, detail);
+}
+
 static void read_monitor(struct psl_van *v, struct zpeer *p)
 {
 	for (;;) {
@@ -360,7 +432,11 @@ static void read_monitor(struct psl_van *v, struct zpeer *p)
 		zmq_msg_close(&a);
 		zmq_msg_close(&b);
 		switch (event) {
+		case ZMQ_EVENT_CONNECTED:
+			p->tcp_connected = true;
+			break;
 		case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
+			p->tcp_connected = false;
 			if (!p->up) {
 				p->up = true;
 				v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_UP, 0, NULL);
@@ -373,20 +449,16 @@ static void read_monitor(struct psl_van *v, struct zpeer *p)
 					 p->endpoint);
 				v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_DOWN,
 						    -ECONNRESET, detail);
+			} else if (p->tcp_connected) {
+				/* closed before the handshake completed: another van? */
+				p->tcp_connected = false;
+				report_mismatch(v, p);
 			}
 			break;
 		case ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL:
 		case ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL:
-			if (!p->mismatch_told) {
-				p->mismatch_told = true;
-				snprintf(detail, sizeof(detail),
-					 "%s accepted the TCP connection but did not answer the "
-					 "ZeroMQ handshake: it runs another van, or is not a pslite "
-					 "or ps-lite node",
-					 p->endpoint);
-				v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_MISMATCH,
-						    -EPROTO, detail);
-			}
+			p->tcp_connected = false;
+			report_mismatch(v, p);
 			break;
 		default:
 			break;
@@ -604,6 +676,8 @@ static int zconnect(struct psl_van *v, const struct psl_van_peer *peer, int32_t 
 	pthread_mutex_init(&p->mu, NULL);
 	atomic_init(&p->rx_pending, false);
 	numeric_host(peer->host, host, sizeof(host));
+	snprintf(p->host, sizeof(p->host), "%.63s", host);
+	p->port = peer->port;
 	snprintf(p->endpoint, sizeof(p->endpoint), "tcp://%.100s:%d", host, peer->port);
 	p->sock = zmq_socket(v->ctx, ZMQ_DEALER);
 	p->mon = zmq_socket(v->ctx, ZMQ_PAIR);
@@ -620,7 +694,8 @@ static int zconnect(struct psl_van *v, const struct psl_van_peer *peer, int32_t 
 	snprintf(mon_ep, sizeof(mon_ep), "inproc://psl-zmq-mon-%p-%u", (void *)v,
 		 atomic_fetch_add(&v->mon_seq, 1));
 	if (zmq_socket_monitor(p->sock, mon_ep,
-			       ZMQ_EVENT_HANDSHAKE_SUCCEEDED | ZMQ_EVENT_DISCONNECTED |
+			       ZMQ_EVENT_CONNECTED | ZMQ_EVENT_HANDSHAKE_SUCCEEDED |
+				       ZMQ_EVENT_DISCONNECTED |
 				       ZMQ_EVENT_HANDSHAKE_FAILED_NO_DETAIL |
 				       ZMQ_EVENT_HANDSHAKE_FAILED_PROTOCOL) != 0 ||
 	    zmq_connect(p->mon, mon_ep) != 0)
@@ -651,13 +726,15 @@ static int zconnect(struct psl_van *v, const struct psl_van_peer *peer, int32_t 
 	atomic_fetch_add(&v->gen, 1);
 	pthread_rwlock_unlock(&v->lock);
 	wake(v);
-	LOG(v, PSL_VAN_LOG_DEBUG, "node %d: DEALER %s%s%d to %s", id,
-	    my_id == PSL_VAN_ID_NONE ? "(anonymous)" : "ps",
-	    my_id == PSL_VAN_ID_NONE ? "" : "", my_id == PSL_VAN_ID_NONE ? 0 : my_id, p->endpoint);
+	if (my_id == PSL_VAN_ID_NONE)
+		LOG(v, PSL_VAN_LOG_DEBUG, "node %d: anonymous DEALER to %s", id, p->endpoint);
+	else
+		LOG(v, PSL_VAN_LOG_DEBUG, "node %d: DEALER ps%d to %s", id, my_id, p->endpoint);
 	return 0;
 fail: {
 	int e = errno ? errno : EIO;
-	LOG(v, PSL_VAN_LOG_ERROR, "cannot connect to %s: %s", p->endpoint, zmq_strerror(e));
+	/* the core reports the failure (naming the node and what to check) */
+	LOG(v, PSL_VAN_LOG_DEBUG, "cannot connect to %s: %s", p->endpoint, zmq_strerror(e));
 	if (p->sock)
 		zmq_close(p->sock);
 	if (p->mon)

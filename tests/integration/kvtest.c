@@ -9,6 +9,11 @@
  *   KVTEST_SCENARIO=kill    server rank 1 kills itself in the middle of the
  *                           job: workers must see errors for it, keep working
  *                           with the others, and finish
+ *   KVTEST_SCENARIO=hang    server rank 1 stops (SIGSTOP) without closing its
+ *                           connections: with heartbeats on, the scheduler
+ *                           declares it lost and the workers' requests to it
+ *                           fail instead of hanging (KVTEST_DIR holds its pid
+ *                           so that worker 0 can kill it at the end)
  *   KVTEST_SCENARIO=soak    many rounds of mixed traffic (KVTEST_ROUNDS)
  *
  * Every worker prints "kvtest worker N: OK" when everything checked out and
@@ -117,6 +122,18 @@ static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, 
 	if (!strcmp(g_scenario, "kill") && g_rank == 1 && n == 200) {
 		fprintf(stderr, "kvtest server 1: killing myself (SIGKILL) as the test asks\n");
 		kill(getpid(), SIGKILL);
+	}
+	if (!strcmp(g_scenario, "hang") && g_rank == 1 && n == 200) {
+		char path[4096];
+		FILE *f;
+		snprintf(path, sizeof(path), "%s/server1.pid", getenv("KVTEST_DIR"));
+		f = fopen(path, "w");
+		if (f) {
+			fprintf(f, "%d\n", (int)getpid());
+			fclose(f);
+		}
+		fprintf(stderr, "kvtest server 1: stopping myself (SIGSTOP) as the test asks\n");
+		kill(getpid(), SIGSTOP);
 	}
 	if (req->meta.cmd == CMD_FAIL) {
 		psl_kv_respond_error(req, -EINVAL);
@@ -568,8 +585,22 @@ static int run_worker(void)
 	if (rc)
 		return 1;
 	rng_state ^= (uint64_t)g_rank * 7919u;
-	if (!strcmp(g_scenario, "kill")) {
+	if (!strcmp(g_scenario, "kill") || !strcmp(g_scenario, "hang")) {
 		test_kill(w);
+		if (!strcmp(g_scenario, "hang") && g_rank == 0) {
+			/* server 1 is stopped, not dead: end it so that the job ends */
+			char path[4096];
+			FILE *f;
+			int pid = 0;
+			snprintf(path, sizeof(path), "%s/server1.pid", getenv("KVTEST_DIR"));
+			f = fopen(path, "r");
+			CHECK(f && fscanf(f, "%d", &pid) == 1 && pid > 0, "no pid of server 1 in %s",
+			      path);
+			if (f)
+				fclose(f);
+			if (pid > 0)
+				kill(pid, SIGKILL);
+		}
 	} else if (!strcmp(g_scenario, "soak")) {
 		test_soak(w);
 	} else {

@@ -1,0 +1,2 @@
+#!/bin/sh
+exec "$PSL_SRCDIR/tests/integration/job.sh" zmq resend 2 2

@@ -1,0 +1,179 @@
+/*
+ * A fake van for unit tests that drive the core through its public API: its
+ * send records every message (decoded), and messages are fed in through the
+ * core's receive callback, as a real van delivers them. Header only; include
+ * after cmocka.h, postoffice.h and van_host.h.
+ */
+#ifndef PSL_FAKEVAN_H
+#define PSL_FAKEVAN_H
+
+struct sent {
+	int to;
+	struct psl__meta m;
+	uint8_t *meta;
+	uint32_t nseg;
+	size_t len[4];
+	uint8_t *seg[4];
+};
+
+#define MAX_SENT 1024
+static struct sent g_sent[MAX_SENT];
+static int g_nsent;
+static int g_released, g_delivered;
+static int g_fake_van; /* its address is the van instance */
+
+static int fake_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
+		     const struct psl_van_seg *segs, uint32_t nseg, void *cookie)
+{
+	struct sent *s;
+	char why[128];
+	uint32_t i;
+	(void)v;
+	assert_true(g_nsent < MAX_SENT);
+	assert_true(nseg <= 4);
+	s = &g_sent[g_nsent++];
+	memset(s, 0, sizeof(*s));
+	s->to = id;
+	s->meta = malloc(meta_len);
+	memcpy(s->meta, meta, meta_len);
+	if (psl__meta_decode(s->meta, meta_len, &s->m, why, sizeof(why)))
+		fail_msg("the core sent a meta it cannot decode: %s", why);
+	s->nseg = nseg;
+	for (i = 0; i < nseg; i++) {
+		s->len[i] = segs[i].len;
+		s->seg[i] = malloc(segs[i].len ? segs[i].len : 1);
+		if (segs[i].len)
+			memcpy(s->seg[i], segs[i].data, segs[i].len);
+	}
+	if (cookie)
+		psl__po.host.send_done(psl__po.host.ctx, cookie, 0);
+	return 0;
+}
+
+/* connect calls: peer id and the id this node had then */
+static int g_conn_to[64], g_conn_as[64], g_nconn;
+
+static int fake_connect(struct psl_van *v, const struct psl_van_peer *p, int32_t my_id)
+{
+	(void)v;
+	if (g_nconn < 64) {
+		g_conn_to[g_nconn] = p->id;
+		g_conn_as[g_nconn] = my_id;
+	}
+	g_nconn++;
+	return 0;
+}
+
+static const struct psl_van_ops fake_ops = {
+	.abi_version = PSL_VAN_ABI_VERSION,
+	.size = sizeof(struct psl_van_ops),
+	.name = "fake",
+	.connect = fake_connect,
+	.send = fake_send,
+};
+
+static void clear_sent(void)
+{
+	int i;
+	uint32_t k;
+	for (i = 0; i < g_nsent; i++) {
+		psl__meta_clear(&g_sent[i].m);
+		free(g_sent[i].meta);
+		for (k = 0; k < g_sent[i].nseg; k++)
+			free(g_sent[i].seg[k]);
+	}
+	g_nsent = 0;
+}
+
+/* This node (role, my_id) of a ready job with S servers and W workers. */
+static inline void node_up_as(int role, int my_id, int S, int W)
+{
+	int id;
+	psl__po.cfg.num_servers = S;
+	psl__po.cfg.num_workers = W;
+	psl__po.role = role;
+	psl__po.my_id = my_id;
+	psl__po.my_rank = my_id == 1 ? 0 : (my_id - 8) / 2;
+	psl__po.max_id = 7 + 2 * W;
+	if (6 + 2 * S > psl__po.max_id)
+		psl__po.max_id = 6 + 2 * S;
+	psl__po.peers = calloc((size_t)psl__po.max_id + 1, sizeof(*psl__po.peers));
+	assert_non_null(psl__po.peers);
+	psl__po.peers[1].known = true;
+	for (id = 8; id <= psl__po.max_id; id++)
+		psl__po.peers[id].known = psl__group_has(PSL_GROUP_SERVERS | PSL_GROUP_WORKERS, id);
+	psl__po.lib.ops = &fake_ops;
+	psl__po.van = (struct psl_van *)&g_fake_van;
+	psl__host_init(&psl__po.host);
+	psl__po.state = PSL__READY;
+	g_nsent = g_released = g_delivered = g_nconn = 0;
+}
+
+/* A worker node (id 9) of a job with S servers, ready. */
+static inline void node_up(int S)
+{
+	node_up_as(PSL_WORKER, 9, S, 1);
+}
+
+static int node_down(void **state)
+{
+	(void)state;
+	clear_sent();
+	psl__po.state = PSL__STOPPED;
+	psl__po.lib.ops = NULL;
+	psl__po.van = NULL;
+	free(psl__po.peers);
+	psl__po.peers = NULL;
+	psl__po.max_id = 0;
+	psl__po.cfg.num_servers = 0;
+	assert_int_equal(g_released, g_delivered);
+	return 0;
+}
+
+/* ------------------------------------------------------ fed-in messages -- */
+
+struct fake_rmsg {
+	struct psl_van_rmsg pub;
+	struct psl_van_rseg segs[4];
+	void *meta;
+};
+
+static void fake_release(struct psl_van_rmsg *pub)
+{
+	struct fake_rmsg *r = (struct fake_rmsg *)pub;
+	uint32_t i;
+	for (i = 0; i < pub->nseg; i++)
+		free(r->segs[i].data);
+	free(r->meta);
+	free(r);
+	g_released++;
+}
+
+/* Delivers raw meta bytes plus segments from sender, as a van would. */
+static void deliver_raw(int sender, const void *meta, size_t meta_len, uint32_t nseg,
+			const void *const *data, const size_t *len)
+{
+	struct fake_rmsg *r = calloc(1, sizeof(*r));
+	uint32_t i;
+	assert_non_null(r);
+	r->meta = malloc(meta_len ? meta_len : 1);
+	memcpy(r->meta, meta, meta_len);
+	for (i = 0; i < nseg; i++) {
+		r->segs[i].data = malloc(len[i] ? len[i] : 1);
+		if (len[i])
+			memcpy(r->segs[i].data, data[i], len[i]);
+		r->segs[i].len = len[i];
+		r->segs[i].mem_type = PSL_MEM_HOST;
+		r->segs[i].dev_id = -1;
+	}
+	r->pub.sender = sender;
+	r->pub.nseg = nseg;
+	r->pub.meta = r->meta;
+	r->pub.meta_len = meta_len;
+	r->pub.segs = r->segs;
+	r->pub.release = fake_release;
+	g_delivered++;
+	psl__po.host.recv(psl__po.host.ctx, &r->pub);
+}
+
+#endif

@@ -1,0 +1,535 @@
+/*
+ * Unit tests for the scheduler's side of the control plane (core/control.c)
+ * over the fake van: registrations are fed in as ADD_NODE messages, and the
+ * ids it assigns (WIRE.md 5.2: host names descending, ports ascending, or
+ * DMLC_RANK), the node list it sends (to workers then servers, itself last),
+ * and how it counts and releases barriers (WIRE.md 5.4) are checked.
+ */
+#define _GNU_SOURCE 1
+#include "config.h"
+
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "control.h"
+#include "message.h"
+#include "postoffice.h"
+#include "pslite.h"
+#include "van_host.h"
+#include "testutil.h"
+#include "fakevan.h"
+
+/* A scheduler of S servers and W workers, registering. */
+static void scheduler_up(int S, int W)
+{
+	int g;
+	node_up_as(PSL_SCHEDULER, 1, S, W);
+	memset(psl__po.peers, 0, sizeof(*psl__po.peers) * ((size_t)psl__po.max_id + 1));
+	psl__po.state = PSL__STARTING;
+	psl__po.got_node_list = false;
+	psl__po.start_err = 0;
+	psl__po.cfg.ordered_hosts[0] = 0;
+	psl__po.cfg.mixed_mode = false;
+	memset(&psl__po.me, 0, sizeof(psl__po.me));
+	psl__po.me.role = PSL_SCHEDULER;
+	psl__po.me.id = 1;
+	snprintf(psl__po.me.hostname, sizeof(psl__po.me.hostname), "10.0.0.1");
+	psl__po.me.port = 9000;
+	psl__po.peers[1].node = psl__po.me;
+	psl__po.peers[1].known = true;
+	psl__po.reg = calloc((size_t)(S + W), sizeof(*psl__po.reg));
+	psl__po.nreg = 0;
+	for (g = 1; g <= 7; g++)
+		psl__po.barrier_senders[g] = calloc(2 * ((size_t)psl__po.max_id + 1), sizeof(bool));
+	atomic_store(&psl__po.van_ts, 0);
+}
+
+static int scheduler_down(void **state)
+{
+	psl__control_reset();
+	psl__po.got_node_list = false;
+	psl__po.start_err = 0;
+	return node_down(state);
+}
+
+static void reg(const char *host, int port, int role, int aux)
+{
+	struct psl__node n;
+	struct psl__meta m;
+	uint8_t buf[1024];
+	size_t len;
+	memset(&n, 0, sizeof(n));
+	n.role = role;
+	n.id = PSL_EMPTY;
+	snprintf(n.hostname, sizeof(n.hostname), "%s", host);
+	n.port = port;
+	n.aux_id = aux;
+	psl__meta_init(&m);
+	m.cmd = PSL_CMD_ADD_NODE;
+	m.nodes = &n;
+	m.node_size = 1;
+	m.timestamp = 0;
+	len = psl__meta_encode(&m, buf);
+	deliver_raw(PSL_EMPTY, buf, len, 0, NULL, NULL);
+}
+
+static const struct psl__node *in_list(const struct sent *s, const char *host, int port)
+{
+	int i;
+	for (i = 0; i < s->m.node_size; i++)
+		if (!strcmp(s->m.nodes[i].hostname, host) && s->m.nodes[i].port == port)
+			return &s->m.nodes[i];
+	return NULL;
+}
+
+static void test_ids_and_node_list(void **state)
+{
+	const struct sent *s;
+	int i;
+	static const int order[4] = {9, 11, 8, 10};
+	(void)state;
+
+	scheduler_up(2, 2);
+	/* "10.0.0.9" sorts before "10.0.0.10" (bytes, descending) */
+	reg("10.0.0.10", 5000, PSL_WORKER, -1);
+	reg("10.0.0.9", 4001, PSL_SERVER, -1);
+	reg("10.0.0.10", 4000, PSL_SERVER, -1);
+	assert_int_equal(g_nsent, 0); /* nothing before the last registration */
+	reg("10.0.0.9", 5000, PSL_WORKER, -1);
+	assert_true(psl__po.got_node_list);
+	assert_int_equal(psl__po.start_err, 0);
+	assert_int_equal(g_nsent, 4);
+	for (i = 0; i < 4; i++) {
+		const struct psl__node *n;
+		s = &g_sent[i];
+		assert_int_equal(s->to, order[i]); /* workers, then servers, ascending */
+		assert_int_equal(s->m.cmd, PSL_CMD_ADD_NODE);
+		assert_false(s->m.request);
+		assert_int_equal(s->m.timestamp, i); /* the Van timestamp, per message */
+		assert_int_equal(s->m.node_size, 5);
+		n = &s->m.nodes[4]; /* the scheduler comes last */
+		assert_int_equal(n->role, PSL_SCHEDULER);
+		assert_int_equal(n->id, 1);
+		assert_string_equal(n->hostname, "10.0.0.1");
+		assert_int_equal(n->port, 9000);
+		assert_int_equal(in_list(s, "10.0.0.9", 5000)->id, 9);
+		assert_int_equal(in_list(s, "10.0.0.10", 5000)->id, 11);
+		assert_int_equal(in_list(s, "10.0.0.9", 4001)->id, 8);
+		assert_int_equal(in_list(s, "10.0.0.10", 4000)->id, 10);
+	}
+	assert_true(psl__po.peers[9].known && psl__po.peers[11].known);
+	assert_true(psl__po.peers[8].known && psl__po.peers[10].known);
+	assert_string_equal(psl__po.peers[11].node.hostname, "10.0.0.10");
+}
+
+static void test_ids_same_host_by_port(void **state)
+{
+	const struct sent *s;
+	(void)state;
+	scheduler_up(1, 3);
+	reg("127.0.0.1", 7002, PSL_WORKER, -1);
+	reg("127.0.0.1", 7000, PSL_WORKER, -1);
+	reg("127.0.0.1", 6000, PSL_SERVER, -1);
+	reg("127.0.0.1", 7001, PSL_WORKER, -1);
+	assert_int_equal(g_nsent, 4);
+	s = &g_sent[0];
+	assert_int_equal(in_list(s, "127.0.0.1", 7000)->id, 9);
+	assert_int_equal(in_list(s, "127.0.0.1", 7001)->id, 11);
+	assert_int_equal(in_list(s, "127.0.0.1", 7002)->id, 13);
+	assert_int_equal(in_list(s, "127.0.0.1", 6000)->id, 8);
+}
+
+static void test_ids_by_rank(void **state)
+{
+	const struct sent *s;
+	(void)state;
+	scheduler_up(2, 2);
+	reg("a", 1, PSL_WORKER, 1);
+	reg("b", 1, PSL_WORKER, 0);
+	reg("c", 1, PSL_SERVER, 1);
+	reg("d", 1, PSL_SERVER, 0);
+	assert_int_equal(g_nsent, 4);
+	s = &g_sent[0];
+	assert_int_equal(in_list(s, "a", 1)->id, 11);
+	assert_int_equal(in_list(s, "b", 1)->id, 9);
+	assert_int_equal(in_list(s, "c", 1)->id, 10);
+	assert_int_equal(in_list(s, "d", 1)->id, 8);
+}
+
+static void test_ranks_clash(void **state)
+{
+	struct capture c;
+	char *log;
+	(void)state;
+	scheduler_up(1, 2);
+	capture_start(&c);
+	reg("a", 1, PSL_WORKER, 0);
+	reg("b", 1, PSL_WORKER, 0); /* the same DMLC_RANK twice */
+	reg("c", 1, PSL_SERVER, 0);
+	log = capture_end(&c);
+	free(log);
+	assert_int_equal(g_nsent, 0);
+	assert_int_equal(psl__po.start_err, -EINVAL);
+	assert_contains(psl__po.start_msg, "DMLC_RANK=0");
+	assert_contains(psl__po.start_msg, "distinct DMLC_RANK from 0 to 1");
+}
+
+static void test_registrations_refused(void **state)
+{
+	struct capture c;
+	char *log;
+	(void)state;
+	scheduler_up(1, 1);
+	capture_start(&c);
+	reg("h", 10, PSL_WORKER, -1);
+	reg("h", 10, PSL_SERVER, -1);	 /* the same host:port again */
+	reg("h", 11, PSL_WORKER, -1);	 /* a second worker of one */
+	reg("", 12, PSL_SERVER, -1);	 /* no host */
+	reg("h", 0, PSL_SERVER, -1);	 /* no port */
+	reg("h", 13, PSL_SCHEDULER, -1); /* not a role that registers */
+	log = capture_end(&c);
+	assert_int_equal(psl__po.nreg, 1);
+	assert_int_equal(g_nsent, 0);
+	assert_contains(log, "ignored a second registration from h:10");
+	assert_contains(log, "1 workers are registered already and DMLC_NUM_WORKER=1");
+	assert_int_equal(count_lines_with(log, "ignored a malformed registration"), 3);
+	free(log);
+	reg("h", 14, PSL_SERVER, -1);
+	assert_int_equal(g_nsent, 2);
+	/* and after the list went out, nobody else gets in */
+	capture_start(&c);
+	reg("h", 15, PSL_WORKER, -1);
+	log = capture_end(&c);
+	assert_contains(log, "this job already has its 1 servers and 1 workers");
+	free(log);
+	assert_int_equal(g_nsent, 2);
+}
+
+/* ------------------------------------------------------------- barriers -- */
+
+static void ready_2x2(void)
+{
+	scheduler_up(2, 2);
+	reg("h", 1, PSL_WORKER, -1);
+	reg("h", 2, PSL_WORKER, -1);
+	reg("h", 3, PSL_SERVER, -1);
+	reg("h", 4, PSL_SERVER, -1);
+	psl__po.state = PSL__READY;
+	clear_sent();
+}
+
+static void arrive(int from, int cmd, int group, int customer_id)
+{
+	struct psl__meta m;
+	uint8_t buf[256];
+	size_t len;
+	psl__meta_init(&m);
+	m.cmd = cmd;
+	m.barrier_group = group;
+	m.request = true;
+	m.app_id = 0;
+	m.customer_id = customer_id;
+	len = psl__meta_encode(&m, buf);
+	deliver_raw(from, buf, len, 0, NULL, NULL);
+}
+
+static void test_instance_barrier(void **state)
+{
+	static const int want[4] = {9, 11, 8, 10};
+	int i;
+	(void)state;
+	ready_2x2();
+	arrive(11, PSL_CMD_INSTANCE_BARRIER, 7, 0);
+	arrive(8, PSL_CMD_INSTANCE_BARRIER, 7, 0);
+	arrive(8, PSL_CMD_INSTANCE_BARRIER, 7, 0); /* counted once */
+	arrive(9, PSL_CMD_INSTANCE_BARRIER, 7, 0);
+	arrive(10, PSL_CMD_INSTANCE_BARRIER, 7, 0);
+	assert_int_equal(g_nsent, 0); /* the scheduler is a member too */
+	/* the scheduler arrives last: everyone is released, itself included */
+	assert_int_equal(psl__control_barrier(0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER), 0);
+	assert_int_equal(g_nsent, 4);
+	for (i = 0; i < 4; i++) {
+		const struct sent *s = &g_sent[i];
+		assert_int_equal(s->to, want[i]);
+		assert_int_equal(s->m.cmd, PSL_CMD_INSTANCE_BARRIER);
+		assert_false(s->m.request);
+		assert_int_equal(s->m.app_id, 0);
+		assert_int_equal(s->m.barrier_group, 7);
+	}
+	/* and it starts over */
+	clear_sent();
+	arrive(9, PSL_CMD_INSTANCE_BARRIER, 7, 0);
+	assert_int_equal(g_nsent, 0);
+}
+
+static void test_group_barriers(void **state)
+{
+	struct capture c;
+	char *log;
+	(void)state;
+	ready_2x2();
+	/* workers only: the scheduler is not waited for */
+	arrive(9, PSL_CMD_BARRIER, PSL_GROUP_WORKERS, 3);
+	assert_int_equal(g_nsent, 0);
+	arrive(11, PSL_CMD_BARRIER, PSL_GROUP_WORKERS, 3);
+	assert_int_equal(g_nsent, 2);
+	assert_int_equal(g_sent[0].to, 9);
+	assert_int_equal(g_sent[1].to, 11);
+	assert_int_equal(g_sent[1].m.cmd, PSL_CMD_BARRIER);
+	assert_int_equal(g_sent[1].m.customer_id, 3);
+	/* barriers of different groups and kinds are counted apart */
+	clear_sent();
+	arrive(8, PSL_CMD_BARRIER, PSL_GROUP_SERVERS, 0);
+	arrive(9, PSL_CMD_INSTANCE_BARRIER, PSL_GROUP_SERVERS | PSL_GROUP_WORKERS, 0);
+	arrive(10, PSL_CMD_INSTANCE_BARRIER, PSL_GROUP_SERVERS, 0);
+	assert_int_equal(g_nsent, 0);
+	arrive(10, PSL_CMD_BARRIER, PSL_GROUP_SERVERS, 0);
+	assert_int_equal(g_nsent, 2);
+	/* who is no member of a group is not counted */
+	clear_sent();
+	capture_start(&c);
+	arrive(9, PSL_CMD_BARRIER, PSL_GROUP_SERVERS, 0);
+	arrive(13, PSL_CMD_BARRIER, PSL_GROUP_WORKERS, 0); /* no worker 2 in this job */
+	arrive(9, PSL_CMD_BARRIER, 0, 0);
+	arrive(9, PSL_CMD_BARRIER, 8, 0);
+	arrive(PSL_EMPTY, PSL_CMD_BARRIER, PSL_GROUP_WORKERS, 0);
+	log = capture_end(&c);
+	assert_int_equal(count_lines_with(log, "not a member of that group"), 5);
+	free(log);
+	assert_int_equal(g_nsent, 0);
+	arrive(9, PSL_CMD_BARRIER, PSL_GROUP_WORKERS, 0);
+	assert_int_equal(g_nsent, 0); /* still waiting for worker 1 */
+}
+
+/* A node lost while others wait in a barrier does not hold them up. */
+static void test_barrier_node_lost(void **state)
+{
+	struct capture c;
+	char *log;
+	(void)state;
+	ready_2x2();
+	arrive(9, PSL_CMD_BARRIER, PSL_GROUP_WORKERS, 0);
+	assert_int_equal(g_nsent, 0);
+	capture_start(&c);
+	psl__node_lost(11, -ECONNRESET, "test");
+	log = capture_end(&c);
+	assert_contains(log, "lost worker 1 (id 11");
+	free(log);
+	{
+		/* worker 0 is released; the others are told (a HEARTBEAT listing
+		 * the scheduler, then the lost node) */
+		int i, released = 0, told = 0;
+		for (i = 0; i < g_nsent; i++) {
+			const struct sent *s = &g_sent[i];
+			assert_true(s->to != 11);
+			if (s->m.cmd == PSL_CMD_BARRIER) {
+				assert_int_equal(s->to, 9);
+				assert_false(s->m.request);
+				released++;
+			} else if (s->m.cmd == PSL_CMD_HEARTBEAT) {
+				assert_int_equal(s->m.node_size, 2);
+				assert_int_equal(s->m.nodes[0].id, 1);
+				assert_int_equal(s->m.nodes[1].id, 11);
+				told++;
+			} else {
+				fail_msg("unexpected %s to node %d", psl__cmd_name(s->m.cmd), s->to);
+			}
+		}
+		assert_int_equal(released, 1);
+		assert_int_equal(told, 3); /* workers 0, servers 0 and 1 */
+	}
+	/* later barriers do not wait for it either */
+	clear_sent();
+	arrive(9, PSL_CMD_BARRIER, PSL_GROUP_WORKERS, 0);
+	assert_int_equal(g_nsent, 1);
+	assert_int_equal(g_sent[0].m.cmd, PSL_CMD_BARRIER);
+}
+
+/* ------------------------------------------------------- the node side -- */
+
+/* Worker 127.0.0.1:5001 of a 2x2 job, waiting for the node list. */
+static void worker_starting(void)
+{
+	node_up_as(PSL_WORKER, PSL_EMPTY, 2, 2);
+	memset(psl__po.peers, 0, sizeof(*psl__po.peers) * ((size_t)psl__po.max_id + 1));
+	psl__po.state = PSL__STARTING;
+	psl__po.got_node_list = false;
+	psl__po.start_err = 0;
+	psl__po.start_msg[0] = 0;
+	memset(&psl__po.me, 0, sizeof(psl__po.me));
+	psl__po.me.role = PSL_WORKER;
+	psl__po.me.id = PSL_EMPTY;
+	snprintf(psl__po.me.hostname, sizeof(psl__po.me.hostname), "127.0.0.1");
+	psl__po.me.port = 5001;
+}
+
+static struct psl__node g_list[8];
+static int g_nlist;
+
+static void list_add(int role, int id, const char *host, int port)
+{
+	struct psl__node *n = &g_list[g_nlist++];
+	memset(n, 0, sizeof(*n));
+	n->role = role;
+	n->id = id;
+	snprintf(n->hostname, sizeof(n->hostname), "%s", host);
+	n->port = port;
+	n->aux_id = -1;
+}
+
+static void good_list(void)
+{
+	g_nlist = 0;
+	list_add(PSL_WORKER, 9, "127.0.0.1", 5000);
+	list_add(PSL_WORKER, 11, "127.0.0.1", 5001); /* this node */
+	list_add(PSL_SERVER, 8, "127.0.0.1", 6000);
+	list_add(PSL_SERVER, 10, "127.0.0.1", 6001);
+	list_add(PSL_SCHEDULER, 1, "127.0.0.1", 9000);
+}
+
+static void send_list(int from)
+{
+	struct psl__meta m;
+	uint8_t buf[8192];
+	size_t len;
+	psl__meta_init(&m);
+	m.cmd = PSL_CMD_ADD_NODE;
+	m.nodes = g_list;
+	m.node_size = g_nlist;
+	len = psl__meta_encode(&m, buf);
+	deliver_raw(from, buf, len, 0, NULL, NULL);
+}
+
+static void test_node_takes_list(void **state)
+{
+	int i;
+	bool to_sched = false, to_8 = false, to_10 = false;
+	(void)state;
+	worker_starting();
+	good_list();
+	send_list(1);
+	assert_int_equal(psl__po.start_err, 0);
+	assert_true(psl__po.got_node_list);
+	assert_int_equal(psl__po.my_id, 11);
+	assert_int_equal(psl__po.my_rank, 1);
+	assert_true(psl__po.peers[8].known && psl__po.peers[10].known && psl__po.peers[9].known);
+	/* connects to the servers and (again, now as ps11) the scheduler, not to
+	 * the other worker */
+	assert_int_equal(g_nconn, 3);
+	for (i = 0; i < g_nconn; i++) {
+		assert_int_equal(g_conn_as[i], 11);
+		to_sched |= g_conn_to[i] == 1;
+		to_8 |= g_conn_to[i] == 8;
+		to_10 |= g_conn_to[i] == 10;
+		assert_true(g_conn_to[i] != 9);
+	}
+	assert_true(to_sched && to_8 && to_10);
+	/* a second list is ignored */
+	psl__po.state = PSL__READY;
+	{
+		struct capture c;
+		char *log;
+		capture_start(&c);
+		send_list(1);
+		log = capture_end(&c);
+		assert_contains(log, "ignored a node list that came after start-up");
+		free(log);
+	}
+}
+
+/* Lists a node must refuse: each fails the start with a reason. */
+static void expect_list_refused(const char *why)
+{
+	struct capture c;
+	char *log;
+	capture_start(&c);
+	send_list(1);
+	log = capture_end(&c);
+	free(log);
+	assert_false(psl__po.got_node_list);
+	assert_int_equal(psl__po.start_err, -EPROTO);
+	assert_contains(psl__po.start_msg, why);
+	assert_int_equal(g_nconn, 0);
+}
+
+static void test_node_refuses_lists(void **state)
+{
+	struct capture c;
+	char *log;
+	(void)state;
+
+	worker_starting();
+	good_list();
+	capture_start(&c);
+	send_list(8); /* not from the scheduler */
+	log = capture_end(&c);
+	assert_contains(log, "ignored ADD_NODE from node 8: only the scheduler sends node lists");
+	free(log);
+	assert_false(psl__po.got_node_list);
+	assert_int_equal(psl__po.start_err, 0);
+
+	good_list();
+	g_list[1].port = 5002;
+	expect_list_refused("does not contain this node (127.0.0.1:5001)");
+	node_down(NULL);
+
+	worker_starting();
+	good_list();
+	g_nlist = 4; /* no scheduler */
+	expect_list_refused("and no scheduler");
+	node_down(NULL);
+
+	worker_starting();
+	good_list();
+	g_list[3] = g_list[2]; /* one server twice, as far as counts go: 2 servers */
+	g_list[3].id = 12;     /* ... but id 12 is past DMLC_NUM_SERVER=2 */
+	g_list[3].port = 6002;
+	expect_list_refused("server id 12, which does not fit DMLC_NUM_SERVER=2");
+	node_down(NULL);
+
+	worker_starting();
+	good_list();
+	g_list[0].role = PSL_SERVER; /* 3 servers (8 twice), 1 worker */
+	g_list[0].id = 8;
+	expect_list_refused("has 3 servers and 1 workers");
+	node_down(NULL);
+
+	worker_starting();
+	good_list();
+	g_list[4].id = 13;
+	expect_list_refused("gives the scheduler id 13, expected 1");
+	node_down(NULL);
+
+	worker_starting();
+	good_list();
+	g_list[2].port = 0;
+	expect_list_refused("incomplete entry");
+	node_down(NULL);
+
+	worker_starting();
+	good_list();
+	g_list[0].id = PSL_EMPTY;
+	expect_list_refused("incomplete entry");
+}
+
+#define T(f) cmocka_unit_test_teardown(f, scheduler_down)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_ids_and_node_list), T(test_ids_same_host_by_port),
+		T(test_ids_by_rank),	   T(test_ranks_clash),
+		T(test_registrations_refused), T(test_instance_barrier),
+		T(test_group_barriers),	   T(test_barrier_node_lost),
+		T(test_node_takes_list),   T(test_node_refuses_lists),
+	};
+	return cmocka_run_group_tests_name("control", tests, NULL, NULL);
+}

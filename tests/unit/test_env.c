@@ -1,0 +1,582 @@
+/*
+ * Unit tests for core/env.c: psl__config_load over many environments.
+ * Every failing case checks the error code and that the one-line message
+ * names the variable, its value and what was expected.
+ */
+#define _GNU_SOURCE 1
+#include "config.h"
+
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "env.h"
+#include "pslite.h"
+#include "testutil.h"
+
+/* Every variable psl__config_load reads: cleared before each test. */
+static const char *const all_vars[] = {
+	"DMLC_ROLE",	      "DMLC_PS_ROOT_URI",	  "DMLC_PS_ROOT_PORT",
+	"DMLC_NUM_WORKER",    "DMLC_NUM_SERVER",	  "DMLC_GROUP_SIZE",
+	"DMLC_NUM_PORTS",     "DMLC_PORT",		  "DMLC_RANK",
+	"DMLC_NODE_HOST",     "DMLC_INTERFACE",		  "DMLC_ENABLE_RDMA",
+	"DMLC_PS_VAN_TYPE",   "PS_VERBOSE",		  "PS_HEARTBEAT_INTERVAL",
+	"PS_HEARTBEAT_TIMEOUT", "PS_RESEND",		  "PS_RESEND_TIMEOUT",
+	"PS_CONNECT_TIMEOUT", "PS_START_TIMEOUT",	  "BYTEPS_ENABLE_MIXED_MODE",
+	"BYTEPS_ORDERED_HOSTS",
+};
+
+static struct psl__config cfg;
+static char err[1024];
+
+/* A valid worker environment; each test changes one thing. */
+static int setup_worker(void **state)
+{
+	size_t i;
+	(void)state;
+	for (i = 0; i < sizeof(all_vars) / sizeof(all_vars[0]); i++)
+		unsetenv(all_vars[i]);
+	setenv("DMLC_ROLE", "worker", 1);
+	setenv("DMLC_PS_ROOT_URI", "127.0.0.1", 1);
+	setenv("DMLC_PS_ROOT_PORT", "9000", 1);
+	setenv("DMLC_NUM_WORKER", "2", 1);
+	setenv("DMLC_NUM_SERVER", "3", 1);
+	setenv("DMLC_NODE_HOST", "127.0.0.1", 1);
+	memset(&cfg, 0x5a, sizeof(cfg));
+	memset(err, 0, sizeof(err));
+	return 0;
+}
+
+static int load(void)
+{
+	return psl__config_load(&cfg, err, sizeof(err));
+}
+
+/* rc must be want, and err one line holding every needle. */
+static void expect_error(int want, ...)
+{
+	va_list ap;
+	const char *needle;
+	int rc = load();
+	if (rc != want)
+		fail_msg("psl__config_load returned %d, expected %d (message: \"%s\")", rc, want,
+			 err);
+	assert_true(strlen(err) > 0);
+	assert_null(strchr(err, '\n'));
+	va_start(ap, want);
+	while ((needle = va_arg(ap, const char *)))
+		assert_contains(err, needle);
+	va_end(ap);
+}
+
+static void expect_ok(void)
+{
+	int rc = load();
+	if (rc)
+		fail_msg("psl__config_load returned %d: %s", rc, err);
+	assert_string_equal(err, "");
+}
+
+/* ----------------------------------------------------------------- valid -- */
+
+static void test_valid_worker_defaults(void **state)
+{
+	(void)state;
+	expect_ok();
+	assert_int_equal(cfg.role, PSL_WORKER);
+	assert_string_equal(cfg.root_uri, "127.0.0.1");
+	assert_int_equal(cfg.root_port, 9000);
+	assert_int_equal(cfg.num_workers, 2);
+	assert_int_equal(cfg.num_servers, 3);
+	assert_string_equal(cfg.node_host, "127.0.0.1");
+	assert_int_equal(cfg.port, 0);
+	assert_string_equal(cfg.van, "zmq");
+	assert_string_equal(cfg.van_var, "default");
+	assert_int_equal(cfg.verbose, 0);
+	assert_int_equal(cfg.heartbeat_interval, 0);
+	assert_int_equal(cfg.heartbeat_timeout, 0);
+	assert_false(cfg.resend);
+	assert_int_equal(cfg.resend_timeout_ms, 1000);
+	assert_int_equal(cfg.preferred_rank, -1);
+	/* the unreachable-scheduler bound: 60 s unless PS_CONNECT_TIMEOUT says */
+	assert_int_equal(cfg.connect_timeout_s, 60);
+	assert_int_equal(cfg.start_timeout_s, 300);
+	assert_false(cfg.mixed_mode);
+	assert_string_equal(cfg.ordered_hosts, "");
+}
+
+static void test_valid_settings(void **state)
+{
+	(void)state;
+	setenv("DMLC_PORT", "4567", 1);
+	setenv("DMLC_RANK", "1", 1);
+	setenv("PS_VERBOSE", "2", 1);
+	setenv("PS_HEARTBEAT_INTERVAL", "5", 1);
+	setenv("PS_HEARTBEAT_TIMEOUT", "30", 1);
+	setenv("PS_RESEND", "1", 1);
+	setenv("PS_RESEND_TIMEOUT", "250", 1);
+	setenv("PS_CONNECT_TIMEOUT", "2", 1);
+	setenv("PS_START_TIMEOUT", "7", 1);
+	setenv("BYTEPS_ENABLE_MIXED_MODE", "1", 1);
+	setenv("BYTEPS_ORDERED_HOSTS", "10.0.0.2,10.0.0.1:9000", 1);
+	setenv("DMLC_GROUP_SIZE", "1", 1);
+	setenv("DMLC_NUM_PORTS", "1", 1);
+	expect_ok();
+	assert_int_equal(cfg.port, 4567);
+	assert_int_equal(cfg.preferred_rank, 1);
+	assert_int_equal(cfg.verbose, 2);
+	assert_int_equal(cfg.heartbeat_interval, 5);
+	assert_int_equal(cfg.heartbeat_timeout, 30);
+	assert_true(cfg.resend);
+	assert_int_equal(cfg.resend_timeout_ms, 250);
+	assert_int_equal(cfg.connect_timeout_s, 2);
+	assert_int_equal(cfg.start_timeout_s, 7);
+	assert_true(cfg.mixed_mode);
+	assert_string_equal(cfg.ordered_hosts, "10.0.0.2,10.0.0.1:9000");
+}
+
+static void test_scheduler_uses_root(void **state)
+{
+	(void)state;
+	setenv("DMLC_ROLE", "scheduler", 1);
+	setenv("DMLC_PS_ROOT_URI", "localhost", 1);
+	setenv("DMLC_PORT", "1234", 1); /* the scheduler's port is the root port */
+	setenv("DMLC_INTERFACE", "no-such-interface", 1); /* not consulted */
+	expect_ok();
+	assert_int_equal(cfg.role, PSL_SCHEDULER);
+	assert_string_equal(cfg.node_host, "localhost");
+	assert_int_equal(cfg.port, 9000);
+}
+
+static void test_server_role(void **state)
+{
+	(void)state;
+	setenv("DMLC_ROLE", "server", 1);
+	expect_ok();
+	assert_int_equal(cfg.role, PSL_SERVER);
+}
+
+static void test_counts_accepted(void **state)
+{
+	(void)state;
+	setenv("DMLC_NUM_WORKER", "16000", 1);
+	setenv("DMLC_NUM_SERVER", "1", 1);
+	expect_ok();
+	assert_int_equal(cfg.num_workers, 16000);
+	assert_int_equal(cfg.num_servers, 1);
+	setenv("DMLC_NUM_SERVER", " 7 ", 1); /* blanks around a number are tolerated */
+	expect_ok();
+	assert_int_equal(cfg.num_servers, 7);
+}
+
+/* ------------------------------------------------------------- required -- */
+
+static void test_missing_role(void **state)
+{
+	(void)state;
+	unsetenv("DMLC_ROLE");
+	expect_error(-ENOENT, "DMLC_ROLE", "not set", "expected scheduler, server or worker",
+		     NULL);
+	setenv("DMLC_ROLE", "", 1); /* empty is missing */
+	expect_error(-ENOENT, "DMLC_ROLE", "not set", NULL);
+}
+
+static void test_unknown_role(void **state)
+{
+	(void)state;
+	setenv("DMLC_ROLE", "foo", 1);
+	expect_error(-EINVAL, "DMLC_ROLE=foo", "expected scheduler, server or worker", NULL);
+	setenv("DMLC_ROLE", "Worker", 1); /* case matters, as in ps-lite */
+	expect_error(-EINVAL, "DMLC_ROLE=Worker", NULL);
+	setenv("DMLC_ROLE", "joint", 1);
+	expect_error(-EINVAL, "DMLC_ROLE=joint", "one server process plus one worker", NULL);
+}
+
+static void test_missing_each_required(void **state)
+{
+	static const char *const req[] = {"DMLC_PS_ROOT_URI", "DMLC_PS_ROOT_PORT",
+					  "DMLC_NUM_WORKER", "DMLC_NUM_SERVER"};
+	size_t i;
+	for (i = 0; i < sizeof(req) / sizeof(req[0]); i++) {
+		char saved[64];
+		snprintf(saved, sizeof(saved), "%s", getenv(req[i]));
+		unsetenv(req[i]);
+		expect_error(-ENOENT, req[i], "is not set", "expected", NULL);
+		setenv(req[i], "", 1);
+		expect_error(-ENOENT, req[i], "is not set", NULL);
+		setenv(req[i], saved, 1);
+		expect_ok();
+		(void)state;
+	}
+}
+
+/* --------------------------------------------------------------- counts -- */
+
+static void test_bad_counts(void **state)
+{
+	static const char *const vars[] = {"DMLC_NUM_WORKER", "DMLC_NUM_SERVER"};
+	static const char *const bad[] = {"abc", "0", "-1", "1.5", "2x", "0x10",
+					  "99999999999999999999", "--1", "+"};
+	size_t i, j;
+	char want[128];
+	(void)state;
+	for (i = 0; i < 2; i++) {
+		for (j = 0; j < sizeof(bad) / sizeof(bad[0]); j++) {
+			setup_worker(NULL);
+			setenv(vars[i], bad[j], 1);
+			snprintf(want, sizeof(want), "%s=%s", vars[i], bad[j]);
+			expect_error(-EINVAL, want, "expected a positive integer", NULL);
+		}
+	}
+}
+
+static void test_too_many_nodes(void **state)
+{
+	(void)state;
+	setenv("DMLC_NUM_SERVER", "16001", 1);
+	expect_error(-EINVAL, "DMLC_NUM_SERVER=16001", "at most 16000", NULL);
+	setup_worker(NULL);
+	setenv("DMLC_NUM_WORKER", "2147483647", 1);
+	expect_error(-EINVAL, "DMLC_NUM_WORKER=2147483647", "at most 16000", NULL);
+	setup_worker(NULL);
+	setenv("DMLC_NUM_WORKER", "2147483648", 1); /* past INT_MAX */
+	expect_error(-EINVAL, "DMLC_NUM_WORKER=2147483648", "positive integer", NULL);
+}
+
+static void test_bad_ports(void **state)
+{
+	static const char *const bad[] = {"70000", "0", "-1", "65536", "abc", "80a"};
+	size_t j;
+	char want[128];
+	(void)state;
+	for (j = 0; j < sizeof(bad) / sizeof(bad[0]); j++) {
+		setup_worker(NULL);
+		setenv("DMLC_PS_ROOT_PORT", bad[j], 1);
+		snprintf(want, sizeof(want), "DMLC_PS_ROOT_PORT=%s", bad[j]);
+		expect_error(-EINVAL, want, "expected an integer from 1 to 65535", NULL);
+	}
+	setup_worker(NULL);
+	setenv("DMLC_PS_ROOT_PORT", "65535", 1);
+	expect_ok();
+	assert_int_equal(cfg.root_port, 65535);
+	setenv("DMLC_PORT", "65536", 1);
+	expect_error(-EINVAL, "DMLC_PORT=65536", "expected an integer from 0 to 65535", NULL);
+	setenv("DMLC_PORT", "-5", 1);
+	expect_error(-EINVAL, "DMLC_PORT=-5", NULL);
+	setenv("DMLC_PORT", "0", 1); /* 0: let the system choose */
+	expect_ok();
+	assert_int_equal(cfg.port, 0);
+}
+
+static void test_bad_other_numbers(void **state)
+{
+	static const struct {
+		const char *var, *val, *expect;
+	} cases[] = {
+		{"PS_VERBOSE", "abc", "from 0 to 1000"},
+		{"PS_VERBOSE", "-1", "from 0 to 1000"},
+		{"PS_HEARTBEAT_INTERVAL", "-1", "from 0 to 86400"},
+		{"PS_HEARTBEAT_TIMEOUT", "x", "from 0 to"},
+		{"PS_RESEND", "yes", "from 0 to"},
+		{"PS_RESEND_TIMEOUT", "0", "from 1 to 3600000"},
+		{"PS_CONNECT_TIMEOUT", "0", "from 1 to 86400"},
+		{"PS_CONNECT_TIMEOUT", "1e3", "from 1 to 86400"},
+		{"PS_START_TIMEOUT", "-3", "from 1 to"},
+		{"DMLC_RANK", "-2", "from -1 to"},
+		{"DMLC_NUM_PORTS", "2", "from 1 to 1"},
+		{"BYTEPS_ENABLE_MIXED_MODE", "2", "from 0 to 1"},
+		{"DMLC_GROUP_SIZE", "0", "positive integer"},
+		{"DMLC_GROUP_SIZE", "two", "positive integer"},
+	};
+	size_t i;
+	char want[128];
+	(void)state;
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		setup_worker(NULL);
+		setenv(cases[i].var, cases[i].val, 1);
+		snprintf(want, sizeof(want), "%s=%s", cases[i].var, cases[i].val);
+		expect_error(-EINVAL, want, cases[i].expect, NULL);
+	}
+}
+
+/* A value of blanks only is no number: not 0, not "unset". */
+static void test_blank_numbers(void **state)
+{
+	static const char *const vars[] = {"DMLC_PORT", "DMLC_RANK", "PS_VERBOSE", "PS_RESEND",
+					   "PS_HEARTBEAT_INTERVAL", "PS_HEARTBEAT_TIMEOUT",
+					   "BYTEPS_ENABLE_MIXED_MODE", "DMLC_NUM_SERVER"};
+	static const char *const blanks[] = {" ", "  ", "\t", " \n"};
+	size_t i, j;
+	char want[64];
+	long v = 77;
+	char e[128];
+	(void)state;
+	for (i = 0; i < sizeof(vars) / sizeof(vars[0]); i++) {
+		for (j = 0; j < sizeof(blanks) / sizeof(blanks[0]); j++) {
+			setup_worker(NULL);
+			setenv(vars[i], blanks[j], 1);
+			snprintf(want, sizeof(want), "%s=", vars[i]);
+			expect_error(-EINVAL, want, "expected", NULL);
+		}
+	}
+	assert_int_equal(psl__parse_int("X", " ", -1, 10, &v, e, sizeof(e)), -EINVAL);
+	assert_int_equal(v, 77);
+	assert_int_equal(psl__parse_int("X", " 3", -1, 10, &v, e, sizeof(e)), 0);
+	assert_int_equal(v, 3);
+}
+
+static void test_group_size(void **state)
+{
+	(void)state;
+	setenv("DMLC_GROUP_SIZE", "2", 1);
+	expect_error(-EINVAL, "DMLC_GROUP_SIZE=2", "expected 1", NULL);
+	setenv("DMLC_GROUP_SIZE", "8", 1);
+	expect_error(-EINVAL, "DMLC_GROUP_SIZE=8", "expected 1", NULL);
+}
+
+/* ------------------------------------------------------------------ van -- */
+
+static void expect_van(const char *rdma, const char *type, const char *van, const char *var)
+{
+	setup_worker(NULL);
+	if (rdma)
+		setenv("DMLC_ENABLE_RDMA", rdma, 1);
+	if (type)
+		setenv("DMLC_PS_VAN_TYPE", type, 1);
+	expect_ok();
+	assert_string_equal(cfg.van, van);
+	assert_string_equal(cfg.van_var, var);
+}
+
+static void test_van_choice(void **state)
+{
+	(void)state;
+	expect_van(NULL, NULL, "zmq", "default");
+	expect_van("", NULL, "zmq", "default");
+	expect_van("0", NULL, "zmq", "DMLC_ENABLE_RDMA");
+	expect_van("1", NULL, "ibverbs", "DMLC_ENABLE_RDMA");
+	expect_van("ibverbs", NULL, "ibverbs", "DMLC_ENABLE_RDMA");
+	expect_van("ucx", NULL, "ucx", "DMLC_ENABLE_RDMA");
+	expect_van("fabric", NULL, "fabric", "DMLC_ENABLE_RDMA");
+	expect_van("zmq", NULL, "zmq", "DMLC_ENABLE_RDMA");
+	expect_van("my_Van-2", NULL, "my_Van-2", "DMLC_ENABLE_RDMA");
+	/* ps-lite 1f763c2: DMLC_PS_VAN_TYPE when DMLC_ENABLE_RDMA is unset */
+	expect_van(NULL, "ucx", "ucx", "DMLC_PS_VAN_TYPE");
+	expect_van("", "fabric", "fabric", "DMLC_PS_VAN_TYPE");
+	expect_van(NULL, "1", "ibverbs", "DMLC_PS_VAN_TYPE");
+	expect_van("0", "ucx", "zmq", "DMLC_ENABLE_RDMA");
+	expect_van("fabric", "ucx", "fabric", "DMLC_ENABLE_RDMA");
+}
+
+static void test_van_bad_names(void **state)
+{
+	static const char *const bad[] = {"../evil", "a b", "van/zmq", "zmq.so", "z;rm", "ü"};
+	char want[128], longname[100];
+	size_t i;
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		setup_worker(NULL);
+		setenv("DMLC_ENABLE_RDMA", bad[i], 1);
+		snprintf(want, sizeof(want), "DMLC_ENABLE_RDMA=%s", bad[i]);
+		expect_error(-EINVAL, want, "expected 0 (zmq), 1 (ibverbs) or a van name", NULL);
+	}
+	setup_worker(NULL);
+	setenv("DMLC_PS_VAN_TYPE", "x/y", 1);
+	expect_error(-EINVAL, "DMLC_PS_VAN_TYPE=x/y", "expected", NULL);
+	setup_worker(NULL);
+	memset(longname, 'a', 64);
+	longname[64] = 0;
+	setenv("DMLC_ENABLE_RDMA", longname, 1);
+	expect_error(-EINVAL, "DMLC_ENABLE_RDMA=aaaa", "van name", NULL);
+	longname[63] = 0; /* 63 letters fit */
+	setenv("DMLC_ENABLE_RDMA", longname, 1);
+	expect_ok();
+	assert_string_equal(cfg.van, longname);
+}
+
+/* ---------------------------------------------------------------- hosts -- */
+
+static void test_host_lengths(void **state)
+{
+	char h[80];
+	(void)state;
+	memset(h, 'h', sizeof(h));
+	h[63] = 0;
+	setenv("DMLC_PS_ROOT_URI", h, 1);
+	setenv("DMLC_NODE_HOST", h, 1);
+	expect_ok();
+	assert_string_equal(cfg.root_uri, h);
+	assert_string_equal(cfg.node_host, h);
+
+	h[63] = 'h';
+	h[64] = 0;
+	setenv("DMLC_PS_ROOT_URI", h, 1);
+	expect_error(-EINVAL, "DMLC_PS_ROOT_URI=hhhh", "at most 63 bytes", NULL);
+	setup_worker(NULL);
+	setenv("DMLC_NODE_HOST", h, 1);
+	expect_error(-EINVAL, "DMLC_NODE_HOST=hhhh", "at most 63 bytes", NULL);
+	setup_worker(NULL);
+	h[79] = 0;
+	setenv("DMLC_ROLE", "scheduler", 1);
+	setenv("DMLC_PS_ROOT_URI", h, 1);
+	expect_error(-EINVAL, "DMLC_PS_ROOT_URI=", "at most 63 bytes", NULL);
+}
+
+/* Host names go into tcp:// endpoints and node lists: no blanks, slashes
+ * or other characters no host name or address has. */
+static void test_host_characters(void **state)
+{
+	static const char *const bad[] = {"bad host", "host/x", "a;b", "tab\there", "h\n"};
+	static const char *const good[] = {"node-1.example.org", "10.0.0.1", "my_host", "::1",
+					   "fe80::1%eth0"};
+	char want[128];
+	size_t i;
+	(void)state;
+	for (i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		char shown[32], *p;
+		/* the message stays one printable line: control characters show as '?' */
+		snprintf(shown, sizeof(shown), "%s", bad[i]);
+		for (p = shown; *p; p++)
+			if ((unsigned char)*p < 0x20)
+				*p = '?';
+		setup_worker(NULL);
+		setenv("DMLC_PS_ROOT_URI", bad[i], 1);
+		snprintf(want, sizeof(want), "DMLC_PS_ROOT_URI=%s", shown);
+		expect_error(-EINVAL, want, "expected a host name or address", NULL);
+		setup_worker(NULL);
+		setenv("DMLC_NODE_HOST", bad[i], 1);
+		snprintf(want, sizeof(want), "DMLC_NODE_HOST=%s", shown);
+		expect_error(-EINVAL, want, "expected a host name or address", NULL);
+	}
+	for (i = 0; i < sizeof(good) / sizeof(good[0]); i++) {
+		setup_worker(NULL);
+		setenv("DMLC_PS_ROOT_URI", good[i], 1);
+		setenv("DMLC_NODE_HOST", good[i], 1);
+		expect_ok();
+		assert_string_equal(cfg.root_uri, good[i]);
+		assert_string_equal(cfg.node_host, good[i]);
+	}
+}
+
+static void test_interface(void **state)
+{
+	(void)state;
+	unsetenv("DMLC_NODE_HOST");
+	setenv("DMLC_INTERFACE", "nosuchif0", 1);
+	expect_error(-ENODEV, "DMLC_INTERFACE=nosuchif0", "DMLC_NODE_HOST", NULL);
+	/* "lo" is on every Linux machine, with 127.0.0.1 */
+	setenv("DMLC_INTERFACE", "lo", 1);
+	expect_ok();
+	assert_string_equal(cfg.node_host, "127.0.0.1");
+	/* DMLC_NODE_HOST wins over the interface */
+	setenv("DMLC_NODE_HOST", "10.1.2.3", 1);
+	setenv("DMLC_INTERFACE", "nosuchif0", 1);
+	expect_ok();
+	assert_string_equal(cfg.node_host, "10.1.2.3");
+	/* neither: some IPv4 address, never empty */
+	unsetenv("DMLC_NODE_HOST");
+	unsetenv("DMLC_INTERFACE");
+	expect_ok();
+	assert_true(strlen(cfg.node_host) >= 7);
+}
+
+static void test_ordered_hosts_too_long(void **state)
+{
+	char *v = malloc(1100);
+	(void)state;
+	memset(v, '1', 1099);
+	v[1099] = 0;
+	setenv("BYTEPS_ORDERED_HOSTS", v, 1);
+	expect_error(-EINVAL, "BYTEPS_ORDERED_HOSTS", "at most 1023 bytes", NULL);
+	free(v);
+}
+
+/* The first problem found is the one reported, role first. */
+static void test_first_error_wins(void **state)
+{
+	(void)state;
+	setenv("DMLC_ROLE", "foo", 1);
+	setenv("DMLC_NUM_SERVER", "abc", 1);
+	expect_error(-EINVAL, "DMLC_ROLE=foo", NULL);
+	assert_not_contains(err, "DMLC_NUM_SERVER");
+}
+
+/* -------------------------------------------------------------- helpers -- */
+
+static void test_parse_int(void **state)
+{
+	long v = 12345;
+	char e[128];
+	(void)state;
+	assert_int_equal(psl__parse_int("X", "42", 1, 100, &v, e, sizeof(e)), 0);
+	assert_int_equal(v, 42);
+	assert_int_equal(psl__parse_int("X", "-7", -10, 10, &v, e, sizeof(e)), 0);
+	assert_int_equal(v, -7);
+	v = 99;
+	assert_int_equal(psl__parse_int("X", "101", 1, 100, &v, e, sizeof(e)), -EINVAL);
+	assert_int_equal(v, 99); /* not written on failure */
+	assert_string_equal(e, "X=101: expected an integer from 1 to 100");
+	assert_int_equal(psl__parse_int("Y", "", 1, INT_MAX, &v, e, sizeof(e)), -EINVAL);
+	assert_string_equal(e, "Y=: expected a positive integer");
+	/* a small buffer truncates, never overflows */
+	assert_int_equal(psl__parse_int("LONGNAME", "nope", 1, 2, &v, e, 8), -EINVAL);
+	assert_int_equal(strlen(e), 7);
+}
+
+static void test_roles(void **state)
+{
+	(void)state;
+	assert_int_equal(psl__role_from_string("scheduler"), PSL_SCHEDULER);
+	assert_int_equal(psl__role_from_string("server"), PSL_SERVER);
+	assert_int_equal(psl__role_from_string("worker"), PSL_WORKER);
+	assert_int_equal(psl__role_from_string("workers"), -1);
+	assert_int_equal(psl__role_from_string(""), -1);
+	assert_int_equal(psl__role_from_string(NULL), -1);
+	assert_string_equal(psl__role_name(PSL_SCHEDULER), "scheduler");
+	assert_string_equal(psl__role_name(PSL_SERVER), "server");
+	assert_string_equal(psl__role_name(PSL_WORKER), "worker");
+	assert_string_equal(psl__role_name(3), "unknown");
+	assert_string_equal(psl__role_name(-1), "unknown");
+}
+
+static void test_resolve_host(void **state)
+{
+	char out[64], e[256];
+	(void)state;
+	assert_int_equal(psl__resolve_host("myhost", "nosuchif0", out, sizeof(out), e, sizeof(e)),
+			 0);
+	assert_string_equal(out, "myhost");
+	assert_int_equal(psl__resolve_host(NULL, "lo", out, sizeof(out), e, sizeof(e)), 0);
+	assert_string_equal(out, "127.0.0.1");
+	assert_int_equal(psl__resolve_host("", "nosuchif0", out, sizeof(out), e, sizeof(e)),
+			 -ENODEV);
+	assert_contains(e, "DMLC_INTERFACE=nosuchif0");
+}
+
+#define T(f) cmocka_unit_test_setup_teardown(f, setup_worker, NULL)
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_valid_worker_defaults), T(test_valid_settings),
+		T(test_scheduler_uses_root),   T(test_server_role),
+		T(test_counts_accepted),       T(test_missing_role),
+		T(test_unknown_role),	       T(test_missing_each_required),
+		T(test_bad_counts),	       T(test_too_many_nodes),
+		T(test_bad_ports),	       T(test_bad_other_numbers),
+		T(test_blank_numbers),	       T(test_host_characters),
+		T(test_group_size),	       T(test_van_choice),
+		T(test_van_bad_names),	       T(test_host_lengths),
+		T(test_interface),	       T(test_ordered_hosts_too_long),
+		T(test_first_error_wins),      T(test_parse_int),
+		T(test_roles),		       T(test_resolve_host),
+	};
+	return cmocka_run_group_tests_name("env", tests, NULL, NULL);
+}
