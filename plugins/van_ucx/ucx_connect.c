@@ -350,7 +350,8 @@ static void out_handshake(struct ucx_out *o)
 			return;
 		if (kind != UCXP_PEER_UCX && kind != UCXP_PEER_NEED_MORE) {
 			psl__ucxp_peer_desc(kind, other, what, sizeof(what));
-			snprintf(d, sizeof(d), "%s runs %s, not van ucx", o->where, what);
+			/* the core adds which van this node runs */
+			snprintf(d, sizeof(d), "%s runs %s", o->where, what);
 			psl__ucx_out_fail(o, PSL_VAN_PEER_MISMATCH, -EPROTO, d);
 			return;
 		}
@@ -560,8 +561,7 @@ int psl__ucx_boot_tick(struct psl_van *v)
 					snprintf(d, sizeof(d),
 						 "%s accepted the TCP connection but sent no "
 						 "greeting within %d ms: it is not a pslite node, "
-						 "or runs a van that does not greet (this node "
-						 "runs van ucx)",
+						 "or runs a van that does not greet",
 						 o->where, v->handshake_ms);
 					psl__ucx_out_fail(o, PSL_VAN_PEER_MISMATCH, -EPROTO, d);
 				} else {

@@ -13,8 +13,9 @@
  *   - a CUDA segment is refused with -ENOTSUP where UCX has no CUDA, bad
  *     input with -EINVAL, an unknown node with -EHOSTUNREACH;
  *   - PEER_UP when reached, PEER_DOWN when the peer's van stops,
- *     PEER_MISMATCH naming both vans for ZeroMQ and other vans, and for a
- *     port that never greets, within bounded time;
+ *     PEER_MISMATCH naming the peer's address and van (ZeroMQ, another
+ *     pslite van) or a port that never greets, within bounded time (the
+ *     core adds which van this node runs);
  *   - fini completes every send still in flight before it returns, no
  *     callback runs after it, and a message the host still holds can be
  *     released after fini.
@@ -599,7 +600,7 @@ static void check_mismatch(const void *greet, size_t len, const char *names, int
 	struct node a;
 	struct fake f;
 	atomic_int cookie;
-	const char *want[2] = {names, "ucx"};
+	const char *want[2] = {names, "127.0.0.1:"}; /* what runs there, and where */
 	int e, i, rc;
 
 	fake_start(&f, greet, len);

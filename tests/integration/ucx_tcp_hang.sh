@@ -1,0 +1,4 @@
+#!/bin/sh
+# kvtest's hang scenario over van ucx, UCX restricted to TCP.
+UCX_TLS=tcp; export UCX_TLS
+exec "$PSL_SRCDIR/tests/integration/job.sh" ucx hang 2 2
