@@ -61,10 +61,8 @@ static void response_meta(const struct kv_req *q, struct psl__meta *m)
 	m->option = rm->option;
 	m->sid = q->sid;
 	m->recver = rm->sender;
-	m->src_dev_type = PSL_DEV_CPU;
-	m->src_dev_id = 0;
-	m->dst_dev_type = PSL_DEV_CPU;
-	m->dst_dev_id = 0;
+	/* the device fields stay UNK/-1 unless data frames are added
+	 * (psl__kv_meta_data), as ps-lite writes them */
 }
 
 static int check_res(const struct kv_req *q, const struct psl_kv *res)
