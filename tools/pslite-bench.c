@@ -10,6 +10,8 @@
  * It prints ps-lite's "Application goodput: X Gbps" lines, with latency
  * percentiles, and checks the data it pulls back.
  *
+ * ENABLE_RECV_BUFFER=1 takes part in test_benchmark's worker+server barrier.
+ *
  * Options (after or between the numbers):
  *   --seconds S   stop after S seconds of measuring (instead of TOTAL_DURATION)
  *   --json        print one machine-readable summary line at the end
@@ -560,6 +562,23 @@ static int parse_args(int argc, char **argv)
 	return 0;
 }
 
+/* ENABLE_RECV_BUFFER=1: test_benchmark's servers register receive buffers
+ * and then every server and worker meets in Postoffice::Barrier(0,
+ * kWorkerGroup + kServerGroup); take part in it, so that pslite nodes can
+ * join such a job. pslite needs no registered buffers itself. */
+static int recv_buffer_barrier(void)
+{
+	const char *v = getenv("ENABLE_RECV_BUFFER");
+	int rc;
+	if (!v || !*v || !atoi(v))
+		return 0;
+	rc = psl_barrier(0, PSL_GROUP_WORKERS | PSL_GROUP_SERVERS);
+	if (rc)
+		fprintf(stderr, "pslite-bench: the ENABLE_RECV_BUFFER barrier failed: %s\n",
+			psl_strerror(rc));
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	int rc, i, nthread, exit_code = 0, my_rank;
@@ -603,6 +622,8 @@ int main(int argc, char **argv)
 				psl_strerror(rc));
 			exit_code = 2;
 		}
+		if (recv_buffer_barrier())
+			exit_code = 2;
 		rc = psl_finalize(0, true);
 		if (atomic_load(&g_server_bad)) {
 			fprintf(stderr, "pslite-bench server: %lu pushes carried wrong data\n",
@@ -622,6 +643,8 @@ int main(int argc, char **argv)
 		size_t bad = 0, nlat = 0;
 		struct lat *all = calloc(1, sizeof(*all));
 
+		if (recv_buffer_barrier())
+			exit_code = 2;
 		if (!g_quiet)
 			printf("pslite-bench: %s, %zu bytes per key, %d keys per server, %d "
 			       "server(s), van %s\n",
