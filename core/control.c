@@ -651,7 +651,11 @@ static void handle_barrier(const struct psl__meta *m)
 				 psl__cmd_name(m->cmd), m->sender);
 			return;
 		}
-		release_local(m->cmd, m->barrier_group);
+		/* a release's barrier_group is unspecified (a C++ scheduler leaves it
+		 * uninitialised, WIRE.md 3.2, 5.4); an INSTANCE_BARRIER is always
+		 * over every node (start-up and finalize) */
+		release_local(m->cmd, m->cmd == PSL_CMD_INSTANCE_BARRIER ? PSL_GROUP_ALL
+									 : m->barrier_group);
 		return;
 	}
 	if (!m->request) {
