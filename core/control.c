@@ -651,6 +651,8 @@ static void handle_barrier(const struct psl__meta *m)
 				 psl__cmd_name(m->cmd), m->sender);
 			return;
 		}
+		if (po.cfg.resend)
+			psl__resender_released(m->cmd);
 		/* a release's barrier_group is unspecified (a C++ scheduler leaves it
 		 * uninitialised, WIRE.md 3.2, 5.4); an INSTANCE_BARRIER is always
 		 * over every node (start-up and finalize) */

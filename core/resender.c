@@ -26,6 +26,8 @@ struct entry {
 	atomic_int refs;
 	uint64_t sig;
 	int recver;
+	int cmd;      /* control command of the kept message */
+	bool request;
 	int retries;
 	int64_t sent_ms;
 	size_t meta_len;
@@ -125,6 +127,8 @@ void psl__resender_on_send(const struct psl__meta *m, const void *meta, size_t m
 	atomic_init(&e->refs, 1);
 	e->sig = sig;
 	e->recver = m->recver;
+	e->cmd = m->cmd;
+	e->request = m->request;
 	e->retries = 0;
 	e->sent_ms = psl__now_ms();
 	e->meta_len = meta_len;
@@ -231,6 +235,34 @@ int psl__resender_pending(void)
 	}
 	pthread_mutex_unlock(&mu);
 	return n;
+}
+
+/* A barrier's release proves that the scheduler has our request: it needs no
+ * ACK and must not be resent. A C++ ps-lite scheduler creates its resender
+ * up to 100 ms after it sent the node list (its start thread polls ready_
+ * every 100 ms) and neither ACKs nor records what arrives before; it counts
+ * INSTANCE_BARRIER requests without de-duplication (WIRE.md 5.4, 5.7, 7.2
+ * hazard 8). A start-up barrier request sent at once lands in that window
+ * and is not ACKed: resent, it was counted again, towards the final barrier,
+ * which then released every node while workers still ran. The release comes
+ * well before PS_RESEND_TIMEOUT unless a node is slower than that to ask. */
+void psl__resender_released(int cmd)
+{
+	int i;
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < BUCKETS; i++) {
+		struct entry **pp = &table[i];
+		while (*pp) {
+			struct entry *e = *pp;
+			if (e->recver == 1 && e->request && e->cmd == cmd) {
+				*pp = e->next;
+				entry_put(e);
+			} else {
+				pp = &e->next;
+			}
+		}
+	}
+	pthread_mutex_unlock(&mu);
 }
 
 void psl__resender_forget(int id)

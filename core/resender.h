@@ -20,6 +20,9 @@ bool psl__resender_on_recv(const struct psl__meta *m);
 void psl__resender_tick(int64_t now_ms);
 /* How many sent messages wait for their ACK. */
 int psl__resender_pending(void);
+/* The scheduler released a barrier of kind cmd: drops this node's requests
+ * for it (the release proves they arrived; see resender.c). */
+void psl__resender_released(int cmd);
 /* Drops what waits for node id (it was lost). */
 void psl__resender_forget(int id);
 
