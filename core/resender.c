@@ -209,6 +209,13 @@ bool psl__resender_on_recv(const struct psl__meta *m)
 	}
 	if (m->sender == PSL_EMPTY)
 		return false; /* an anonymous peer cannot be ACKed */
+	/* Nor is the node list, which arrives while this node has no id yet:
+	 * the ACK would leave over the anonymous registration connection with
+	 * 32767 in its signature, and a C++ scheduler, whose resender does not
+	 * exist yet, logs it as "Drop unknown typed message". ps-lite never
+	 * ACKs what a node receives before it is ready (WIRE.md 5.7, 4.1). */
+	if (psl__po.my_id == PSL_EMPTY)
+		return false;
 	sig = psl__msg_sig(m->app_id, m->sender, psl__po.my_id, m->timestamp, m->request);
 	psl__meta_init(&ack);
 	ack.cmd = PSL_CMD_ACK;
