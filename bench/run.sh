@@ -87,6 +87,12 @@ while [ $r -le "$REPEAT" ]; do
 			echo "  round $r: $size B x $keys, $rm" >&2
 			ref "$size" "$keys" "$rm" "ref:$size:$keys:$pm"
 			pslite 1 1 "$size" "$keys" "$pm" "ps:$size:$keys:$pm" --seconds "$SECS"
+			if [ "$keys" = 1 ]; then
+				# the latency knob: the receive threads poll briefly after each message
+				jobenv="PS_BUSY_POLL=1"
+				pslite 1 1 "$size" "$keys" "$pm" "bp:$size:$keys:$pm" --seconds "$SECS"
+				jobenv=
+			fi
 		done
 	done
 	# scaling: 2 servers + 4 workers against 1 + 1, push-pull
@@ -99,6 +105,9 @@ while [ $r -le "$REPEAT" ]; do
 done
 echo "  idle nodes" >&2
 pslite 1 1 4096 1 1 idle --idle $((SECS * 4))
+jobenv="PS_BUSY_POLL=1"
+pslite 1 1 4096 1 1 idlebp --idle $((SECS * 4))
+jobenv=
 echo "  a million messages" >&2
 # 40 keys x 2 messages per iteration: 12500 iterations = 1,000,000 messages;
 # the first line (and resident size) after 13 iterations = 1040 messages
@@ -130,6 +139,13 @@ for row in $rows; do
 		r50=$(val "ref:$size:$keys:$pm" tcp_ref p50_us)
 		ratio=$(awk -v a="$pg" -v b="$rg" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
 		echo "| $size | $keys | $name | $(fmt "$rg") | $(fmt "$pg") | $ratio | $(fmt "$p50") | $(fmt "$p99") | $(fmt "$r50") |" >>"$table"
+		if [ "$keys" = 1 ]; then
+			pg=$(val "bp:$size:$keys:$pm" pslite-bench goodput_gbps)
+			p50=$(val "bp:$size:$keys:$pm" pslite-bench p50_us)
+			p99=$(val "bp:$size:$keys:$pm" pslite-bench p99_us)
+			ratio=$(awk -v a="$pg" -v b="$rg" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+			echo "| $size | $keys | $name, \`PS_BUSY_POLL=1\` | $(fmt "$rg") | $(fmt "$pg") | $ratio | $(fmt "$p50") | $(fmt "$p99") | $(fmt "$r50") |" >>"$table"
+		fi
 		[ "$pm" = 1 ] && [ "$keys" != 1 ] && echo "$size $rg $pg" >>"$plotdat"
 	done
 done
@@ -159,11 +175,15 @@ done
 
 idle=$work/idle.md
 {
-	echo "| role | CPU seconds | wall seconds | share of one core |"
-	echo "|---|---:|---:|---:|"
-	grep '"tag":"idle"' "$results" | grep pslite-bench-node | while read -r l; do
-		role=$(echo "$l" | jget role); cpu=$(echo "$l" | jget cpu_s); wall=$(echo "$l" | jget wall_s)
-		echo "| $role | $cpu | $wall | $(awk -v c="$cpu" -v w="$wall" 'BEGIN { printf "%.3f%%", 100 * c / w }') |"
+	echo "| role | settings | CPU seconds | wall seconds | share of one core |"
+	echo "|---|---|---:|---:|---:|"
+	for t in idle idlebp; do
+		set=default
+		[ $t = idlebp ] && set='`PS_BUSY_POLL=1`'
+		grep "\"tag\":\"$t\"" "$results" | grep pslite-bench-node | while read -r l; do
+			role=$(echo "$l" | jget role); cpu=$(echo "$l" | jget cpu_s); wall=$(echo "$l" | jget wall_s)
+			echo "| $role | $set | $cpu | $wall | $(awk -v c="$cpu" -v w="$wall" 'BEGIN { printf "%.3f%%", 100 * c / w }') |"
+		done
 	done
 } >"$idle"
 

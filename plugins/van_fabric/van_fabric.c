@@ -517,6 +517,8 @@ static int fbind(struct psl_van *v, const struct psl_van_bind_req *req,
 
 	if (v->ep)
 		return -EALREADY;
+	if (req->role == 2) /* the scheduler carries no data: it never polls */
+		v->busy_poll = false;
 	rc = fab_tcp_listen(req->host, req->port, &v->listen.fd, &v->port);
 	if (rc) {
 		LOG(v, PSL_VAN_LOG_DEBUG, "listen on %s:%d: %s", req->host, req->port,

@@ -524,6 +524,8 @@ static int ubind(struct psl_van *v, const struct psl_van_bind_req *req,
 
 	if (v->lfd >= 0)
 		return -EALREADY;
+	if (req->role == 2) /* the scheduler carries no data: it never polls */
+		v->busy_poll = false;
 	rc = psl__ucx_listen(v, req->host, req->port, &port);
 	if (rc)
 		return rc;

@@ -10,6 +10,15 @@
  * tell the core when a peer is reached or lost) and on an eventfd. Senders
  * use the DEALERs from any thread under a per-peer mutex. Nothing spins
  * unless PS_BUSY_POLL=1.
+ *
+ * PS_BUSY_POLL=1 (servers and workers; a scheduler never polls): after each
+ * message the receive thread keeps polling, yielding the CPU between polls,
+ * for PS_BUSY_POLL_US (200) microseconds before it blocks again. A message
+ * crosses three threads each way in libzmq (sender, sender's io thread,
+ * receiver's io thread, receiver), and on a small machine each sleeping
+ * thread costs a wake-up; the window saves the last one while traffic flows,
+ * and an idle node still sleeps. Polling without yielding starved libzmq's
+ * io threads on two cores (milliseconds per round trip), so it yields.
  */
 #include "config.h"
 
@@ -18,6 +27,8 @@
 #include <errno.h>
 #include <netdb.h>
 #include <pthread.h>
+#include <sched.h>
+#include <time.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -70,6 +81,7 @@ struct psl_van {
 	atomic_uint gen; /* bumped when peers[] changes */
 	atomic_uint mon_seq;
 	bool busy_poll;
+	int64_t spin_ns; /* PS_BUSY_POLL: keep polling this long after a message */
 	int linger_ms;
 	int io_threads;
 };
@@ -93,6 +105,13 @@ static const char *param(struct psl_van *v, const char *name, const char *def)
 {
 	const char *s = v->host->param ? v->host->param(v->host->ctx, name) : NULL;
 	return (s && *s) ? s : def;
+}
+
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
 static void wake(struct psl_van *v)
@@ -483,9 +502,11 @@ static void *recv_main(void *arg)
 	struct zpeer **snap = NULL;
 	int nitems = 0, npeer = 0, cap = 0;
 	unsigned seen_gen = ~0u;
+	int64_t spin_until = 0;
 
 	while (!atomic_load(&v->stop)) {
 		int i, rc;
+		bool spinning;
 		if (atomic_load(&v->gen) != seen_gen) {
 			struct zpeer *grave;
 			pthread_rwlock_wrlock(&v->lock);
@@ -516,11 +537,18 @@ static void *recv_main(void *arg)
 				grave = n;
 			}
 		}
-		rc = zmq_poll(items, nitems, v->busy_poll ? 0 : -1);
+		spinning = v->spin_ns > 0 && now_ns() < spin_until;
+		rc = zmq_poll(items, nitems, spinning ? 0 : -1);
 		if (rc < 0) {
 			if (errno == ETERM)
 				break;
 			continue;
+		}
+		if (rc == 0) {
+			if (spinning)
+				sched_yield();
+		} else if (v->spin_ns > 0) {
+			spin_until = now_ns() + v->spin_ns;
 		}
 		if (items[0].revents & ZMQ_POLLIN) {
 			uint64_t x;
@@ -563,6 +591,9 @@ static int zinit(const struct psl_van_host *host, struct psl_van **out)
 		v->io_threads = 1;
 	maxs = atoi(param(v, "BYTEPS_ZMQ_MAX_SOCKET", "1024"));
 	v->busy_poll = atoi(param(v, "PS_BUSY_POLL", "0")) != 0;
+	v->spin_ns = (int64_t)atoi(param(v, "PS_BUSY_POLL_US", "200")) * 1000;
+	if (!v->busy_poll || v->spin_ns < 0)
+		v->spin_ns = 0;
 	v->linger_ms = atoi(param(v, "PS_ZMQ_LINGER_MS", "500"));
 	v->ctx = zmq_ctx_new();
 	if (!v->ctx) {
@@ -585,7 +616,7 @@ static int zquery(struct psl_van *v, struct psl_van_caps *caps)
 	caps->max_msg_size = 0;
 	snprintf(caps->transports, sizeof(caps->transports),
 		 "tcp (libzmq %d.%d.%d, %d io thread%s%s)", maj, min, pat, v->io_threads,
-		 v->io_threads > 1 ? "s" : "", v->busy_poll ? ", busy polling" : "");
+		 v->io_threads > 1 ? "s" : "", v->busy_poll ? ", polls after each message" : "");
 	return 0;
 }
 
@@ -614,6 +645,10 @@ static int zbind(struct psl_van *v, const struct psl_van_bind_req *req,
 
 	if (v->router)
 		return -EALREADY;
+	if (req->role == 2) { /* the scheduler carries no data: it never polls */
+		v->busy_poll = false;
+		v->spin_ns = 0;
+	}
 	numeric_host(req->host, host, sizeof(host));
 	v->router = zmq_socket(v->ctx, ZMQ_ROUTER);
 	if (!v->router)
