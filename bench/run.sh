@@ -196,10 +196,12 @@ if command -v gnuplot >/dev/null 2>&1 && [ -s "$plotdat" ]; then
 	plot=$top/docs/perf-$VAN.png
 	[ $DOC -eq 1 ] || plot=$work/perf-$VAN.png
 	gnuplot <<EOF || plot=
-set terminal png size 800,480
+set terminal png size 800,480 noenhanced
 set output "$plot"
 set title "push-pull goodput, van $VAN, 40 keys in flight, loopback"
 set logscale x 2
+set xtics ("4 KiB" 4096, "16 KiB" 16384, "64 KiB" 65536, "256 KiB" 262144, "1 MiB" 1048576, "4 MiB" 4194304, "8 MiB" 8388608)
+set yrange [0:*]
 set xlabel "bytes per key"
 set ylabel "Gbps"
 set key left top
