@@ -4,6 +4,7 @@
 #   1. ucx worker -> zmq scheduler: the worker's van reads ZeroMQ's signature
 #   2. zmq worker -> ucx scheduler: the zmq van reads the ucx greeting, and
 #      the ucx scheduler names the ZeroMQ node that reached it.
+#   3, 4. ucx against fabric, both ways, when van_fabric was built.
 # Needs PSL_BUILDDIR (set by make check) and both vans built.
 set -u
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
@@ -72,8 +73,12 @@ check_case() {
 	grep -q "van $2\|van '$2'" "$tmp/node.err" ||
 		{ echo "ucx_mismatch.sh: $2 node -> $1 scheduler: no error naming van $2" >&2; ok=0; }
 	if [ "$1" = ucx ]; then # the ucx scheduler also says who reached it
-		grep -q "speaking ZeroMQ (van zmq.*runs van ucx" "$tmp/sched.log" ||
-			{ echo "ucx_mismatch.sh: zmq node -> ucx scheduler: the scheduler did not name both vans" >&2; ok=0; }
+		case $2 in
+		zmq) pat="speaking ZeroMQ (van zmq.*runs van ucx" ;;
+		*) pat="speaking van $2.*runs van ucx" ;;
+		esac
+		grep -q "$pat" "$tmp/sched.log" ||
+			{ echo "ucx_mismatch.sh: $2 node -> ucx scheduler: the scheduler did not name both vans" >&2; ok=0; }
 	fi
 	if [ $ok -ne 1 ]; then
 		fail=1
@@ -86,4 +91,10 @@ check_case() {
 
 check_case zmq ucx
 check_case ucx zmq
+if [ -e "$b/plugins/van_fabric/.libs/van_fabric.so" ]; then
+	FI_PROVIDER=${FI_PROVIDER:-tcp}
+	export FI_PROVIDER
+	check_case fabric ucx
+	check_case ucx fabric
+fi
 exit $fail
