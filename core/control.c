@@ -799,6 +799,14 @@ void psl__control_peer_event(int id, int event, int err, const char *detail)
 	}
 	pthread_mutex_unlock(&po.mu);
 	if (event == PSL_VAN_PEER_MISMATCH) {
+		if (id == 1 && starting && err && err != -EPROTO) {
+			/* the same van, set up so that it cannot reach the scheduler
+			 * (the detail names the setting) */
+			start_failed(err, "cannot register with the scheduler at %s:%d: %s",
+				     po.cfg.root_uri, po.cfg.root_port,
+				     detail ? detail : "its van cannot reach it");
+			return;
+		}
 		if (id == 1 && starting) {
 			char vc[96];
 			start_failed(-EPROTO,

@@ -125,7 +125,11 @@ struct psl_van_rmsg {
 enum psl_van_peer_event {
 	PSL_VAN_PEER_UP = 1,	   /* the transport reached the peer */
 	PSL_VAN_PEER_DOWN = 2,	   /* an established connection to the peer was lost */
-	PSL_VAN_PEER_MISMATCH = 3, /* the peer answered but speaks another van */
+	PSL_VAN_PEER_MISMATCH = 3, /* the peer answered but speaks another van
+				    * (err -EPROTO), or runs this van with
+				    * settings that cannot reach it (any other
+				    * err, e.g. -EHOSTUNREACH; detail says what
+				    * to change) */
 };
 
 /*

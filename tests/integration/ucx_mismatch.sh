@@ -5,6 +5,8 @@
 #   2. zmq worker -> ucx scheduler: the zmq van reads the ucx greeting, and
 #      the ucx scheduler names the ZeroMQ node that reached it.
 #   3, 4. ucx against fabric, both ways, when van_fabric was built.
+#   5. two ucx nodes whose UCX_TLS cannot meet (tcp against shared memory):
+#      the error names UCX_TLS, not DMLC_ENABLE_RDMA.
 # Needs PSL_BUILDDIR (set by make check) and both vans built.
 set -u
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
@@ -96,5 +98,30 @@ if [ -e "$b/plugins/van_fabric/.libs/van_fabric.so" ]; then
 	export FI_PROVIDER
 	check_case fabric ucx
 	check_case ucx fabric
+fi
+
+# 5. UCX_TLS=tcp scheduler, shared-memory-only worker
+: >"$tmp/sp"
+(export UCX_TLS=tcp; start_scheduler ucx && echo "$spid $port" >"$tmp/sp") || fail=1
+read -r spid port <"$tmp/sp" || spid=
+if [ -n "$spid" ]; then
+	t0=$(date +%s)
+	(common; DMLC_ROLE=worker DMLC_ENABLE_RDMA=ucx DMLC_PS_ROOT_PORT=$port \
+		UCX_TLS=posix,sysv,cma,self exec timeout 25 "$b/tests/integration/kvtest") \
+		>"$tmp/node.log" 2>&1
+	rc=$?
+	dt=$(($(date +%s) - t0))
+	stop_scheduler
+	ok=1
+	[ $rc -ne 0 ] && [ $rc -ne 124 ] || { echo "ucx_mismatch.sh: UCX_TLS: node exited $rc, expected a failure" >&2; ok=0; }
+	[ $dt -le 10 ] || { echo "ucx_mismatch.sh: UCX_TLS: took $dt s, expected a fast failure" >&2; ok=0; }
+	grep "ERROR" "$tmp/node.log" | grep -q "same UCX_TLS" ||
+		{ echo "ucx_mismatch.sh: UCX_TLS: no error naming UCX_TLS" >&2; ok=0; }
+	! grep "ERROR" "$tmp/node.log" | grep -q "DMLC_ENABLE_RDMA" ||
+		{ echo "ucx_mismatch.sh: UCX_TLS: the error blames DMLC_ENABLE_RDMA" >&2; ok=0; }
+	if [ $ok -ne 1 ]; then
+		fail=1
+		cat "$tmp/node.log" >&2
+	fi
 fi
 exit $fail
