@@ -14,6 +14,9 @@
  *                           declares it lost and the workers' requests to it
  *                           fail instead of hanging (KVTEST_DIR holds its pid
  *                           so that worker 0 can kill it at the end)
+ *   KVTEST_SCENARIO=cut     as hang, but server 1 goes on running: it writes
+ *                           KVTEST_DIR/cut after 200 requests, and the test
+ *                           script takes its network link away (netns.sh)
  *   KVTEST_SCENARIO=soak    many rounds of mixed traffic (KVTEST_ROUNDS)
  *
  * Every worker prints "kvtest worker N: OK" when everything checked out and
@@ -134,6 +137,15 @@ static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, 
 		}
 		fprintf(stderr, "kvtest server 1: stopping myself (SIGSTOP) as the test asks\n");
 		kill(getpid(), SIGSTOP);
+	}
+	if (!strcmp(g_scenario, "cut") && g_rank == 1 && n == 200) {
+		char path[4096];
+		FILE *f;
+		snprintf(path, sizeof(path), "%s/cut", getenv("KVTEST_DIR"));
+		f = fopen(path, "w");
+		if (f)
+			fclose(f);
+		fprintf(stderr, "kvtest server 1: asking for my link to be cut\n");
 	}
 	if (req->meta.cmd == CMD_FAIL) {
 		psl_kv_respond_error(req, -EINVAL);
@@ -585,7 +597,8 @@ static int run_worker(void)
 	if (rc)
 		return 1;
 	rng_state ^= (uint64_t)g_rank * 7919u;
-	if (!strcmp(g_scenario, "kill") || !strcmp(g_scenario, "hang")) {
+	if (!strcmp(g_scenario, "kill") || !strcmp(g_scenario, "hang") ||
+	    !strcmp(g_scenario, "cut")) {
 		test_kill(w);
 		if (!strcmp(g_scenario, "hang") && g_rank == 0) {
 			/* server 1 is stopped, not dead: end it so that the job ends */
