@@ -8,6 +8,8 @@
 #      process goes on running, nothing is closed): with heartbeats on, the
 #      scheduler declares it lost, the workers' requests to it fail, the
 #      others finish.
+#   3. lossy: the data scenario while the bridge drops 1% of the frames at
+#      random (nftables), so that TCP retransmits under every message size.
 #   netns.sh VAN [SCENARIO...]   (default: data cut)
 # Needs root and iproute2; skips (77) where namespaces cannot be made (a
 # container without CAP_NET_ADMIN). Needs PSL_BUILDDIR (set by make check).
@@ -138,6 +140,30 @@ run() {
 
 for sc in $scenarios; do
 	case $sc in
+	lossy)
+		if ! command -v nft >/dev/null 2>&1; then
+			echo "netns.sh: $van/lossy not run: no nft (apt-get install nftables)" >&2
+			continue
+		fi
+		if ! ip netns exec "$hub" nft -f - <<NFT 2>"$dir/err"
+table bridge lossy {
+	chain drops {
+		type filter hook forward priority 0;
+		numgen random mod 100 < 1 counter drop
+	}
+}
+NFT
+		then
+			echo "netns.sh: $van/lossy not run: nftables refused the rule: $(cat "$dir/err")" >&2
+			continue
+		fi
+		run data
+		dropped=$(ip netns exec "$hub" nft list table bridge lossy | sed -n 's/.*counter packets \([0-9]*\).*/\1/p')
+		ip netns exec "$hub" nft delete table bridge lossy
+		echo "netns.sh: $van/lossy: the bridge dropped ${dropped:-no} frames"
+		[ "${dropped:-0}" -gt 0 ] || { echo "netns.sh: $van/lossy: nothing was dropped" >&2; fail=1; }
+		continue
+		;;
 	cut)
 		PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=6
 		export PS_HEARTBEAT_INTERVAL PS_HEARTBEAT_TIMEOUT
