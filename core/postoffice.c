@@ -346,6 +346,7 @@ static const char *port_var(void)
 static int start_node(void)
 {
 	char err[1024], vc[96];
+	unsigned van_errors;
 	struct psl_van_bind_req breq;
 	struct psl_van_bind_res bres;
 	int rc, g;
@@ -382,10 +383,15 @@ static int start_node(void)
 		return rc;
 	}
 	psl__host_init(&po.host);
+	van_errors = psl__van_errors();
 	rc = po.lib.ops->init(&po.host, &po.van);
 	if (rc) {
 		po.van = NULL;
-		if (rc == -ENODEV) {
+		if (rc != -ENODEV && psl__van_errors() != van_errors) {
+			/* the van said why, naming the setting: one ERROR line is enough */
+			PSL_INFO("%s: the van did not start (%s): see the van's message above",
+				 psl__van_choice(&po.cfg, vc, sizeof(vc)), psl_strerror(rc));
+		} else if (rc == -ENODEV) {
 			PSL_INFO("van '%s' (%s) found no device it can use on this machine",
 				 po.cfg.van, po.lib.path);
 			PSL_ERR("%s: the '%s' van cannot run here (no device): choose another "

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,9 +15,20 @@
 #include "resender.h"
 #include "van_host.h"
 
+/* Set when the van logs an ERROR: its start-up failure then needs no second
+ * ERROR line from the core (psl__van_errors). */
+static atomic_uint van_errors;
+
+unsigned psl__van_errors(void)
+{
+	return atomic_load(&van_errors);
+}
+
 static void host_vlog(void *ctx, int level, const char *van, const char *fmt, va_list ap)
 {
 	(void)ctx;
+	if (level == PSL_VAN_LOG_ERROR)
+		atomic_fetch_add(&van_errors, 1);
 	if (level <= psl__log_level)
 		psl__vlog(level, van, fmt, ap);
 }

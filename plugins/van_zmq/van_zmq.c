@@ -578,30 +578,55 @@ static int set_int(void *s, int opt, int val)
 	return zmq_setsockopt(s, opt, &val, sizeof(val));
 }
 
+/* An integer setting from min to max; a bad value is an error naming it. */
+static int param_int(struct psl_van *v, const char *name, const char *def, long min, long max,
+		     const char *what, int *out)
+{
+	const char *s = param(v, name, def);
+	char *end;
+	long x;
+	errno = 0;
+	x = strtol(s, &end, 10);
+	if (errno || end == s || *end || x < min || x > max) {
+		if (max - min == 1)
+			LOG(v, PSL_VAN_LOG_ERROR, "%s=%s: expected %ld or %ld", name, s, min, max);
+		else
+			LOG(v, PSL_VAN_LOG_ERROR, "%s=%s: expected %s from %ld to %ld", name, s,
+			    what, min, max);
+		return -EINVAL;
+	}
+	*out = (int)x;
+	return 0;
+}
+
 static int zinit(const struct psl_van_host *host, struct psl_van **out)
 {
 	struct psl_van *v = calloc(1, sizeof(*v));
-	int maxs;
+	int maxs, busy, spin_us, rc;
 	if (!v)
 		return -ENOMEM;
 	v->host = host;
 	v->wake_fd = -1;
-	v->io_threads = atoi(param(v, "BYTEPS_ZMQ_NTHREADS", "1"));
-	if (v->io_threads < 1)
-		v->io_threads = 1;
-	maxs = atoi(param(v, "BYTEPS_ZMQ_MAX_SOCKET", "1024"));
-	v->busy_poll = atoi(param(v, "PS_BUSY_POLL", "0")) != 0;
-	v->spin_ns = (int64_t)atoi(param(v, "PS_BUSY_POLL_US", "200")) * 1000;
-	if (!v->busy_poll || v->spin_ns < 0)
-		v->spin_ns = 0;
-	v->linger_ms = atoi(param(v, "PS_ZMQ_LINGER_MS", "500"));
+	if ((rc = param_int(v, "BYTEPS_ZMQ_NTHREADS", "1", 1, 64, "a number of threads",
+			    &v->io_threads)) ||
+	    (rc = param_int(v, "BYTEPS_ZMQ_MAX_SOCKET", "1024", 1, 1 << 20, "a number of sockets",
+			    &maxs)) ||
+	    (rc = param_int(v, "PS_BUSY_POLL", "0", 0, 1, NULL, &busy)) ||
+	    (rc = param_int(v, "PS_BUSY_POLL_US", "200", 0, 1000000, "microseconds", &spin_us)) ||
+	    (rc = param_int(v, "PS_ZMQ_LINGER_MS", "500", -1, 3600000, "milliseconds (-1: for ever)",
+			    &v->linger_ms))) {
+		free(v);
+		return rc;
+	}
+	v->busy_poll = busy != 0;
+	v->spin_ns = v->busy_poll ? (int64_t)spin_us * 1000 : 0;
 	v->ctx = zmq_ctx_new();
 	if (!v->ctx) {
 		free(v);
 		return -ENOMEM;
 	}
 	zmq_ctx_set(v->ctx, ZMQ_IO_THREADS, v->io_threads);
-	zmq_ctx_set(v->ctx, ZMQ_MAX_SOCKETS, maxs > 0 ? maxs : 1024);
+	zmq_ctx_set(v->ctx, ZMQ_MAX_SOCKETS, maxs);
 	pthread_rwlock_init(&v->lock, NULL);
 	*out = v;
 	return 0;

@@ -155,6 +155,12 @@ for prog in "$bench" "$node"; do
 		"van_nosuchvan.so" -- "$prog"
 	base; export DMLC_ENABLE_RDMA='../x'
 	expect "$p: DMLC_ENABLE_RDMA=../x" 10 "DMLC_ENABLE_RDMA=../x" "expected 0 (zmq), 1 (ibverbs) or a van name" -- "$prog"
+	# a van's own settings: the van names the variable, in the one ERROR line
+	base; export PS_BUSY_POLL_US=abc
+	expect "$p: PS_BUSY_POLL_US=abc" 10 "PS_BUSY_POLL_US=abc" "expected microseconds" -- "$prog"
+	base; export PS_BUSY_POLL=2
+	expect "$p: PS_BUSY_POLL=2" 10 "PS_BUSY_POLL=2" "expected 0 or 1" -- "$prog"
+	unset PS_BUSY_POLL_US PS_BUSY_POLL
 	if [ -f "$testvans/van_abi2.so" ]; then
 		base; export DMLC_ENABLE_RDMA=abi2 PS_VAN_PATH=$testvans:$vanpath
 		expect "$p: van for another ABI" 10 "DMLC_ENABLE_RDMA=abi2" \
