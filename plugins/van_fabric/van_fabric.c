@@ -67,8 +67,9 @@ static long param_long(struct psl_van *v, const char *name, long def, long min, 
 	errno = 0;
 	x = strtol(s, &end, 10);
 	if (errno || *end || x < min || x > max) {
-		LOG(v, PSL_VAN_LOG_WARN, "%s=%s: expected an integer from %ld to %ld; using %ld",
-		    name, s, min, max, def);
+		LOG(v, PSL_VAN_LOG_ERROR, "%s=%s: expected an integer from %ld to %ld", name, s, min,
+		    max);
+		v->bad_params++;
 		return def;
 	}
 	return x;
@@ -264,6 +265,7 @@ out:
 static int finit(const struct psl_van_host *host, struct psl_van **out)
 {
 	struct psl_van *v = calloc(1, sizeof(*v));
+	size_t pool_mb;
 	int rc;
 	if (!v)
 		return -ENOMEM;
@@ -282,14 +284,15 @@ static int finit(const struct psl_van_host *host, struct psl_van **out)
 	v->rx_depth = (int)param_long(v, "PS_FABRIC_RX_DEPTH", 64, 4, 65536);
 	v->linger_ms = (int)param_long(v, "PS_FABRIC_LINGER_MS", 2000, 0, 600000);
 	v->connect_ms = 1000 * ((int)param_long(v, "PS_CONNECT_TIMEOUT", 60, 1, 86400) + 5);
+	v->mr_cache = param_long(v, "PS_FABRIC_MR_CACHE", -1, 0, 1);
+	v->mr_cache_size = (size_t)param_long(v, "PS_FABRIC_MR_CACHE_SIZE", 1024, 1, 1 << 20);
+	pool_mb = (size_t)param_long(v, "PS_FABRIC_POOL_MB", 256, 0, 1 << 20);
 	pthread_mutex_init(&v->ep_mu, NULL);
 	pthread_mutex_init(&v->mu, NULL);
 	pthread_rwlock_init(&v->lock, NULL);
-	rc = choose_provider(v);
+	rc = v->bad_params ? -EINVAL : choose_provider(v);
 	if (!rc)
-		rc = fab_pool_new(host, (size_t)param_long(v, "PS_FABRIC_POOL_MB", 256, 0, 1 << 20)
-						<< 20,
-				  &v->pool);
+		rc = fab_pool_new(host, pool_mb << 20, &v->pool);
 	if (rc) {
 		fi_freeinfo(v->info);
 		pthread_rwlock_destroy(&v->lock);
@@ -528,9 +531,8 @@ static int fbind(struct psl_van *v, const struct psl_van_bind_req *req,
 	rc = open_fabric(v, req->host);
 	if (rc)
 		goto out_listen;
-	cache = param_long(v, "PS_FABRIC_MR_CACHE", -1, 0, 1);
-	fab_mrc_init(&v->mrc, (size_t)param_long(v, "PS_FABRIC_MR_CACHE_SIZE", 1024, 1, 1 << 20),
-		     cache != 0, mr_reg, mr_dereg, v);
+	cache = v->mr_cache;
+	fab_mrc_init(&v->mrc, v->mr_cache_size, cache != 0, mr_reg, mr_dereg, v);
 	/* A cached registration of memory that is freed and mapped again would
 	 * describe the old pages. reg_mem's are dropped at dereg_mem; those made
 	 * for a send are cached unless the provider keeps a cache of its own

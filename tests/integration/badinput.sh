@@ -161,6 +161,16 @@ for prog in "$bench" "$node"; do
 	base; export PS_BUSY_POLL=2
 	expect "$p: PS_BUSY_POLL=2" 10 "PS_BUSY_POLL=2" "expected 0 or 1" -- "$prog"
 	unset PS_BUSY_POLL_US PS_BUSY_POLL
+	if [ -e "$b/plugins/van_fabric/.libs/van_fabric.so" ]; then
+		base; export DMLC_ENABLE_RDMA=fabric FI_PROVIDER=tcp PS_FABRIC_RX_DEPTH=x
+		expect "$p: PS_FABRIC_RX_DEPTH=x" 10 "PS_FABRIC_RX_DEPTH=x" "expected an integer from 4" -- "$prog"
+		unset PS_FABRIC_RX_DEPTH FI_PROVIDER
+	fi
+	if [ -e "$b/plugins/van_ucx/.libs/van_ucx.so" ]; then
+		base; export DMLC_ENABLE_RDMA=ucx PS_UCX_INLINE=x
+		expect "$p: PS_UCX_INLINE=x" 10 "PS_UCX_INLINE=x" "expected a number of bytes" -- "$prog"
+		unset PS_UCX_INLINE
+	fi
 	if [ -f "$testvans/van_abi2.so" ]; then
 		base; export DMLC_ENABLE_RDMA=abi2 PS_VAN_PATH=$testvans:$vanpath
 		expect "$p: van for another ABI" 10 "DMLC_ENABLE_RDMA=abi2" \
