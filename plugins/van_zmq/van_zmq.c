@@ -28,7 +28,6 @@
 #include <netdb.h>
 #include <pthread.h>
 #include <sched.h>
-#include <time.h>
 #include <stdatomic.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -38,6 +37,7 @@
 #include <poll.h>
 #include <sys/eventfd.h>
 #include <sys/socket.h>
+#include <time.h>
 #include <unistd.h>
 #include <zmq.h>
 
