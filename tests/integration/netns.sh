@@ -165,7 +165,9 @@ NFT
 		continue
 		;;
 	cut)
-		PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=6
+		# (generous, as in job.sh: a live node on a loaded machine must not
+		# miss 10 heartbeats)
+		PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=10
 		export PS_HEARTBEAT_INTERVAL PS_HEARTBEAT_TIMEOUT
 		;;
 	esac
