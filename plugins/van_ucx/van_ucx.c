@@ -444,11 +444,6 @@ static int wait_events(struct psl_van *v, struct epoll_event *ev, int max, long 
  */
 #define PENDING_WAIT_MIN_US 20
 #define PENDING_WAIT_MAX_US 1000
-/* The longest sleep, even with nothing pending: a safety net, should a UCX
- * wake-up be missed (a job over shared memory once stalled in CI with
- * messages waiting for a sleeping progress thread); 20 wake-ups a second
- * cost an idle node about nothing. */
-#define IDLE_WAIT_MAX_US 50000
 
 static void *progress_main(void *arg)
 {
@@ -482,8 +477,6 @@ static void *progress_main(void *arg)
 				if (pending_wait < PENDING_WAIT_MAX_US)
 					pending_wait *= 2;
 			}
-			if (us < 0 || us > IDLE_WAIT_MAX_US)
-				us = IDLE_WAIT_MAX_US;
 			atomic_store(&v->sleeping, true);
 			if (atomic_load(&v->inbox_full)) { /* see psl__ucx_kick */
 				atomic_store(&v->sleeping, false);
