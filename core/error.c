@@ -16,6 +16,8 @@ const char *psl_strerror(int err)
 		return "pslite is not started on this node (or is finalizing)";
 	case -EHOSTDOWN:
 		return "the node this request needs was lost earlier";
+	case -ENOLINK:
+		return "this node lost the scheduler: the job cannot go on";
 	case -ECONNRESET:
 		return "the connection to a node was lost";
 	case -ETIMEDOUT:

@@ -214,6 +214,8 @@ static int send_slice(struct psl_kv_worker *w, int ts, int r, bool push, int cmd
 	uint32_t n = 0;
 	int id = psl_server_rank_to_id(r);
 
+	if (psl__cut_off())
+		return -ENOLINK;
 	if (psl__node_dead(id))
 		return -EHOSTDOWN;
 	psl__meta_init(&m);
@@ -279,8 +281,9 @@ static void fail_target(struct psl__customer *c, int ts, int id, int err)
 static void send_failed(struct psl_kv_worker *w, int ts, int r, int rc)
 {
 	char d[96];
-	/* a node already known lost was reported once, when it was lost */
-	PSL_LOG(rc == -EHOSTDOWN ? PSL_LOG_DEBUG : PSL_LOG_WARN,
+	/* a node already known lost (or the scheduler) was reported once, when
+	 * it was lost */
+	PSL_LOG(rc == -EHOSTDOWN || rc == -ENOLINK ? PSL_LOG_DEBUG : PSL_LOG_WARN,
 		"request %d of app %d: cannot send to %s: %s", ts, w->c.app_id,
 		psl__node_desc(psl_server_rank_to_id(r), d, sizeof(d)), psl_strerror(rc));
 	fail_target(&w->c, ts, psl_server_rank_to_id(r), rc);

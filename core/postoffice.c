@@ -102,6 +102,11 @@ const char *psl__node_desc(int id, char *buf, size_t len)
 	return buf;
 }
 
+bool psl__cut_off(void)
+{
+	return po.role != PSL_SCHEDULER && psl__node_dead(1);
+}
+
 bool psl__node_dead(int id)
 {
 	bool d;
@@ -116,7 +121,7 @@ bool psl__node_dead(int id)
 void psl__node_lost(int id, int err, const char *why)
 {
 	char d[96];
-	bool leaving;
+	bool leaving, cut;
 	if (id < 1 || id > po.max_id)
 		return;
 	leaving = psl__control_node_leaving(id);
@@ -125,17 +130,25 @@ void psl__node_lost(int id, int err, const char *why)
 		pthread_mutex_unlock(&po.mu);
 		return;
 	}
+	/* without the scheduler a running node cannot go on (no barriers, no
+	 * finalize, no news of lost nodes): what waits on anyone fails */
+	cut = id == 1 && po.role != PSL_SCHEDULER && po.state == PSL__READY && !leaving;
 	po.peers[id].dead = true;
 	po.peers[id].down_at_ms = psl__now_ms();
 	pthread_cond_broadcast(&po.cv);
 	pthread_mutex_unlock(&po.mu);
 	if (leaving)
 		PSL_DBG("%s left: %s", psl__node_desc(id, d, sizeof(d)), why);
+	else if (cut)
+		PSL_ERR("lost %s: %s; every request fails now with \"%s\"",
+			psl__node_desc(id, d, sizeof(d)), why, psl_strerror(-ENOLINK));
 	else
 		PSL_ERR("lost %s: %s; requests waiting on it fail with \"%s\"",
 			psl__node_desc(id, d, sizeof(d)), why, psl_strerror(err));
 	psl__resender_forget(id);
 	psl__customers_node_lost(id, err);
+	if (cut)
+		psl__customers_node_lost(0, -ENOLINK);
 	psl__control_forget_node(id);
 	if (po.role == PSL_SCHEDULER && !leaving)
 		psl__control_announce_lost(id);

@@ -198,7 +198,9 @@ PSL_EXPORT int psl_kv_pushpull(struct psl_kv_worker *w, const struct psl_kv *kv,
 PSL_EXPORT int psl_kv_zpushpull(struct psl_kv_worker *w, const struct psl_kv *kv,
 				struct psl_kv_out *out, int cmd, psl_kv_cb cb, void *arg);
 /* Wait for request ts; returns its status (0, or the error it failed with). A
- * timestamp that completed long ago returns 0. */
+ * timestamp that completed long ago returns 0. Errors of note: -EHOSTDOWN or
+ * -ECONNRESET or -ETIMEDOUT (a server it needs was lost), -ENOLINK (this node
+ * lost the scheduler: every request fails from then on; finalize and exit). */
 PSL_EXPORT int psl_kv_wait(struct psl_kv_worker *w, int ts);
 
 /* What a server's handler sees of a request. */

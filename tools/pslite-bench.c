@@ -396,6 +396,7 @@ struct wctx {
 	size_t bad_bytes;
 	long errors;
 	long requests;
+	bool cut_off; /* a request failed with -ENOLINK: the scheduler is lost */
 	int rc;
 };
 
@@ -434,11 +435,13 @@ static void finish(struct wctx *w, int k, int ts, int slot, bool pulled, bool fu
 	int st;
 	if (ts < 0) {
 		w->errors++;
+		w->cut_off |= ts == -ENOLINK;
 		return;
 	}
 	st = psl_kv_wait(w->kv, ts);
 	w->requests++;
 	if (st || atomic_load(&s->status)) {
+		w->cut_off |= st == -ENOLINK || atomic_load(&s->status) == -ENOLINK;
 		if (w->errors++ < 5)
 			fprintf(stderr, "[%d] request for key %d failed: %s\n", w->tid, k,
 				psl_strerror(st ? st : atomic_load(&s->status)));
@@ -506,6 +509,10 @@ static void run_loop(struct wctx *w)
 				       interval);
 			}
 		}
+		if (w->cut_off) { /* the job cannot go on: no point in measuring */
+			fprintf(stderr, "[%d] this node lost the scheduler: stopping\n", w->tid);
+			break;
+		}
 		turn++;
 		cnt++;
 		total++;
@@ -530,7 +537,7 @@ static void run_push_then_pull(struct wctx *w)
 	struct lat *l = calloc(1, sizeof(*l));
 	if (!l)
 		return;
-	for (i = 0; i < g_repeat; i++) {
+	for (i = 0; i < g_repeat && !w->cut_off; i++) {
 		double t = now_s();
 		for (s = 0; s < S && s < w->nkeys; s++)
 			finish(w, s, issue(w, s, PUSH_ONLY, 0), 0, false, false, 0, l);
@@ -538,7 +545,7 @@ static void run_push_then_pull(struct wctx *w)
 	}
 	printf("push %zu bytes to each server, repeat=%d, total_time=%.3fms\n", g_len, g_repeat,
 	       push_ns / 1e6);
-	for (i = 0; i < g_repeat; i++) {
+	for (i = 0; i < g_repeat && !w->cut_off; i++) {
 		double t = now_s();
 		for (s = 0; s < S && s < w->nkeys; s++)
 			finish(w, s, issue(w, s, PULL_ONLY, 0), 0, true, true, 0, l);
