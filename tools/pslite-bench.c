@@ -581,7 +581,7 @@ static void *worker_main(void *arg)
 	if (!w->keys || !w->vals || !w->outs || !w->lens || !w->outlens || !w->out || !w->slots ||
 	    !w->ts || !warm || !w->all) {
 		w->rc = 2;
-		return NULL;
+		goto out;
 	}
 	for (k = 0; k < w->nkeys; k++) {
 		uint64_t b, e;
@@ -592,7 +592,7 @@ static void *worker_main(void *arg)
 		if (posix_memalign((void **)&w->vals[k], 4096, g_len + 1) ||
 		    posix_memalign((void **)&w->outs[k], 4096, g_len + 1)) {
 			w->rc = 2;
-			return NULL;
+			goto out;
 		}
 		fill(w->vals[k], (uint64_t)k, g_len);
 	}
@@ -608,12 +608,21 @@ static void *worker_main(void *arg)
 		run_push_then_pull(w);
 	else
 		run_loop(w);
+out:
+	psl_kv_worker_free(w->kv); /* (waits for what is still in flight) */
 	free(warm);
-	for (k = 0; k < w->nkeys; k++) {
+	for (k = 0; w->vals && w->outs && k < w->nkeys; k++) {
 		free(w->vals[k]);
 		free(w->outs[k]);
 	}
-	psl_kv_worker_free(w->kv);
+	free(w->keys);
+	free(w->vals);
+	free(w->outs);
+	free(w->lens);
+	free(w->outlens);
+	free(w->out);
+	free(w->slots);
+	free(w->ts);
 	return NULL;
 }
 
