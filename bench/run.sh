@@ -128,25 +128,24 @@ plotdat=$work/plot.dat
 	echo "|---:|---:|---|---:|---:|---:|---:|---:|---:|"
 } >"$table"
 : >"$plotdat"
+# table_row RUN LABEL: the row of pslite run RUN (ps, or bp for PS_BUSY_POLL=1)
+# beside the reference of the same size, keys and mode; sets pg
+table_row() {
+	pg=$(val "$1:$size:$keys:$pm" pslite-bench goodput_gbps)
+	p50=$(val "$1:$size:$keys:$pm" pslite-bench p50_us)
+	p99=$(val "$1:$size:$keys:$pm" pslite-bench p99_us)
+	ratio=$(awk -v a="$pg" -v b="$rg" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
+	echo "| $size | $keys | $2 | $(fmt "$rg") | $(fmt "$pg") | $ratio | $(fmt "$p50") | $(fmt "$p99") | $(fmt "$r50") |" >>"$table"
+}
 for row in $rows; do
 	size=${row%:*} keys=${row#*:}
 	for m in $modes; do
 		pm=${m%%:*} name=${m##*:}
 		rg=$(val "ref:$size:$keys:$pm" tcp_ref goodput_gbps)
-		pg=$(val "ps:$size:$keys:$pm" pslite-bench goodput_gbps)
-		p50=$(val "ps:$size:$keys:$pm" pslite-bench p50_us)
-		p99=$(val "ps:$size:$keys:$pm" pslite-bench p99_us)
 		r50=$(val "ref:$size:$keys:$pm" tcp_ref p50_us)
-		ratio=$(awk -v a="$pg" -v b="$rg" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
-		echo "| $size | $keys | $name | $(fmt "$rg") | $(fmt "$pg") | $ratio | $(fmt "$p50") | $(fmt "$p99") | $(fmt "$r50") |" >>"$table"
-		if [ "$keys" = 1 ]; then
-			pg=$(val "bp:$size:$keys:$pm" pslite-bench goodput_gbps)
-			p50=$(val "bp:$size:$keys:$pm" pslite-bench p50_us)
-			p99=$(val "bp:$size:$keys:$pm" pslite-bench p99_us)
-			ratio=$(awk -v a="$pg" -v b="$rg" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }')
-			echo "| $size | $keys | $name, \`PS_BUSY_POLL=1\` | $(fmt "$rg") | $(fmt "$pg") | $ratio | $(fmt "$p50") | $(fmt "$p99") | $(fmt "$r50") |" >>"$table"
-		fi
+		table_row ps "$name"
 		[ "$pm" = 1 ] && [ "$keys" != 1 ] && echo "$size $rg $pg" >>"$plotdat"
+		[ "$keys" = 1 ] && table_row bp "$name, \`PS_BUSY_POLL=1\`"
 	done
 done
 

@@ -213,11 +213,10 @@ static int send_slice(struct psl_kv_worker *w, int ts, int r, bool push, int cmd
 	struct psl_van_seg segs[3];
 	uint32_t n = 0;
 	int id = psl_server_rank_to_id(r);
+	int rc = psl__send_check(id);
 
-	if (psl__cut_off())
-		return -ENOLINK;
-	if (psl__node_dead(id))
-		return -EHOSTDOWN;
+	if (rc)
+		return rc;
 	psl__meta_init(&m);
 	m.head = cmd;
 	m.app_id = w->c.app_id;

@@ -102,9 +102,18 @@ const char *psl__node_desc(int id, char *buf, size_t len)
 	return buf;
 }
 
-bool psl__cut_off(void)
+int psl__send_check(int id)
 {
-	return po.role != PSL_SCHEDULER && psl__node_dead(1);
+	int rc = 0;
+	if (id < 1 || id > po.max_id || !po.peers)
+		return -EHOSTDOWN;
+	pthread_mutex_lock(&po.mu);
+	if (po.role != PSL_SCHEDULER && po.peers[1].dead)
+		rc = -ENOLINK;
+	else if (po.peers[id].dead)
+		rc = -EHOSTDOWN;
+	pthread_mutex_unlock(&po.mu);
+	return rc;
 }
 
 bool psl__node_dead(int id)

@@ -101,10 +101,11 @@ bool psl__group_has(int g, int id);
 /* Marks a node lost and fails what waits on it. Takes po.mu itself. */
 void psl__node_lost(int id, int err, const char *why);
 bool psl__node_dead(int id);
-/* A server or worker that lost the scheduler: every request fails at once
- * (-ENOLINK), pending ones included; nothing waits for answers that may
- * never come. */
-bool psl__cut_off(void);
+/* Whether a request may be sent to node id: 0, -EHOSTDOWN (id was lost), or
+ * -ENOLINK (this server or worker lost the scheduler: every request fails at
+ * once, pending ones included; nothing waits for answers that may never
+ * come). */
+int psl__send_check(int id);
 /* "server 1 (id 10, 127.0.0.1:4567)" */
 const char *psl__node_desc(int id, char *buf, size_t len);
 

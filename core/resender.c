@@ -244,6 +244,27 @@ int psl__resender_pending(void)
 	return n;
 }
 
+/* Drops what is kept for node recver: every message (cmd < 0), or only its
+ * requests of control command cmd. */
+static void drop_kept(int recver, int cmd)
+{
+	int i;
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < BUCKETS; i++) {
+		struct entry **pp = &table[i];
+		while (*pp) {
+			struct entry *e = *pp;
+			if (e->recver == recver && (cmd < 0 || (e->request && e->cmd == cmd))) {
+				*pp = e->next;
+				entry_put(e);
+			} else {
+				pp = &e->next;
+			}
+		}
+	}
+	pthread_mutex_unlock(&mu);
+}
+
 /* A barrier's release proves that the scheduler has our request: it needs no
  * ACK and must not be resent. A C++ ps-lite scheduler creates its resender
  * up to 100 ms after it sent the node list (its start thread polls ready_
@@ -255,40 +276,12 @@ int psl__resender_pending(void)
  * well before PS_RESEND_TIMEOUT unless a node is slower than that to ask. */
 void psl__resender_released(int cmd)
 {
-	int i;
-	pthread_mutex_lock(&mu);
-	for (i = 0; i < BUCKETS; i++) {
-		struct entry **pp = &table[i];
-		while (*pp) {
-			struct entry *e = *pp;
-			if (e->recver == 1 && e->request && e->cmd == cmd) {
-				*pp = e->next;
-				entry_put(e);
-			} else {
-				pp = &e->next;
-			}
-		}
-	}
-	pthread_mutex_unlock(&mu);
+	drop_kept(1, cmd);
 }
 
 void psl__resender_forget(int id)
 {
-	int i;
-	pthread_mutex_lock(&mu);
-	for (i = 0; i < BUCKETS; i++) {
-		struct entry **pp = &table[i];
-		while (*pp) {
-			struct entry *e = *pp;
-			if (e->recver == id) {
-				*pp = e->next;
-				entry_put(e);
-			} else {
-				pp = &e->next;
-			}
-		}
-	}
-	pthread_mutex_unlock(&mu);
+	drop_kept(id, -1);
 }
 
 void psl__resender_tick(int64_t now)

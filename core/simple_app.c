@@ -88,10 +88,9 @@ int psl_simple_request(struct psl_simple_app *app, int head, const void *body, s
 		return ts;
 	}
 	for (i = 0; i < n; i++) {
-		int rc = psl__cut_off()		 ? -ENOLINK
-			 : psl__node_dead(ids[i]) ? -EHOSTDOWN
-						  : send_msg(app, ids[i], head, body, len, true,
-							     c->customer_id, ts);
+		int rc = psl__send_check(ids[i]);
+		if (!rc)
+			rc = send_msg(app, ids[i], head, body, len, true, c->customer_id, ts);
 		if (rc) {
 			pthread_mutex_lock(&c->mu);
 			r = psl__req_find_locked(c, ts);
