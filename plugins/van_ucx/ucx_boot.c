@@ -239,7 +239,16 @@ static void in_mismatch(struct ucx_in *in, int kind, const char *other)
 		    "a node at %s connected to this node's port %s speaking %s, but this node "
 		    "runs van ucx: start every node with the same DMLC_ENABLE_RDMA",
 		    in->desc, in->v->listen_desc, what);
-	in_close(in);
+	/* closing now, with its hello unread, would reset the connection and
+	 * could destroy our greeting before the peer read it: it would then
+	 * not know which van it reached */
+	if (shutdown(in->fd, SHUT_WR) != 0) {
+		in_close(in);
+		return;
+	}
+	in->state = IN_DRAIN;
+	in->t_deadline = psl__ucx_now_ms() + 1000;
+	psl__ucx_schedule(in->v, in->t_deadline);
 }
 
 static void in_welcome(struct ucx_in *in, const struct ucxp_hello *h)
@@ -326,7 +335,9 @@ void psl__ucx_in_io(struct ucx_in *in, uint32_t events)
 				continue;
 			if (kind != UCXP_PEER_UCX) {
 				in_mismatch(in, kind, other);
-				return;
+				if (in->state != IN_DRAIN)
+					return;
+				continue;
 			}
 			memmove(in->rx, in->rx + used, in->rxlen - used);
 			in->rxlen -= used;
@@ -358,9 +369,11 @@ void psl__ucx_in_tick(struct psl_van *v, int64_t now)
 	uint32_t k;
 	for (k = 0; k < v->nins; k++) {
 		struct ucx_in *in = v->ins[k];
-		if (in->state != IN_HELLO || in->fd < 0)
+		if ((in->state != IN_HELLO && in->state != IN_DRAIN) || in->fd < 0)
 			continue;
-		if (now >= in->t_deadline) {
+		if (now >= in->t_deadline && in->state == IN_DRAIN) {
+			in_close(in);
+		} else if (now >= in->t_deadline) {
 			LOG(v, PSL_VAN_LOG_WARN,
 			    "closed a connection from %s: no hello within %d ms", in->desc,
 			    v->handshake_ms);

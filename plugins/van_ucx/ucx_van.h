@@ -104,7 +104,10 @@ struct ucx_out {
 
 /* ------------------------------------------------------------- inbound -- */
 
-enum ucx_in_state { IN_HELLO = 0, IN_READY, IN_CLOSED };
+/* IN_DRAIN: a peer of another van, told so by our greeting; its socket is
+ * read and dropped until it closes (or t_deadline), so that our close does not
+ * reset the connection before the peer has read the greeting. */
+enum ucx_in_state { IN_HELLO = 0, IN_READY, IN_DRAIN, IN_CLOSED };
 
 struct ucx_rx;
 
