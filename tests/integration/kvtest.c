@@ -146,6 +146,9 @@ static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, 
 		if (f)
 			fclose(f);
 		fprintf(stderr, "kvtest server 1: asking for my link to be cut\n");
+		/* and answer nothing until it is: a fast worker would otherwise
+		 * finish its rounds before the test cuts the link */
+		sleep(3);
 	}
 	if (req->meta.cmd == CMD_FAIL) {
 		psl_kv_respond_error(req, -EINVAL);
