@@ -148,6 +148,20 @@ void psl__customer_remove(struct psl__customer *c)
 	pthread_cond_destroy(&c->cv);
 }
 
+int psl__customer_recv_dest(const struct psl__meta *m, uint32_t seg, size_t len,
+			    struct psl_van_dest *dest)
+{
+	struct psl__customer *c;
+	int rc = -ENOENT;
+
+	pthread_mutex_lock(&reg_mu); /* c cannot be removed meanwhile */
+	c = find_locked(m->app_id, lookup_cid(m));
+	if (c && c->ops->recv_dest)
+		rc = c->ops->recv_dest(c, m, seg, len, dest);
+	pthread_mutex_unlock(&reg_mu);
+	return rc;
+}
+
 void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw)
 {
 	struct psl__customer *c;
@@ -353,6 +367,7 @@ struct psl__req *psl__req_new_locked(struct psl__customer *c)
 	r->status = 0;
 	r->awaiting = 0;
 	r->holds = 0;
+	r->loans = 0;
 	r->parent = -1;
 	r->waiters = 0;
 	r->cb = NULL;
@@ -397,7 +412,7 @@ bool psl__req_awaits_locked(struct psl__customer *c, struct psl__req *r, int id)
 
 static bool settle(struct psl__req *r)
 {
-	if (r->state == PSL__REQ_PENDING && r->awaiting == 0 && r->holds == 0) {
+	if (r->state == PSL__REQ_PENDING && r->awaiting == 0 && r->holds == 0 && r->loans == 0) {
 		r->state = PSL__REQ_COMPLETING;
 		return true;
 	}
@@ -416,14 +431,26 @@ bool psl__req_answer_locked(struct psl__customer *c, struct psl__req *r, int id,
 	return settle(r);
 }
 
-bool psl__req_unhold_locked(struct psl__customer *c, struct psl__req *r, int status)
+/* One of r's open conditions (*n counts them) is met. */
+static bool release_one(struct psl__req *r, int *n, int status)
 {
-	(void)c;
-	if (r->holds > 0)
-		r->holds--;
+	if (*n > 0)
+		(*n)--;
 	if (status && !r->status)
 		r->status = status;
 	return settle(r);
+}
+
+bool psl__req_unhold_locked(struct psl__customer *c, struct psl__req *r, int status)
+{
+	(void)c;
+	return release_one(r, &r->holds, status);
+}
+
+bool psl__req_loan_back_locked(struct psl__customer *c, struct psl__req *r, int status)
+{
+	(void)c;
+	return release_one(r, &r->loans, status);
 }
 
 void psl__req_finish(struct psl__customer *c, struct psl__req *r)

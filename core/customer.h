@@ -21,6 +21,8 @@ struct psl__req {
 	int status;   /* first error, or 0 */
 	int awaiting; /* responses still expected */
 	int holds;    /* other conditions still open (pushpull's push half) */
+	int loans;    /* buffers of this request lent to the van (recv_dest):
+		       * it cannot complete before they come back */
 	int parent;   /* ts of a request to notify on completion, or -1 */
 	int waiters;  /* threads in psl__req_wait for it */
 	psl_kv_cb cb;
@@ -40,6 +42,11 @@ struct psl__customer_ops {
 	/* Optional. The node finalizes: after the final barrier, before the van
 	 * stops (messages can still be sent). */
 	void (*on_finalize)(struct psl__customer *c);
+	/* Optional. The van asks where segment seg (len bytes) of the message
+	 * with meta m should be received (psl_van_host.recv_dest); called with
+	 * the registry locked. 0 and *dest filled, or -errno. */
+	int (*recv_dest)(struct psl__customer *c, const struct psl__meta *m, uint32_t seg,
+			 size_t len, struct psl_van_dest *dest);
 };
 
 struct psl__customer {
@@ -73,6 +80,9 @@ void psl__customer_remove(struct psl__customer *c);
 /* Routes a received data message to its customer (or holds it until the
  * customer exists). Takes ownership of raw. */
 void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw);
+/* psl_van_host.recv_dest for a data message with meta m (sender set). */
+int psl__customer_recv_dest(const struct psl__meta *m, uint32_t seg, size_t len,
+			    struct psl_van_dest *dest);
 /* Runs on_finalize of every customer (at finalize, before the van stops). */
 void psl__customers_finalize(void);
 /* Drops every held message (at finalize). */
@@ -91,6 +101,8 @@ bool psl__req_awaits_locked(struct psl__customer *c, struct psl__req *r, int id)
 bool psl__req_answer_locked(struct psl__customer *c, struct psl__req *r, int id, int status);
 /* With c->mu held: one hold released. Same return as above. */
 bool psl__req_unhold_locked(struct psl__customer *c, struct psl__req *r, int status);
+/* With c->mu held: one loan came back. Same return as above. */
+bool psl__req_loan_back_locked(struct psl__customer *c, struct psl__req *r, int status);
 /* Completes r: on_complete, callback, wake waiters, notify parent. */
 void psl__req_finish(struct psl__customer *c, struct psl__req *r);
 /* Answers every request waiting on node id with err (node lost). */

@@ -21,6 +21,8 @@ struct psl__kv_copy {
 
 struct psl__kv_copy *psl__kv_copy_new(size_t bytes, int refs);
 void psl__kv_copy_put(struct psl__kv_copy *cp);
+/* psl_van_host.recv_dest_put for a loan of a KV worker's pull buffer. */
+void psl__kv_loan_put(void *loan, int status);
 static inline void *psl__kv_copy_data(struct psl__kv_copy *cp)
 {
 	return cp + 1;

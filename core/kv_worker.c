@@ -40,7 +40,15 @@ struct pull {
 	struct {
 		size_t k0, k1;
 		struct psl_van_rmsg *raw;
+		bool lent; /* the van writes this server's values into out->vals */
 	} part[];
+};
+
+/* A part of out->vals lent to the van (psl_van_host.recv_dest). */
+struct loan {
+	struct psl__customer *c;
+	struct psl__req *r; /* stays PENDING while lent */
+	int rank;
 };
 
 /* The push half of a push-pull, when the pull half must wait for it (with
@@ -721,7 +729,8 @@ static void kvw_on_complete(struct psl__customer *c, struct psl__req *r)
 			continue;
 		bytes = raw->segs[1].len;
 		if (!r->status) {
-			if (bytes)
+			/* (the van may have received the values in place) */
+			if (bytes && raw->segs[1].data != (char *)p->out->vals + off * w->esz)
 				memcpy((char *)p->out->vals + off * w->esz, raw->segs[1].data,
 				       bytes);
 			if (p->out->lens && nk) {
@@ -744,9 +753,71 @@ static void kvw_on_complete(struct psl__customer *c, struct psl__req *r)
 	r->priv = NULL;
 }
 
+/* The van asks where a pull answer's values should go: straight into the
+ * caller's out->vals when this answer's place there is known before it
+ * arrives (it comes first: no server before it has keys of the request)
+ * and it fits. The request cannot complete until the loan comes back. */
+static int kvw_recv_dest(struct psl__customer *c, const struct psl__meta *m, uint32_t seg,
+			 size_t len, struct psl_van_dest *dest)
+{
+	struct psl_kv_worker *w = (struct psl_kv_worker *)c;
+	int rank = psl_id_to_rank(m->sender), i, rc = -ENOENT;
+	struct psl__req *r;
+	struct pull *p;
+	struct loan *l;
+
+	if (m->request || m->simple_app || m->push || seg != 1 || !len || len % w->esz)
+		return -EINVAL;
+	if (!(l = malloc(sizeof(*l))))
+		return -ENOMEM;
+	pthread_mutex_lock(&c->mu);
+	r = psl__req_find_locked(c, m->timestamp);
+	p = r ? r->priv : NULL;
+	if (!p || p->kind != KIND_PULL || !psl__req_awaits_locked(c, r, m->sender) || rank < 0 ||
+	    rank >= p->nservers || p->part[rank].raw || p->part[rank].lent ||
+	    len > p->out->cap * w->esz || !p->out->vals)
+		goto out;
+	for (i = 0; i < rank; i++)
+		if (p->part[i].k1 != p->part[i].k0)
+			goto out;
+	p->part[rank].lent = true;
+	r->loans++;
+	l->c = c;
+	l->r = r;
+	l->rank = rank;
+	dest->data = p->out->vals;
+	dest->mem_type = PSL_MEM_HOST;
+	dest->dev_id = -1;
+	dest->loan = l;
+	l = NULL;
+	rc = 0;
+out:
+	pthread_mutex_unlock(&c->mu);
+	free(l);
+	return rc;
+}
+
+void psl__kv_loan_put(void *loan, int status)
+{
+	struct loan *l = loan;
+	struct psl__customer *c = l->c;
+	bool done;
+
+	pthread_mutex_lock(&c->mu);
+	((struct pull *)l->r->priv)->part[l->rank].lent = false;
+	/* the data did not come: the answer (if it comes again) is copied */
+	done = psl__req_loan_back_locked(c, l->r, 0);
+	pthread_mutex_unlock(&c->mu);
+	(void)status;
+	if (done)
+		psl__req_finish(c, l->r);
+	free(l);
+}
+
 static const struct psl__customer_ops kvw_ops = {
 	.on_msg = kvw_on_msg,
 	.on_complete = kvw_on_complete,
+	.recv_dest = kvw_recv_dest,
 };
 
 int psl_kv_worker_new(int app_id, int customer_id, enum psl_dtype dtype,

@@ -10,6 +10,7 @@
 
 #include "control.h"
 #include "customer.h"
+#include "kv.h"
 #include "log.h"
 #include "postoffice.h"
 #include "resender.h"
@@ -132,6 +133,37 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 	psl__customer_dispatch(&m, raw);
 }
 
+/* Only a worker lends its pull buffers; what does not decode, or is not a
+ * data message from a node of this job, keeps the van's own buffer. */
+static int host_recv_dest(void *ctx, int32_t sender, const void *meta, size_t meta_len,
+			  uint32_t seg, size_t len, struct psl_van_dest *dest)
+{
+	struct psl__meta m;
+	char why[8];
+	int rc;
+	(void)ctx;
+
+	if (psl__po.role != PSL_WORKER || psl__po.state != PSL__READY || !dest)
+		return -EINVAL;
+	if (psl__meta_decode(meta, meta_len, &m, why, sizeof(why)))
+		return -EPROTO;
+	rc = -EINVAL;
+	if (m.cmd == PSL_CMD_EMPTY && sender >= 8 && sender <= psl__po.max_id &&
+	    psl__po.peers[sender].known) {
+		m.sender = sender;
+		rc = psl__customer_recv_dest(&m, seg, len, dest);
+	}
+	psl__meta_clear(&m);
+	return rc;
+}
+
+static void host_recv_dest_put(void *ctx, void *loan, int status)
+{
+	(void)ctx;
+	if (loan)
+		psl__kv_loan_put(loan, status);
+}
+
 void psl__host_init(struct psl_van_host *h)
 {
 	memset(h, 0, sizeof(*h));
@@ -144,6 +176,8 @@ void psl__host_init(struct psl_van_host *h)
 	h->recv = host_recv;
 	h->send_done = host_send_done;
 	h->peer_event = host_peer_event;
+	h->recv_dest = host_recv_dest;
+	h->recv_dest_put = host_recv_dest_put;
 }
 
 /* ------------------------------------------------------------ loopback -- */

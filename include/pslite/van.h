@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define PSL_VAN_ABI_MAJOR 1
-#define PSL_VAN_ABI_MINOR 0
+#define PSL_VAN_ABI_MINOR 1
 #define PSL_VAN_ABI_MAKE(maj, min) ((((uint32_t)(maj)) << 16) | (uint32_t)(min))
 #define PSL_VAN_ABI_VERSION PSL_VAN_ABI_MAKE(PSL_VAN_ABI_MAJOR, PSL_VAN_ABI_MINOR)
 #define PSL_VAN_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
@@ -121,6 +121,18 @@ struct psl_van_rmsg {
 	void (*release)(struct psl_van_rmsg *msg);
 };
 
+/*
+ * Where the core wants a large received segment to go (ABI 1.1, see
+ * psl_van_host.recv_dest): typically the buffer a worker's pull answer is
+ * for, so that the data is not copied once more after it arrived.
+ */
+struct psl_van_dest {
+	void *data;	  /* write the segment here (at least len bytes) */
+	int32_t mem_type; /* enum psl_mem_type of data */
+	int32_t dev_id;	  /* device ordinal for PSL_MEM_CUDA, -1 for host */
+	void *loan;	  /* hand back with recv_dest_put, exactly once */
+};
+
 /* Peer events (psl_van_host.peer_event). */
 enum psl_van_peer_event {
 	PSL_VAN_PEER_UP = 1,	   /* the transport reached the peer */
@@ -153,7 +165,25 @@ struct psl_van_host {
 	/* Something happened to the connection to node_id; err is 0 or -errno.
 	 * detail is a human-readable string or NULL. */
 	void (*peer_event)(void *ctx, int32_t node_id, int event, int err, const char *detail);
+
+	/* ABI 1.1; a van checks size >= PSL_VAN_HOST_SIZE_1_1 before using
+	 * these. A van that can place a segment where it likes before the data
+	 * moves (UCX rendezvous, RDMA) may ask where segment seg (len bytes) of
+	 * a message from sender should go, once it has the message's meta.
+	 * Returns 0 and fills *dest, or -errno (the van uses its own buffer).
+	 * A granted destination is a loan: the van writes only there, then
+	 * calls recv_dest_put(ctx, dest->loan, status) exactly once, after the
+	 * transport stopped writing into it: status 0 right before it delivers
+	 * the message (whose segment seg then points at dest->data), -errno if
+	 * the data did not arrive and the message is dropped. The core keeps
+	 * the memory valid until then (the request it belongs to cannot
+	 * complete). Both may be called from any van thread. */
+	int (*recv_dest)(void *ctx, int32_t sender, const void *meta, size_t meta_len,
+			 uint32_t seg, size_t len, struct psl_van_dest *dest);
+	void (*recv_dest_put)(void *ctx, void *loan, int status);
 };
+
+#define PSL_VAN_HOST_SIZE_1_1 (offsetof(struct psl_van_host, recv_dest_put) + sizeof(void *))
 
 /* A peer to connect to, as it appears in the node list. */
 struct psl_van_peer {

@@ -131,11 +131,29 @@ static bool has_ucx_parts(const struct ucx_rx *m)
 	return false;
 }
 
+/* Hands the core's memory back: status 0 when the message goes to the core
+ * next, else the data did not arrive. UCX must no longer write into it. */
+static void loans_put(struct psl_van *v, struct ucx_rx *m, int status)
+{
+	uint16_t i;
+	for (i = 0; i < m->nparts; i++) {
+		struct ucx_rpart *p = &m->parts[i];
+		if (p->kind == PART_LOAN) {
+			v->host->recv_dest_put(v->host->ctx, p->loan, status);
+			p->kind = status ? PART_NONE : PART_LENT;
+			p->loan = NULL;
+			if (status)
+				p->data = NULL;
+		}
+	}
+}
+
 /* Frees every part; UCX's parts need the caller to own the worker. */
 static void parts_free(struct psl_van *v, struct ucx_rx *m)
 {
 	uint16_t i;
 	parts_release_ucx(v, m);
+	loans_put(v, m, -ECANCELED);
 	for (i = 0; i < m->nparts; i++) {
 		struct ucx_rpart *p = &m->parts[i];
 		if (p->kind == PART_HEAP) {
@@ -315,10 +333,12 @@ int psl__ucx_dispatch_ready(struct psl_van *v)
 	while (m) {
 		struct ucx_rx *next = m->next;
 		m->next = NULL;
-		if (v->stopping) /* fini: the core gets send_done only */
+		if (v->stopping) { /* fini: the core gets send_done only */
 			rx_free(v, m);
-		else
+		} else {
+			loans_put(v, m, 0);
 			v->host->recv(v->host->ctx, &m->pub);
+		}
 		m = next;
 		n++;
 	}
@@ -334,6 +354,19 @@ void psl__ucx_rx_drop_ready(struct psl_van *v)
 		rx_free(v, m);
 		m = next;
 	}
+}
+
+int psl__ucx_rx_orphan_loans(struct psl_van *v)
+{
+	struct ucx_rx *m;
+	int n = 0;
+	uint16_t i;
+	for (m = v->orphans; m; m = m->next) {
+		for (i = 0; i < m->nparts; i++)
+			n += m->parts[i].kind == PART_LOAN;
+		loans_put(v, m, -ETIMEDOUT);
+	}
+	return n;
 }
 
 void psl__ucx_in_drop_all(struct ucx_in *in)
@@ -409,9 +442,47 @@ static void rndv_cb(void *request, ucs_status_t st, size_t length, void *user_da
 	ucp_request_free(request);
 	if (st != UCS_OK || length != p->len)
 		m->err = st != UCS_OK ? -psl__ucx_errno(st) : -EPROTO;
+	p->rndv = false;
+	if (p->lent_writing) {
+		p->lent_writing = false;
+		m->v->lent_writing--;
+	}
 	m->pending--;
 	if (m->in)
 		rx_advance(m->in);
+	else if (!m->pending) /* an orphan: what the core lent goes back now */
+		loans_put(m->v, m, m->err ? m->err : -ECONNRESET);
+}
+
+/* Segment seg of m straight into memory the core lends, if it wants to
+ * (a pull answer into the caller's buffer): needs the message's head, with
+ * the meta, to be here already. */
+static bool rx_borrow(struct psl_van *v, struct ucx_rx *m, struct ucx_rpart *p, uint32_t seg,
+		      size_t len)
+{
+	struct ucxp_seg_desc desc[UCXP_MAX_SEG];
+	size_t inl[UCXP_MAX_SEG], meta_off, meta_len;
+	struct ucx_rpart *head = &m->parts[0];
+	struct psl_van_dest d;
+	char why[8];
+
+	if (!v->lend || !head->arrived || head->rndv || !head->data || p == head)
+		return false;
+	if (psl__ucxp_head_parse(head->data, head->len, m->nseg, desc, &meta_off, &meta_len, inl,
+				 why, sizeof(why)))
+		return false;
+	memset(&d, 0, sizeof(d));
+	if (v->host->recv_dest(v->host->ctx, m->in->node_id, (uint8_t *)head->data + meta_off,
+			       meta_len, seg, len, &d))
+		return false;
+	if (d.mem_type != PSL_MEM_HOST || !d.data) { /* only host memory here */
+		v->host->recv_dest_put(v->host->ctx, d.loan, -ENOTSUP);
+		return false;
+	}
+	p->kind = PART_LOAN;
+	p->data = d.data;
+	p->loan = d.loan;
+	return true;
 }
 
 ucs_status_t psl__ucx_am_cb(void *arg, const void *header, size_t header_length, void *data,
@@ -456,8 +527,11 @@ ucs_status_t psl__ucx_am_cb(void *arg, const void *header, size_t header_length,
 	if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
 		ucp_request_param_t prm;
 		ucs_status_ptr_t st;
-		p->kind = PART_POOL;
-		p->data = v->pool.max_bytes ? pool_get(&v->pool, length, &p->cls) : NULL;
+		p->rndv = true;
+		if (!rx_borrow(v, m, p, h.seg, length)) {
+			p->kind = PART_POOL;
+			p->data = v->pool.max_bytes ? pool_get(&v->pool, length, &p->cls) : NULL;
+		}
 		if (!p->data) {
 			p->kind = PART_HEAP;
 			p->data = rx_alloc(length);
@@ -476,9 +550,14 @@ ucs_status_t psl__ucx_am_cb(void *arg, const void *header, size_t header_length,
 			st = ucp_am_recv_data_nbx(v->worker, data, p->data, length, &prm);
 			if (st == NULL) {
 				m->pending--;
+				p->rndv = false;
 			} else if (UCS_PTR_IS_ERR(st)) {
 				m->pending--;
+				p->rndv = false;
 				m->err = -psl__ucx_errno(UCS_PTR_STATUS(st));
+			} else if (p->kind == PART_LOAN) {
+				p->lent_writing = true;
+				v->lent_writing++;
 			}
 			ret = UCS_INPROGRESS;
 		}

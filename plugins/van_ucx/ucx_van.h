@@ -161,7 +161,9 @@ struct ucx_send {
 
 /* ------------------------------------------------------------- receive -- */
 
-enum { PART_NONE = 0, PART_UCX, PART_HEAP, PART_POOL };
+/* PART_LOAN: received into memory the core lent (psl_van_host.recv_dest),
+ * not yet handed back; PART_LENT: handed back with the message. */
+enum { PART_NONE = 0, PART_UCX, PART_HEAP, PART_POOL, PART_LOAN, PART_LENT };
 
 /*
  * Rendezvous receive buffers of 64 KiB and more come from a cache, so that
@@ -189,6 +191,9 @@ struct ucx_rpart {
 	uint8_t kind;
 	uint8_t cls; /* pool class of a PART_POOL buffer */
 	bool arrived;
+	bool rndv;  /* data still on its way (rendezvous) until rndv_cb */
+	bool lent_writing; /* counted in lent_writing of the van */
+	void *loan; /* PART_LOAN's, for recv_dest_put */
 };
 
 struct ucx_rx {
@@ -224,6 +229,8 @@ struct psl_van {
 	size_t inline_max;
 	int handshake_ms, connect_ms, linger_ms;
 	bool peer_errors; /* PS_UCX_ERR_MODE=peer: UCP_ERR_HANDLING_MODE_PEER */
+	bool lend;	  /* PS_UCX_PULL_IN_PLACE: ask the core where data goes */
+	int lent_writing; /* lent parts UCX still writes into (worker's owner) */
 
 	int epfd, wake_fd, lfd, efd;
 	struct ucx_fdh h_wake, h_worker, h_listen;
@@ -311,6 +318,9 @@ ucs_status_t psl__ucx_am_cb(void *arg, const void *header, size_t header_length,
 			    size_t length, const ucp_am_recv_param_t *param);
 int psl__ucx_dispatch_ready(struct psl_van *v);
 void psl__ucx_in_drop_all(struct ucx_in *in);
+/* fini: hands back what the core lent to messages UCX still writes into
+ * (nothing progresses the worker any more); returns how many. */
+int psl__ucx_rx_orphan_loans(struct psl_van *v);
 void psl__ucx_rx_free_orphans(struct psl_van *v, bool worker_alive);
 void psl__ucx_rx_drop_ready(struct psl_van *v);
 int psl__ucx_release_inbox(struct psl_van *v);

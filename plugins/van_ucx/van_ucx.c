@@ -20,6 +20,8 @@
  *   PS_UCX_HANDSHAKE_TIMEOUT=S  bootstrap handshake limit in seconds (10)
  *   PS_UCX_LINGER_MS=MS         how long fini lets sends in flight finish (1000)
  *   PS_UCX_RX_CACHE_MB=MB       receive buffers kept for reuse (256, 0 = none)
+ *   PS_UCX_PULL_IN_PLACE=0|1    large pull answers go straight into the
+ *                               worker's buffer (1) or through ours (0)
  *   PS_UCX_ERR_MODE=none|peer   UCP endpoint error handling (none: the
  *                               bootstrap connection tells that a peer died,
  *                               and every transport stays usable; peer: UCX
@@ -169,10 +171,15 @@ static int read_settings(struct psl_van *v)
 	v->linger_ms = (int)x;
 	if ((rc = param_long(v, "PS_CONNECT_TIMEOUT", 60, 1, 86400, "seconds", &x)))
 		return rc;
+	v->connect_ms = (int)x * 1000;
 	if ((rc = param_long(v, "PS_UCX_RX_CACHE_MB", 256, 0, 1 << 20, "MiB", &x)))
 		return rc;
 	v->pool.max_bytes = (size_t)x << 20;
-	v->connect_ms = (int)x * 1000;
+	if ((rc = param_long(v, "PS_UCX_PULL_IN_PLACE", 1, 0, 1, NULL, &x)))
+		return rc;
+	/* (a core older than ABI 1.1 lends nothing) */
+	v->lend = x != 0 && v->host->size >= PSL_VAN_HOST_SIZE_1_1 && v->host->recv_dest &&
+		  v->host->recv_dest_put;
 	s = param(v, "PS_UCX_ERR_MODE");
 	if (!s || !strcmp(s, "none"))
 		v->peer_errors = false;
@@ -690,6 +697,11 @@ static bool all_closed(struct psl_van *v)
 	return idle && atomic_load(&v->inflight) == 0;
 }
 
+static bool none_lent_writing(struct psl_van *v)
+{
+	return v->lent_writing == 0;
+}
+
 static void ufini(struct psl_van *v)
 {
 	struct ucx_out *o;
@@ -712,6 +724,9 @@ static void ufini(struct psl_van *v)
 	v->stopping = true; /* from here on: send_done only */
 	/* what is in flight gets PS_UCX_LINGER_MS to arrive */
 	drain(v, t0 + v->linger_ms, all_sent);
+	/* and what arrives into memory the core lent, too: the core gets it
+	 * back before fini returns */
+	drain(v, psl__ucx_now_ms() + v->linger_ms + 1000, none_lent_writing);
 	pthread_rwlock_wrlock(&v->lock);
 	free(v->peers);
 	v->peers = NULL;
@@ -743,6 +758,11 @@ static void ufini(struct psl_van *v)
 	free(v->ins);
 	v->ins = NULL;
 	v->nins = 0;
+	/* (left: the worker is not progressed any more, so UCX writes nothing
+	 * more into them over TCP or shared memory) */
+	if ((k = (uint32_t)psl__ucx_rx_orphan_loans(v)))
+		LOG(v, PSL_VAN_LOG_WARN, "%u pull answer(s) still arriving when the van stopped",
+		    k);
 	if (v->lfd >= 0)
 		close(v->lfd);
 	if (v->epfd >= 0)

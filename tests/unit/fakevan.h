@@ -135,6 +135,7 @@ static int node_down(void **state)
 struct fake_rmsg {
 	struct psl_van_rmsg pub;
 	struct psl_van_rseg segs[4];
+	bool lent[4]; /* the core's own memory (recv_dest): not ours to free */
 	void *meta;
 };
 
@@ -143,15 +144,18 @@ static void fake_release(struct psl_van_rmsg *pub)
 	struct fake_rmsg *r = (struct fake_rmsg *)pub;
 	uint32_t i;
 	for (i = 0; i < pub->nseg; i++)
-		free(r->segs[i].data);
+		if (!r->lent[i])
+			free(r->segs[i].data);
 	free(r->meta);
 	free(r);
 	g_released++;
 }
 
-/* Delivers raw meta bytes plus segments from sender, as a van would. */
-static void deliver_raw(int sender, const void *meta, size_t meta_len, uint32_t nseg,
-			const void *const *data, const size_t *len)
+/* Delivers raw meta bytes plus segments from sender, as a van would;
+ * segment lent (if < nseg) is data[lent] itself, received where the core
+ * said (recv_dest), the others are copies. */
+static void deliver_raw_lent(int sender, const void *meta, size_t meta_len, uint32_t nseg,
+			     const void *const *data, const size_t *len, uint32_t lent)
 {
 	struct fake_rmsg *r = calloc(1, sizeof(*r));
 	uint32_t i;
@@ -159,8 +163,10 @@ static void deliver_raw(int sender, const void *meta, size_t meta_len, uint32_t 
 	r->meta = malloc(meta_len ? meta_len : 1);
 	memcpy(r->meta, meta, meta_len);
 	for (i = 0; i < nseg; i++) {
-		r->segs[i].data = malloc(len[i] ? len[i] : 1);
-		if (len[i])
+		r->lent[i] = i == lent;
+		r->segs[i].data = i == lent ? (void *)(uintptr_t)data[i]
+					    : malloc(len[i] ? len[i] : 1);
+		if (len[i] && i != lent)
 			memcpy(r->segs[i].data, data[i], len[i]);
 		r->segs[i].len = len[i];
 		r->segs[i].mem_type = PSL_MEM_HOST;
@@ -174,6 +180,12 @@ static void deliver_raw(int sender, const void *meta, size_t meta_len, uint32_t 
 	r->pub.release = fake_release;
 	g_delivered++;
 	psl__po.host.recv(psl__po.host.ctx, &r->pub);
+}
+
+static void deliver_raw(int sender, const void *meta, size_t meta_len, uint32_t nseg,
+			const void *const *data, const size_t *len)
+{
+	deliver_raw_lent(sender, meta, meta_len, nseg, data, len, nseg);
 }
 
 #endif

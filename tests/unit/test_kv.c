@@ -36,8 +36,8 @@ static void deliver(int sender, const struct psl__meta *m, uint32_t nseg, const 
 	deliver_raw(sender, buf, n, nseg, data, len);
 }
 
-static void reply(const struct sent *s, int option, uint32_t nseg, const void *const *data,
-		  const size_t *len)
+/* The response meta for sent request s, encoded into buf; its length. */
+static size_t reply_meta(const struct sent *s, int option, uint8_t *buf)
 {
 	struct psl__meta m;
 	psl__meta_init(&m);
@@ -50,7 +50,15 @@ static void reply(const struct sent *s, int option, uint32_t nseg, const void *c
 	m.simple_app = s->m.simple_app;
 	m.option = option;
 	m.src_dev_type = m.dst_dev_type = PSL_DEV_CPU;
-	deliver(s->to, &m, nseg, data, len);
+	return psl__meta_encode(&m, buf);
+}
+
+static void reply(const struct sent *s, int option, uint32_t nseg, const void *const *data,
+		  const size_t *len)
+{
+	uint8_t buf[1024];
+	size_t n = reply_meta(s, option, buf);
+	deliver_raw(s->to, buf, n, nseg, data, len);
 }
 
 /* ------------------------------------------------------------- tracker -- */
@@ -214,6 +222,122 @@ static void test_node_lost(void **state)
 	assert_int_equal(g_sent[2].to, 8);
 	reply(&g_sent[2], 0, 0, NULL, NULL);
 	assert_int_equal(psl_kv_wait(w, ts), -EHOSTDOWN);
+	psl_kv_worker_free(w);
+}
+
+/* ---------------------------------------------------- pull in place -- */
+
+static int lend(const struct sent *s, uint32_t seg, size_t len, struct psl_van_dest *d)
+{
+	uint8_t buf[256];
+	size_t n = reply_meta(s, 0, buf);
+	memset(d, 0, sizeof(*d));
+	return psl__po.host.recv_dest(psl__po.host.ctx, s->to, buf, n, seg, len, d);
+}
+
+/* A van asks where a pull answer goes (recv_dest): the first server's part
+ * of a worker's pull goes straight into out->vals, the request waits for
+ * the loan, and the data is not copied again; what cannot be placed (a
+ * later server's part, too big, a push answer, twice) is refused. */
+static void test_pull_in_place(void **state)
+{
+	const uint64_t q = 0x7FFFFFFFFFFFFFFFull;
+	uint64_t keys[2] = {3, q + 3};
+	uint16_t out[8] = {0}, v0[3] = {11, 12, 13}, v1[2] = {21, 22};
+	int lens[2] = {-1, -1}, ln0 = 3, ln1 = 2;
+	struct psl_kv_out o = {out, 8, 0, lens};
+	struct psl_kv_worker *w;
+	struct psl_van_dest d, d2;
+	const struct sent *p0, *p1;
+	uint8_t buf[256];
+	size_t n;
+	int ts, i;
+	(void)state;
+
+	node_up(2);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_UINT16, &w), 0);
+	g_pp_calls = 0;
+	ts = psl_kv_zpull(w, keys, 2, &o, 0, pp_cb, NULL);
+	assert_true(ts >= 0);
+	assert_int_equal(g_nsent, 2);
+	p0 = g_sent[0].to == 8 ? &g_sent[0] : &g_sent[1];
+	p1 = g_sent[0].to == 8 ? &g_sent[1] : &g_sent[0];
+	/* refused: server 1's part (where it goes depends on server 0's
+	 * length), keys or lens, not a multiple of the value size, too big */
+	assert_true(lend(p1, 1, 4, &d) < 0);
+	assert_true(lend(p0, 0, 8, &d) < 0);
+	assert_true(lend(p0, 1, 5, &d) < 0);
+	assert_true(lend(p0, 1, 18, &d) < 0);
+	/* granted: server 0's values, into out itself; only once */
+	assert_int_equal(lend(p0, 1, 6, &d), 0);
+	assert_ptr_equal(d.data, out);
+	assert_int_equal(d.mem_type, PSL_MEM_HOST);
+	assert_true(lend(p0, 1, 6, &d2) < 0);
+	memcpy(d.data, v0, sizeof(v0)); /* the van receives */
+	/* server 1 answers (copied); the request still waits for server 0 */
+	{
+		const void *data[3] = {&keys[1], v1, &ln1};
+		size_t len[3] = {8, 4, 4};
+		n = reply_meta(p1, 0, buf);
+		deliver_raw(p1->to, buf, n, 3, data, len);
+	}
+	assert_int_equal(g_pp_calls, 0);
+	/* the loan comes back with the data, then the message pointing at it */
+	psl__po.host.recv_dest_put(psl__po.host.ctx, d.loan, 0);
+	assert_int_equal(g_pp_calls, 0);
+	{
+		const void *data[3] = {&keys[0], out, &ln0};
+		size_t len[3] = {8, 6, 4};
+		n = reply_meta(p0, 0, buf);
+		deliver_raw_lent(p0->to, buf, n, 3, data, len, 1);
+	}
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	assert_int_equal(g_pp_calls, 1);
+	assert_int_equal(o.num_vals, 5);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(out[i], v0[i]);
+	for (i = 0; i < 2; i++)
+		assert_int_equal(out[3 + i], v1[i]);
+	assert_int_equal(lens[0], 3);
+	assert_int_equal(lens[1], 2);
+
+	/* a push's answer has nothing to place */
+	{
+		uint16_t pv[2] = {1, 2};
+		struct psl_kv kv = {keys, 1, pv, 2, NULL};
+		ts = psl_kv_zpush(w, &kv, 0, NULL, NULL);
+		assert_true(lend(&g_sent[g_nsent - 1], 1, 4, &d) < 0);
+		reply(&g_sent[g_nsent - 1], 0, 0, NULL, NULL);
+		assert_int_equal(psl_kv_wait(w, ts), 0);
+	}
+
+	/* the server is lost while its answer is on its way into out: the
+	 * request fails, but only once the van gave the memory back */
+	g_pp_calls = 0;
+	ts = psl_kv_zpull(w, keys, 1, &o, 0, pp_cb, NULL);
+	assert_int_equal(lend(&g_sent[g_nsent - 1], 1, 6, &d), 0);
+	psl__customers_node_lost(8, -ECONNRESET);
+	assert_int_equal(g_pp_calls, 0);
+	psl__po.host.recv_dest_put(psl__po.host.ctx, d.loan, -ECANCELED);
+	assert_int_equal(g_pp_calls, 1);
+	assert_int_equal(g_pp_status, -ECONNRESET);
+	assert_int_equal(psl_kv_wait(w, ts), -ECONNRESET);
+
+	/* a loan that comes back without data: the answer may still come,
+	 * the usual way */
+	ts = psl_kv_zpull(w, keys, 1, &o, 0, NULL, NULL);
+	assert_int_equal(lend(&g_sent[g_nsent - 1], 1, 6, &d), 0);
+	psl__po.host.recv_dest_put(psl__po.host.ctx, d.loan, -EIO);
+	{
+		uint16_t v[3] = {7, 8, 9};
+		const void *data[3] = {&keys[0], v, &ln0};
+		size_t len[3] = {8, 6, 4};
+		n = reply_meta(&g_sent[g_nsent - 1], 0, buf);
+		deliver_raw(8, buf, n, 3, data, len);
+	}
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	assert_int_equal(out[0], 7);
+	assert_int_equal(out[2], 9);
 	psl_kv_worker_free(w);
 }
 
@@ -588,7 +712,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_many_in_flight),	    T(test_pushpull),
-		T(test_node_lost),	    T(test_server_held_request),
+		T(test_node_lost),	    T(test_pull_in_place),	    T(test_server_held_request),
 		T(test_server_frame_checks), T(test_server_responses),
 		T(test_simple_app),	    T(test_held_bound),
 	};

@@ -18,7 +18,11 @@
  *     core adds which van this node runs);
  *   - fini completes every send still in flight before it returns, no
  *     callback runs after it, and a message the host still holds can be
- *     released after fini.
+ *     released after fini;
+ *   - recv_dest (ABI 1.1): a large segment the host asks for goes into the
+ *     host's memory, the loan comes back (status 0) before the message is
+ *     delivered pointing at it; a refused one comes the usual way; at fini
+ *     every loan comes back exactly once, before fini returns.
  *
  * Needs PS_VAN_PATH to lead to van_ucx.so (make check sets it).
  */
@@ -77,6 +81,17 @@ struct thost {
 	atomic_int done_errors;
 	atomic_int callbacks; /* every callback, to check none runs after fini */
 	const char *params[8][2];
+	/* recv_dest: what the host lent (meta starting with 'L', segment 1) */
+	bool lend;
+	struct lent {
+		void *buf;
+		size_t len;
+		int puts;   /* recv_dest_put calls */
+		int status; /* of the last one */
+		bool delivered;
+	} lent[64];
+	int nlent;
+	int order_errors; /* delivered before its loan came back, or twice back */
 };
 
 static struct thost *H(void *ctx)
@@ -104,11 +119,60 @@ static const char *t_param(void *ctx, const char *name)
 	return getenv(name);
 }
 
+static int t_recv_dest(void *ctx, int32_t sender, const void *meta, size_t meta_len,
+		       uint32_t seg, size_t len, struct psl_van_dest *dest)
+{
+	struct thost *t = H(ctx);
+	int rc = -ENOENT;
+	(void)sender;
+	atomic_fetch_add(&t->callbacks, 1);
+	pthread_mutex_lock(&t->mu);
+	if (t->lend && meta_len && ((const char *)meta)[0] == 'L' && seg == 1 &&
+	    t->nlent < 64) {
+		struct lent *l = &t->lent[t->nlent];
+		l->buf = malloc(len);
+		l->len = len;
+		if (l->buf) {
+			dest->data = l->buf;
+			dest->mem_type = PSL_MEM_HOST;
+			dest->dev_id = -1;
+			dest->loan = (void *)(intptr_t)(t->nlent + 1);
+			t->nlent++;
+			rc = 0;
+		}
+	}
+	pthread_mutex_unlock(&t->mu);
+	return rc;
+}
+
+static void t_recv_dest_put(void *ctx, void *loan, int status)
+{
+	struct thost *t = H(ctx);
+	intptr_t i = (intptr_t)loan - 1;
+	atomic_fetch_add(&t->callbacks, 1);
+	pthread_mutex_lock(&t->mu);
+	if (i < 0 || i >= t->nlent || t->lent[i].puts++)
+		t->order_errors++;
+	else
+		t->lent[i].status = status;
+	pthread_mutex_unlock(&t->mu);
+}
+
 static void t_recv(void *ctx, struct psl_van_rmsg *m)
 {
 	struct thost *t = H(ctx);
+	uint32_t s;
+	int i;
 	atomic_fetch_add(&t->callbacks, 1);
 	pthread_mutex_lock(&t->mu);
+	for (s = 0; s < m->nseg; s++)
+		for (i = 0; i < t->nlent; i++)
+			if (m->segs[s].data == t->lent[i].buf) {
+				if (t->lent[i].puts != 1 || t->lent[i].status != 0 ||
+				    t->lent[i].delivered)
+					t->order_errors++;
+				t->lent[i].delivered = true;
+			}
 	if (t->nmsg < MAXMSG) {
 		struct got *g = &t->msgs[t->nmsg++];
 		g->sender = m->sender;
@@ -161,6 +225,8 @@ static void host_init(struct thost *t, const char *name)
 	t->h.recv = t_recv;
 	t->h.send_done = t_send_done;
 	t->h.peer_event = t_peer_event;
+	t->h.recv_dest = t_recv_dest;
+	t->h.recv_dest_put = t_recv_dest_put;
 	pthread_mutex_init(&t->mu, NULL);
 	pthread_cond_init(&t->cv, NULL);
 }
@@ -180,7 +246,10 @@ static void host_release_all(struct thost *t)
 
 static void host_fini(struct thost *t)
 {
+	int i;
 	host_release_all(t);
+	for (i = 0; i < t->nlent; i++)
+		free(t->lent[i].buf);
 	pthread_mutex_destroy(&t->mu);
 	pthread_cond_destroy(&t->cv);
 }
@@ -716,6 +785,85 @@ static void test_fini_in_flight(void **state)
 	free(big);
 }
 
+/* recv_dest: segment 1 of 'L' messages is lent by the host. */
+static void test_recv_in_place(void **state)
+{
+	enum { N = 12, BIG = 4 << 20 };
+	struct node a, b;
+	uint8_t *small = malloc(64), *big = malloc(BIG);
+	atomic_int cookies[N];
+	int i, lent = 0;
+	size_t k;
+	(void)state;
+	for (k = 0; k < BIG; k++)
+		big[k] = pattern(7, 1, k);
+	memset(small, 0x11, 64);
+	node_up(&a, "a", true);
+	node_up(&b, "b", true);
+	b.t.lend = true;
+	assert_int_equal(connect_to(&a, 9, b.port, 1), 0);
+	for (i = 0; i < N; i++) {
+		/* L: lend; R: the host refuses; both with a small and a big segment */
+		struct psl_van_seg segs[2] = {hseg(small, 64), hseg(big, BIG)};
+		atomic_init(&cookies[i], 0);
+		assert_int_equal(ops->send(a.v, 9, i % 3 ? "L" : "R", 1, segs, 2, &cookies[i]), 0);
+	}
+	assert_true(wait_msgs(&b.t, N, 30000));
+	pthread_mutex_lock(&b.t.mu);
+	for (i = 0; i < N; i++) {
+		struct psl_van_rmsg *m = b.t.msgs[i].raw;
+		const uint8_t *p = m->segs[1].data;
+		size_t bad = 0;
+		int j, mine = -1;
+		assert_int_equal(b.t.msgs[i].meta[0], i % 3 ? 'L' : 'R');
+		assert_int_equal(m->nseg, 2);
+		assert_int_equal(m->segs[1].len, BIG);
+		for (k = 0; k < BIG; k++)
+			bad += p[k] != pattern(7, 1, k);
+		assert_int_equal(bad, 0);
+		for (j = 0; j < b.t.nlent; j++)
+			if (b.t.lent[j].buf == m->segs[1].data)
+				mine = j;
+		if (i % 3 == 0)
+			assert_int_equal(mine, -1); /* refused: the van's own memory */
+		lent += mine >= 0;
+	}
+	/* a segment this size goes by rendezvous: every 'L' was lent */
+	assert_int_equal(lent, N - (N + 2) / 3);
+	assert_int_equal(b.t.nlent, lent);
+	assert_int_equal(b.t.order_errors, 0);
+	pthread_mutex_unlock(&b.t.mu);
+	host_release_all(&b.t);
+
+	/* fini while lent segments are on their way: each loan comes back once,
+	 * before fini returns, and nothing is delivered after */
+	for (i = 0; i < N; i++) {
+		struct psl_van_seg segs[2] = {hseg(small, 64), hseg(big, BIG)};
+		atomic_init(&cookies[i], 0);
+		assert_int_equal(ops->send(a.v, 9, "L", 1, segs, 2, &cookies[i]), 0);
+	}
+	for (i = 0; i < 5000; i++) {
+		pthread_mutex_lock(&b.t.mu);
+		k = (size_t)b.t.nlent;
+		pthread_mutex_unlock(&b.t.mu);
+		if ((int)k > lent)
+			break;
+		usleep(1000);
+	}
+	ops->fini(b.v);
+	b.v = NULL;
+	pthread_mutex_lock(&b.t.mu);
+	for (i = 0; i < b.t.nlent; i++)
+		if (b.t.lent[i].puts != 1)
+			fail_msg("loan %d came back %d times", i, b.t.lent[i].puts);
+	assert_int_equal(b.t.order_errors, 0);
+	pthread_mutex_unlock(&b.t.mu);
+	node_down(&a);
+	node_down(&b);
+	free(small);
+	free(big);
+}
+
 static void test_connect_before_peer_listens(void **state)
 {
 	struct node a, b;
@@ -765,6 +913,7 @@ int main(void)
 		cmocka_unit_test(test_mismatch_other_van),
 		cmocka_unit_test(test_mismatch_silent),
 		cmocka_unit_test(test_fini_in_flight),
+		cmocka_unit_test(test_recv_in_place),
 		cmocka_unit_test(test_connect_before_peer_listens),
 	};
 	alarm(300); /* a van that hangs fails the test instead of make check */
