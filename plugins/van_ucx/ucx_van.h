@@ -226,6 +226,7 @@ struct psl_van {
 
 	/* settings */
 	bool busy_poll;
+	int64_t spin_ns; /* PS_BUSY_POLL_US, in ns */
 	size_t inline_max;
 	int handshake_ms, connect_ms, linger_ms;
 	bool peer_errors; /* PS_UCX_ERR_MODE=peer: UCP_ERR_HANDLING_MODE_PEER */

@@ -14,7 +14,9 @@
  *   ucx_proto.c  wire formats and decisions that need no UCX run time
  *
  * Settings (the host's parameters, i.e. the environment):
- *   PS_BUSY_POLL=1              poll UCX instead of sleeping in epoll_wait
+ *   PS_BUSY_POLL=1              after each message, keep polling UCX (and
+ *                               yielding the CPU between polls) for
+ *   PS_BUSY_POLL_US=US          microseconds (200) before sleeping again
  *   PS_UCX_INLINE=BYTES         host segments up to this size are copied into
  *                               the message's first active message (8192)
  *   PS_UCX_HANDSHAKE_TIMEOUT=S  bootstrap handshake limit in seconds (10)
@@ -41,6 +43,7 @@
 #include <string.h>
 #include <sys/epoll.h>
 #include <sys/eventfd.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -75,7 +78,7 @@ void psl__ucx_wake(struct psl_van *v)
  */
 void psl__ucx_kick(struct psl_van *v)
 {
-	if (v->busy_poll || !atomic_load(&v->sleeping))
+	if (!atomic_load(&v->sleeping))
 		return;
 	if (!atomic_exchange(&v->kicked, true))
 		psl__ucx_wake(v);
@@ -160,6 +163,9 @@ static int read_settings(struct psl_van *v)
 	if ((rc = param_long(v, "PS_BUSY_POLL", 0, 0, 1, NULL, &x)))
 		return rc;
 	v->busy_poll = x != 0;
+	if ((rc = param_long(v, "PS_BUSY_POLL_US", 200, 0, 1000000, "microseconds", &x)))
+		return rc;
+	v->spin_ns = (int64_t)x * 1000;
 	if ((rc = param_long(v, "PS_UCX_INLINE", 8192, 0, 1 << 20, "a number of bytes", &x)))
 		return rc;
 	v->inline_max = (size_t)x;
@@ -452,12 +458,20 @@ static int wait_events(struct psl_van *v, struct epoll_event *ev, int max, long 
 #define PENDING_WAIT_MIN_US 20
 #define PENDING_WAIT_MAX_US 1000
 
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 static void *progress_main(void *arg)
 {
 	struct psl_van *v = arg;
 	struct epoll_event ev[32];
 	unsigned rounds = 0;
 	long pending_wait = PENDING_WAIT_MIN_US;
+	int64_t spin_until = 0;
 
 	pthread_mutex_lock(&v->ucx_mu); /* let go only around epoll_wait */
 	while (!atomic_load(&v->stop)) {
@@ -467,14 +481,22 @@ static void *progress_main(void *arg)
 
 		timeout = psl__ucx_boot_tick(v);
 		us = timeout < 0 ? -1 : (long)timeout * 1000;
-		if (v->busy_poll) {
-			/* UCX all the time, the sockets every 64th round */
+		if (busy) {
+			us = 0;
+			pending_wait = PENDING_WAIT_MIN_US;
+			if (v->busy_poll)
+				spin_until = now_ns() + v->spin_ns;
+		} else if (v->busy_poll && now_ns() < spin_until) {
+			/* PS_BUSY_POLL's window: poll again soon, but let go of the
+			 * worker (senders post themselves meanwhile) and of the CPU
+			 * (on a small machine the peer needs it to answer); the
+			 * sockets every 64th round */
+			pthread_mutex_unlock(&v->ucx_mu);
+			sched_yield();
+			pthread_mutex_lock(&v->ucx_mu);
 			if (++rounds & 63)
 				continue;
 			us = 0;
-		} else if (busy) {
-			us = 0;
-			pending_wait = PENDING_WAIT_MIN_US;
 		} else if (ucp_worker_arm(v->worker) == UCS_ERR_BUSY) {
 			us = 0;
 		} else {

@@ -170,6 +170,12 @@ for prog in "$bench" "$node"; do
 		base; export DMLC_ENABLE_RDMA=ucx PS_UCX_INLINE=x
 		expect "$p: PS_UCX_INLINE=x" 10 "PS_UCX_INLINE=x" "expected a number of bytes" -- "$prog"
 		unset PS_UCX_INLINE
+		base; export DMLC_ENABLE_RDMA=ucx PS_BUSY_POLL_US=-5
+		expect "$p: ucx PS_BUSY_POLL_US=-5" 10 "PS_BUSY_POLL_US=-5" "expected microseconds" -- "$prog"
+		unset PS_BUSY_POLL_US
+		base; export DMLC_ENABLE_RDMA=ucx PS_UCX_PULL_IN_PLACE=yes
+		expect "$p: PS_UCX_PULL_IN_PLACE=yes" 10 "PS_UCX_PULL_IN_PLACE=yes" "expected 0 or 1" -- "$prog"
+		unset PS_UCX_PULL_IN_PLACE
 	fi
 	if [ -f "$testvans/van_abi2.so" ]; then
 		base; export DMLC_ENABLE_RDMA=abi2 PS_VAN_PATH=$testvans:$vanpath
