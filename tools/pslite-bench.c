@@ -396,7 +396,8 @@ struct wctx {
 	size_t bad_bytes;
 	long errors;
 	long requests;
-	bool cut_off; /* a request failed with -ENOLINK: the scheduler is lost */
+	bool cut_off; /* a request failed because a node is lost: measuring more
+		       * would count requests that fail at once */
 	int rc;
 };
 
@@ -427,6 +428,12 @@ static int issue(struct wctx *w, int k, int op, int slot)
 	}
 }
 
+/* The errors of a lost node (its requests fail at once from then on). */
+static bool node_gone(int err)
+{
+	return err == -ENOLINK || err == -EHOSTDOWN || err == -ECONNRESET || err == -ETIMEDOUT;
+}
+
 /* Waits for request ts in slot; records latency, checks pulled data. */
 static void finish(struct wctx *w, int k, int ts, int slot, bool pulled, bool full,
 		   unsigned turn, struct lat *interval)
@@ -435,13 +442,13 @@ static void finish(struct wctx *w, int k, int ts, int slot, bool pulled, bool fu
 	int st;
 	if (ts < 0) {
 		w->errors++;
-		w->cut_off |= ts == -ENOLINK;
+		w->cut_off |= node_gone(ts);
 		return;
 	}
 	st = psl_kv_wait(w->kv, ts);
 	w->requests++;
 	if (st || atomic_load(&s->status)) {
-		w->cut_off |= st == -ENOLINK || atomic_load(&s->status) == -ENOLINK;
+		w->cut_off |= node_gone(st) || node_gone(atomic_load(&s->status));
 		if (w->errors++ < 5)
 			fprintf(stderr, "[%d] request for key %d failed: %s\n", w->tid, k,
 				psl_strerror(st ? st : atomic_load(&s->status)));
@@ -510,7 +517,7 @@ static void run_loop(struct wctx *w)
 			}
 		}
 		if (w->cut_off) { /* the job cannot go on: no point in measuring */
-			fprintf(stderr, "[%d] this node lost the scheduler: stopping\n", w->tid);
+			fprintf(stderr, "[%d] a node of the job is lost: stopping\n", w->tid);
 			break;
 		}
 		turn++;
