@@ -144,6 +144,10 @@ int psl__ucx_listen(struct psl_van *v, const char *host, int port, int *bound)
 
 static void in_close(struct ucx_in *in)
 {
+	if (in->fd >= 0 && in->state == IN_READY) { /* its node ended: see UCX_LOAN_GRACE_MS */
+		in->closed_at = psl__ucx_now_ms();
+		psl__ucx_schedule(in->v, in->closed_at + UCX_LOAN_GRACE_MS);
+	}
 	if (in->fd >= 0) {
 		epoll_ctl(in->v->epfd, EPOLL_CTL_DEL, in->fd, NULL);
 		close(in->fd);
@@ -369,6 +373,17 @@ void psl__ucx_in_tick(struct psl_van *v, int64_t now)
 	uint32_t k;
 	for (k = 0; k < v->nins; k++) {
 		struct ucx_in *in = v->ins[k];
+		if (in->closed_at && now >= in->closed_at + UCX_LOAN_GRACE_MS) {
+			int n = psl__ucx_in_reclaim_loans(in);
+			if (n)
+				LOG(v, PSL_VAN_LOG_DEBUG,
+				    "%d answer(s) from %s (node %d) did not finish arriving "
+				    "after it ended: dropped",
+				    n, in->desc, in->node_id);
+			in->closed_at = 0;
+		} else if (in->closed_at) {
+			psl__ucx_schedule(v, in->closed_at + UCX_LOAN_GRACE_MS);
+		}
 		if ((in->state != IN_HELLO && in->state != IN_DRAIN) || in->fd < 0)
 			continue;
 		if (now >= in->t_deadline && in->state == IN_DRAIN) {

@@ -394,20 +394,47 @@ unsigned psl__ucxp_resources(const char *info, char *out, size_t out_len)
 	return found;
 }
 
-int psl__ucxp_tls_has_mm(const char *tls)
+/* How many entries of the UCX_TLS list tls are among names[] (n of them);
+ * *others gets how many are not. */
+static int tls_count(const char *tls, const char *const *names, size_t n, int *others)
 {
-	static const char *const mm[] = {"all", "sm", "shm", "mm", "posix", "sysv", "xpmem"};
 	const char *p = tls;
-	if (!tls || !*tls || *tls == '^') /* unset, or "all but ..." */
-		return 1;
+	int found = 0;
+	*others = 0;
 	while (*p) {
-		size_t n = strcspn(p, ","), i;
-		for (i = 0; i < sizeof(mm) / sizeof(mm[0]); i++)
-			if (n == strlen(mm[i]) && !strncmp(p, mm[i], n))
-				return 1;
-		p += n;
+		size_t len = strcspn(p, ","), i;
+		bool hit = false;
+		for (i = 0; i < n && !hit; i++)
+			hit = len == strlen(names[i]) && !strncmp(p, names[i], len);
+		found += hit;
+		*others += !hit && len > 0;
+		p += len;
 		if (*p == ',')
 			p++;
 	}
-	return 0;
+	return found;
+}
+
+int psl__ucxp_tls_has_mm(const char *tls)
+{
+	static const char *const mm[] = {"all", "sm", "shm", "mm", "posix", "sysv", "xpmem"};
+	int others;
+	if (!tls || !*tls || *tls == '^') /* unset, or "all but ..." */
+		return 1;
+	return tls_count(tls, mm, sizeof(mm) / sizeof(mm[0]), &others) > 0;
+}
+
+int psl__ucxp_rndv_put(const char *tls, bool rdma_or_gpu)
+{
+	static const char *const all[] = {"all"};
+	static const char *const cma[] = {"sm", "shm", "cma"};
+	static const char *const ok[] = {"sm",	 "shm",	 "cma",	 "mm",	 "posix", "sysv",
+					 "xpmem", "knem", "self", "tcp"};
+	int others;
+	if (!tls || !*tls || *tls == '^' || tls_count(tls, all, 1, &others))
+		return !rdma_or_gpu; /* whatever UCX finds here */
+	if (!tls_count(tls, cma, sizeof(cma) / sizeof(cma[0]), &others))
+		return 0;
+	tls_count(tls, ok, sizeof(ok) / sizeof(ok[0]), &others);
+	return others == 0;
 }

@@ -142,8 +142,15 @@ static void loans_put(struct psl_van *v, struct ucx_rx *m, int status)
 			v->host->recv_dest_put(v->host->ctx, p->loan, status);
 			p->kind = status ? PART_NONE : PART_LENT;
 			p->loan = NULL;
-			if (status)
+			if (status) {
 				p->data = NULL;
+				if (!m->err)
+					m->err = status; /* never delivered now */
+			}
+			if (p->lent_writing) {
+				p->lent_writing = false;
+				v->lent_writing--;
+			}
 		}
 	}
 }
@@ -365,6 +372,19 @@ int psl__ucx_rx_orphan_loans(struct psl_van *v)
 		for (i = 0; i < m->nparts; i++)
 			n += m->parts[i].kind == PART_LOAN;
 		loans_put(v, m, -ETIMEDOUT);
+	}
+	return n;
+}
+
+int psl__ucx_in_reclaim_loans(struct ucx_in *in)
+{
+	struct ucx_rx *m;
+	int n = 0;
+	uint16_t i;
+	for (m = in->head; m; m = m->next) {
+		for (i = 0; i < m->nparts; i++)
+			n += m->parts[i].kind == PART_LOAN;
+		loans_put(in->v, m, -ECONNRESET);
 	}
 	return n;
 }

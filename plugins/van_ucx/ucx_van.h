@@ -131,7 +131,16 @@ struct ucx_in {
 	int64_t t_deadline;
 	uint64_t next_seq;
 	struct ucx_rx *head, *tail; /* messages being received, by seq */
+	int64_t closed_at; /* when its bootstrap connection closed, or 0 */
 };
+
+/* After a peer's bootstrap connection closed (it ended), how long UCX may
+ * still complete its messages into memory the core lent before the van
+ * hands that memory back anyway: UCX does not always fail a rendezvous whose
+ * sender died (without UCP_ERR_HANDLING_MODE_PEER), and the request would
+ * wait for ever. Nothing can write into it any more by then: the sender is
+ * gone, and what it sent before was read in the meantime. */
+#define UCX_LOAN_GRACE_MS 2000
 
 /* ---------------------------------------------------------------- send -- */
 
@@ -231,6 +240,7 @@ struct psl_van {
 	int handshake_ms, connect_ms, linger_ms;
 	bool peer_errors; /* PS_UCX_ERR_MODE=peer: UCP_ERR_HANDLING_MODE_PEER */
 	bool lend;	  /* PS_UCX_PULL_IN_PLACE: ask the core where data goes */
+	bool rndv_put;	  /* we asked UCX for UCX_RNDV_SCHEME=put_zcopy */
 	int lent_writing; /* lent parts UCX still writes into (worker's owner) */
 
 	int epfd, wake_fd, lfd, efd;
@@ -322,6 +332,9 @@ void psl__ucx_in_drop_all(struct ucx_in *in);
 /* fini: hands back what the core lent to messages UCX still writes into
  * (nothing progresses the worker any more); returns how many. */
 int psl__ucx_rx_orphan_loans(struct psl_van *v);
+/* The same for the messages still arriving on in (its peer ended): they
+ * fail when they complete. */
+int psl__ucx_in_reclaim_loans(struct ucx_in *in);
 void psl__ucx_rx_free_orphans(struct psl_van *v, bool worker_alive);
 void psl__ucx_rx_drop_ready(struct psl_van *v);
 int psl__ucx_release_inbox(struct psl_van *v);

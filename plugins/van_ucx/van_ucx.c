@@ -36,6 +36,7 @@
 #include "config.h"
 
 #define _GNU_SOURCE 1
+#include <dirent.h>
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -242,6 +243,20 @@ static void find_resources(struct psl_van *v)
 	free(text);
 }
 
+/* An RDMA device (any entry in /sys/class/infiniband) or an NVIDIA GPU. */
+static bool rdma_or_gpu_here(void)
+{
+	DIR *d = opendir("/sys/class/infiniband");
+	bool found = access("/dev/nvidiactl", F_OK) == 0;
+	if (d) {
+		struct dirent *e;
+		while (!found && (e = readdir(d)))
+			found = e->d_name[0] != '.';
+		closedir(d);
+	}
+	return found;
+}
+
 static int uinit(const struct psl_van_host *host, struct psl_van **out)
 {
 	struct psl_van *v = calloc(1, sizeof(*v));
@@ -303,6 +318,13 @@ static int uinit(const struct psl_van_host *host, struct psl_van **out)
 	if (!param(v, "UCX_MM_FIFO_SIZE") && psl__ucxp_tls_has_mm(tls) &&
 	    ucp_config_modify(cfg, "MM_FIFO_SIZE", UCX_DEFAULT_FIFO) != UCS_OK)
 		LOG(v, PSL_VAN_LOG_DEBUG, "UCX does not take MM_FIFO_SIZE=%s", UCX_DEFAULT_FIFO);
+	/* the sender's thread copies (psl__ucxp_rndv_put); UCX_RNDV_SCHEME
+	 * still decides */
+	v->rndv_put = !param(v, "UCX_RNDV_SCHEME") && psl__ucxp_rndv_put(tls, rdma_or_gpu_here());
+	if (v->rndv_put && ucp_config_modify(cfg, "RNDV_SCHEME", "put_zcopy") != UCS_OK) {
+		LOG(v, PSL_VAN_LOG_DEBUG, "UCX does not take RNDV_SCHEME=put_zcopy");
+		v->rndv_put = false;
+	}
 	memset(&cp, 0, sizeof(cp));
 	cp.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
 	cp.features = UCP_FEATURE_AM | UCP_FEATURE_WAKEUP;
@@ -600,9 +622,12 @@ static int ubind(struct psl_van *v, const struct psl_van_bind_req *req,
 	    (v->mem_caps & UCXP_MEM_CUDA) ? ""
 					  : "; this UCX has no CUDA support: GPU segments will be "
 					    "refused");
-	LOG(v, PSL_VAN_LOG_DEBUG, "bootstrap on %s, UCX worker address %zu bytes, progress by %s",
-	    v->listen_desc, v->addr_len,
-	    v->busy_poll ? "busy polling (PS_BUSY_POLL=1)" : "epoll on the worker's event fd");
+	LOG(v, PSL_VAN_LOG_DEBUG,
+	    "bootstrap on %s, UCX worker address %zu bytes, progress by %s%s", v->listen_desc,
+	    v->addr_len,
+	    v->busy_poll ? "epoll and a poll window (PS_BUSY_POLL=1)"
+			 : "epoll on the worker's event fd",
+	    v->rndv_put ? "; rendezvous by put (UCX_RNDV_SCHEME=put_zcopy)" : "");
 	return 0;
 
 out_errno:

@@ -431,6 +431,31 @@ static void test_tls_has_mm(void **state)
 	assert_false(psl__ucxp_tls_has_mm("posixx,smx"));
 }
 
+static void test_rndv_put(void **state)
+{
+	(void)state;
+	/* UCX picks among what this machine has: put unless RDMA or a GPU */
+	assert_true(psl__ucxp_rndv_put(NULL, false));
+	assert_true(psl__ucxp_rndv_put("", false));
+	assert_true(psl__ucxp_rndv_put("all", false));
+	assert_true(psl__ucxp_rndv_put("^ud", false));
+	assert_false(psl__ucxp_rndv_put(NULL, true));
+	assert_false(psl__ucxp_rndv_put("all", true));
+	assert_false(psl__ucxp_rndv_put("^ud", true));
+	/* shared memory with cross-memory attach, with or without tcp */
+	assert_true(psl__ucxp_rndv_put("posix,sysv,cma,self", false));
+	assert_true(psl__ucxp_rndv_put("posix,sysv,cma,self", true));
+	assert_true(psl__ucxp_rndv_put("sm,tcp,self", true));
+	assert_true(psl__ucxp_rndv_put("shm", false));
+	/* no cma: nothing to gain; RDMA or GPU transports named: UCX's choice */
+	assert_false(psl__ucxp_rndv_put("tcp", false));
+	assert_false(psl__ucxp_rndv_put("posix,sysv,self", false));
+	assert_false(psl__ucxp_rndv_put("rc,sm,self", false));
+	assert_false(psl__ucxp_rndv_put("cma,cuda_copy,cuda_ipc", false));
+	assert_false(psl__ucxp_rndv_put("cmax,posix", false));
+	assert_false(psl__ucxp_rndv_put("all,rc", true));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -453,6 +478,7 @@ int main(void)
 		cmocka_unit_test(test_mem_check_unknown),
 		cmocka_unit_test(test_resources),
 		cmocka_unit_test(test_tls_has_mm),
+		cmocka_unit_test(test_rndv_put),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
