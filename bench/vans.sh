@@ -17,6 +17,8 @@
 #   fabric: fi_pingpong -p tcp -e rdm -m tagged -S SIZE (one way of a
 #           ping-pong), and the same at 40 x SIZE (one round's bytes in one
 #           message), since libfabric-bin has no windowed bandwidth tool.
+# For the TCP transports also bench/tcp_ref's echo (a raw TCP push-pull
+# with the same 40 keys in flight: the kernel's TCP alone, no library).
 # pslite-bench goodput counts each key's bytes once per round, as ps-lite's
 # test_benchmark does, although a push-pull moves them twice.
 set -eu
@@ -83,6 +85,15 @@ pingpong() { # pingpong SIZE -> Gbps, one way
 	awk 'NR > 1 && NF >= 8 {printf "%.3f\n", $6 * 8 / 1000}' "$work/fp.cli" | tail -n 1
 }
 
+echo_ref() { # echo_ref SIZE -> Gbps (raw TCP push-pull, 40 in flight)
+	if [ -x "$B/bench/tcp_ref" ]; then
+		"$B/bench/tcp_ref" "$1" 40 "$SECS" echo --json |
+			sed -n 's/.*"goodput_gbps":\([0-9.]*\).*/\1/p' | head -n 1
+	else
+		echo "-"
+	fi
+}
+
 bench() { # bench VAN SIZE [VAR=VALUE ...] -> Gbps
 	van=$1 size=$2
 	shift 2
@@ -114,12 +125,14 @@ while [ $r -le "$REPEAT" ]; do
 			case $t in
 			ucx-*)
 				put "$t:$s:tool" $r "$(perftest "$tls" "$s")"
+				[ "$t" = ucx-tcp ] && put "$t:$s:echo" $r "$(echo_ref "$s")"
 				put "$t:$s:pslite" $r "$(bench ucx "$s" UCX_TLS="$tls")"
 				[ $BUSY -eq 1 ] && put "$t:$s:busy" $r "$(bench ucx "$s" UCX_TLS="$tls" PS_BUSY_POLL=1)"
 				;;
 			fabric-*)
 				put "$t:$s:tool" $r "$(pingpong "$s")"
 				put "$t:$s:tool40" $r "$(pingpong $((s * 40)))"
+				put "$t:$s:echo" $r "$(echo_ref "$s")"
 				put "$t:$s:pslite" $r "$(bench fabric "$s" FI_PROVIDER=tcp)"
 				[ $BUSY -eq 1 ] && put "$t:$s:busy" $r "$(bench fabric "$s" FI_PROVIDER=tcp PS_BUSY_POLL=1)"
 				;;
@@ -132,17 +145,18 @@ done
 
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.2f", a / b}'; }
 echo
-echo "| transport | size | tool Gbps | pslite push-pull Gbps | ratio |$([ $BUSY -eq 1 ] && echo ' PS_BUSY_POLL=1 | ratio |')"
-echo "|---|---|---|---|---|$([ $BUSY -eq 1 ] && echo '---|---|')"
+echo "| transport | size | tool Gbps | pslite push-pull Gbps | ratio |$([ $BUSY -eq 1 ] && echo ' PS_BUSY_POLL=1 | ratio |') raw TCP echo Gbps | pslite / echo |"
+echo "|---|---|---|---|---|$([ $BUSY -eq 1 ] && echo '---|---|')---|---|"
 for t in $ONLY; do
 	for s in $SIZES; do
 		tool=$(get "$t:$s:tool") p=$(get "$t:$s:pslite")
 		line="| $t | $s | $tool | $p | $(ratio "$p" "$tool") |"
 		[ $BUSY -eq 1 ] && { b=$(get "$t:$s:busy"); line="$line $b | $(ratio "$b" "$tool") |"; }
-		echo "$line"
+		e=$(get "$t:$s:echo")
+		echo "$line $e | $(ratio "$p" "$e") |"
 		case $t in fabric-*)
 			t40=$(get "$t:$s:tool40")
-			echo "| $t (tool at 40 x size) | $s | $t40 | $p | $(ratio "$p" "$t40") |$([ $BUSY -eq 1 ] && echo ' | |')" ;;
+			echo "| $t (tool at 40 x size) | $s | $t40 | $p | $(ratio "$p" "$t40") |$([ $BUSY -eq 1 ] && echo ' | |') | |" ;;
 		esac
 	done
 done
