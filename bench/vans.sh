@@ -14,8 +14,8 @@
 # prints one markdown table of medians, in Gbps (10^9 bit/s):
 #   ucx:    ucx_perftest -t ucp_am_bw -s SIZE (one direction, both sides
 #           polling), "overall" bandwidth;
-#   fabric: fi_pingpong -p tcp -e rdm -m tagged -S SIZE (one way of a
-#           ping-pong), and the same at 40 x SIZE (one round's bytes in one
+#   fabric: fi_pingpong -p tcp -e rdm -m tagged -S SIZE (its MB/s halved: one
+#           direction of a ping-pong), and the same at 40 x SIZE (one round's bytes in one
 #           message), since libfabric-bin has no windowed bandwidth tool.
 # For the TCP transports also bench/tcp_ref's echo (a raw TCP push-pull
 # with the same 40 keys in flight: the kernel's TCP alone, no library).
@@ -81,8 +81,9 @@ pingpong() { # pingpong SIZE -> Gbps, one way
 	timeout $((SECS * 6 + 30)) fi_pingpong -p tcp -e rdm -m tagged -S "$1" -I "$n" -P "$port" 127.0.0.1 \
 		>"$work/fp.cli" 2>&1 || true
 	wait 2>/dev/null || true
-	# "bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec" (MB = 10^6)
-	awk 'NR > 1 && NF >= 8 {printf "%.3f\n", $6 * 8 / 1000}' "$work/fp.cli" | tail -n 1
+	# "bytes #sent #ack total time MB/sec usec/xfer Mxfers/sec" (MB = 10^6);
+	# MB/sec counts both directions of the ping-pong: halved to one
+	awk 'NR > 1 && NF >= 8 {printf "%.3f\n", $6 * 8 / 1000 / 2}' "$work/fp.cli" | tail -n 1
 }
 
 echo_ref() { # echo_ref SIZE -> Gbps (raw TCP push-pull, 40 in flight)
