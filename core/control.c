@@ -738,9 +738,11 @@ static void handle_heartbeat(const struct psl__meta *m)
 					 "arrive within PS_HEARTBEAT_TIMEOUT=%d s",
 					 po.cfg.heartbeat_timeout);
 			else if (id >= 8 && id <= po.max_id)
+				/* (the announcement does not say why: its heartbeats
+				 * stopped, or its connection to the scheduler closed) */
 				psl__node_lost(id, -ETIMEDOUT,
-					       "the scheduler declared it lost (no heartbeat within "
-					       "PS_HEARTBEAT_TIMEOUT)");
+					       "the scheduler declared it lost (its heartbeats "
+					       "stopped or its connection closed)");
 		}
 	}
 }
