@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <sched.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <rdma/fabric.h>
@@ -597,10 +599,19 @@ static int drain_cq(struct psl_van *v)
 
 /* ------------------------------------------------------ progress thread -- */
 
+static int64_t now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
 void *fab_progress_main(void *arg)
 {
 	struct psl_van *v = arg;
 	struct epoll_event evs[32];
+	int64_t spin_until = 0;
+	unsigned rounds = 0;
 	int idle = 0;
 	bool hk = true;	 /* peers and streams need a look */
 	int64_t hk_at = 0; /* and when they need one next */
@@ -621,8 +632,16 @@ void *fab_progress_main(void *arg)
 		if (got || atomic_load(&v->retry)) {
 			idle = 0;
 			timeout = 0;
+			if (got && v->busy_poll)
+				spin_until = now_ns() + v->spin_ns;
 		}
-		if (v->busy_poll) {
+		if (v->busy_poll && timeout != 0 && now_ns() < spin_until) {
+			/* PS_BUSY_POLL's window: the CQ again soon, the CPU to whoever
+			 * needs it meanwhile (on a small machine, the peer that
+			 * answers); the sockets every 64th round */
+			sched_yield();
+			if (++rounds & 63)
+				continue;
 			timeout = 0;
 		} else if (timeout != 0 && v->cq_fd >= 0) {
 			struct fid *f = &v->cq->fid;

@@ -185,6 +185,7 @@ struct psl_van {
 	char prov[48];	 /* provider chosen at init */
 	char avail[160]; /* providers found */
 	bool busy_poll, force_mr;
+	int64_t spin_ns; /* PS_BUSY_POLL_US: the poll window after a completion */
 	int bad_params;	      /* settings that were not numbers in range */
 	long mr_cache;	      /* PS_FABRIC_MR_CACHE: -1 auto, 0, 1 */
 	size_t mr_cache_size; /* PS_FABRIC_MR_CACHE_SIZE */

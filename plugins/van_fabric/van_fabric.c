@@ -26,7 +26,9 @@
  * Progress. One thread per van reads the completion queue and serves the TCP
  * sockets. It blocks in epoll on the CQ's wait fd (fi_trywait first), an
  * eventfd and the sockets; providers without a wait fd are polled with short
- * sleeps when idle. PS_BUSY_POLL=1 never sleeps. Senders post from their own
+ * sleeps when idle. PS_BUSY_POLL=1 keeps polling (yielding the CPU between
+ * polls) for PS_BUSY_POLL_US after each completion, then sleeps again, as
+ * van_zmq and van_ucx do. Senders post from their own
  * thread; what the provider cannot take now (-FI_EAGAIN), or what is sent
  * before the peer is reached, waits in the peer's queue, in order.
  */
@@ -279,6 +281,7 @@ static int finit(const struct psl_van_host *host, struct psl_van **out)
 	v->next_stream = 1;
 	snprintf(v->prov_filter, sizeof(v->prov_filter), "%s", fab_param(v, "FI_PROVIDER", ""));
 	v->busy_poll = param_long(v, "PS_BUSY_POLL", 0, 0, 1) != 0;
+	v->spin_ns = (int64_t)param_long(v, "PS_BUSY_POLL_US", 200, 0, 1000000) * 1000;
 	v->force_mr = param_long(v, "PS_FABRIC_MR", 0, 0, 1) != 0;
 	v->hdr_buf = (size_t)param_long(v, "PS_FABRIC_INLINE", 8192, 1024, 1 << 20);
 	v->rx_depth = (int)param_long(v, "PS_FABRIC_RX_DEPTH", 64, 4, 65536);
@@ -453,7 +456,7 @@ static int open_fabric(struct psl_van *v, const char *host)
 	memset(&cqa, 0, sizeof(cqa));
 	cqa.format = FI_CQ_FORMAT_TAGGED;
 	cqa.size = (size_t)v->rx_depth * 4 + 4096;
-	cqa.wait_obj = v->busy_poll ? FI_WAIT_NONE : FI_WAIT_FD;
+	cqa.wait_obj = FI_WAIT_FD; /* PS_BUSY_POLL polls, then sleeps again */
 	rc = fi_cq_open(v->domain, &cqa, &v->cq, NULL);
 	if (rc && cqa.wait_obj == FI_WAIT_FD) {
 		LOG(v, PSL_VAN_LOG_INFO,
