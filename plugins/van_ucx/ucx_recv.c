@@ -132,13 +132,16 @@ static bool has_ucx_parts(const struct ucx_rx *m)
 }
 
 /* Hands the core's memory back: status 0 when the message goes to the core
- * next, else the data did not arrive. UCX must no longer write into it. */
-static void loans_put(struct psl_van *v, struct ucx_rx *m, int status)
+ * next, else the data did not arrive. UCX must no longer write into it.
+ * Returns how many loans went back. */
+static int loans_put(struct psl_van *v, struct ucx_rx *m, int status)
 {
 	uint16_t i;
+	int n = 0;
 	for (i = 0; i < m->nparts; i++) {
 		struct ucx_rpart *p = &m->parts[i];
 		if (p->kind == PART_LOAN) {
+			n++;
 			v->host->recv_dest_put(v->host->ctx, p->loan, status);
 			p->kind = status ? PART_NONE : PART_LENT;
 			p->loan = NULL;
@@ -153,6 +156,7 @@ static void loans_put(struct psl_van *v, struct ucx_rx *m, int status)
 			}
 		}
 	}
+	return n;
 }
 
 /* Frees every part; UCX's parts need the caller to own the worker. */
@@ -363,30 +367,23 @@ void psl__ucx_rx_drop_ready(struct psl_van *v)
 	}
 }
 
+/* loans_put for every message of a list linked by next. */
+static int list_loans_put(struct psl_van *v, struct ucx_rx *list, int status)
+{
+	int n = 0;
+	for (; list; list = list->next)
+		n += loans_put(v, list, status);
+	return n;
+}
+
 int psl__ucx_rx_orphan_loans(struct psl_van *v)
 {
-	struct ucx_rx *m;
-	int n = 0;
-	uint16_t i;
-	for (m = v->orphans; m; m = m->next) {
-		for (i = 0; i < m->nparts; i++)
-			n += m->parts[i].kind == PART_LOAN;
-		loans_put(v, m, -ETIMEDOUT);
-	}
-	return n;
+	return list_loans_put(v, v->orphans, -ETIMEDOUT);
 }
 
 int psl__ucx_in_reclaim_loans(struct ucx_in *in)
 {
-	struct ucx_rx *m;
-	int n = 0;
-	uint16_t i;
-	for (m = in->head; m; m = m->next) {
-		for (i = 0; i < m->nparts; i++)
-			n += m->parts[i].kind == PART_LOAN;
-		loans_put(in->v, m, -ECONNRESET);
-	}
-	return n;
+	return list_loans_put(in->v, in->head, -ECONNRESET);
 }
 
 void psl__ucx_in_drop_all(struct ucx_in *in)
