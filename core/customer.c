@@ -503,9 +503,12 @@ void psl__customers_node_lost(int id, int err)
 			if (id > 0 ? !psl__req_answer_locked(c, r, id, err) : false)
 				continue;
 			if (id <= 0) { /* every request: shutting down */
+				/* (its holds stay: a thread still sending it, or the push
+				 * half of a push-pull, which fails here too, release
+				 * them; clearing them let the request's state be freed
+				 * under its sender) */
 				memset(r->bits, 0, (size_t)c->nwords * sizeof(uint64_t));
 				r->awaiting = 0;
-				r->holds = 0;
 				if (!r->status)
 					r->status = err;
 				if (!settle(r))

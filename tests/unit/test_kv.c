@@ -225,6 +225,41 @@ static void test_node_lost(void **state)
 	psl_kv_worker_free(w);
 }
 
+/* Every request fails at once (the scheduler is lost, or the node shuts
+ * down) while a pull is still being sent to its servers: the request waits
+ * for its sender to be done with it (the CI found the sender reading the
+ * pull's state after the failure freed it), then completes once. */
+static void fail_all(void)
+{
+	psl__customers_node_lost(0, -ENOLINK);
+}
+
+static void test_fail_all_while_sending(void **state)
+{
+	struct psl_kv_worker *w;
+	uint64_t keys[2] = {1, 0x8000000000000000ull};
+	uint8_t out_v[2];
+	struct psl_kv_out out = {out_v, sizeof(out_v), 0, NULL};
+	int ts;
+	(void)state;
+
+	node_up(2);
+	memset(g_cb_calls, 0, sizeof(g_cb_calls));
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_UINT8, &w), 0);
+	g_send_hook = fail_all; /* after the slice for server 0 */
+	ts = psl_kv_pull(w, keys, 2, &out, 0, count_cb, NULL);
+	assert_true(ts >= 0);
+	assert_null(g_send_hook);
+	assert_int_equal(g_nsent, 2); /* server 1's slice was still sent */
+	assert_int_equal(g_cb_calls[ts], 1);
+	assert_int_equal(g_cb_status[ts], -ENOLINK);
+	assert_int_equal(psl_kv_wait(w, ts), -ENOLINK);
+	/* answers that come now find no request */
+	reply(&g_sent[0], 0, 0, NULL, NULL);
+	assert_int_equal(g_cb_calls[ts], 1);
+	psl_kv_worker_free(w);
+}
+
 /* ---------------------------------------------------- pull in place -- */
 
 static int lend(const struct sent *s, uint32_t seg, size_t len, struct psl_van_dest *d)
@@ -712,7 +747,8 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_many_in_flight),	    T(test_pushpull),
-		T(test_node_lost),	    T(test_pull_in_place),	    T(test_server_held_request),
+		T(test_node_lost),	    T(test_fail_all_while_sending),
+		T(test_pull_in_place),	    T(test_server_held_request),
 		T(test_server_frame_checks), T(test_server_responses),
 		T(test_simple_app),	    T(test_held_bound),
 	};
