@@ -21,15 +21,61 @@
 #include "ucx_van.h"
 
 /* Finishes a send whose last reference is gone: tells the core. */
+static void unregister(struct psl_van *v, struct ucx_send *s)
+{
+	if (s->lprev)
+		s->lprev->lnext = s->lnext;
+	else
+		v->sends = s->lnext;
+	if (s->lnext)
+		s->lnext->lprev = s->lprev;
+	s->lprev = s->lnext = NULL;
+}
+
 void psl__ucx_send_finish(struct ucx_send *s)
 {
 	struct psl_van *v = s->v;
+	void *cookie;
+
+	pthread_mutex_lock(&v->sends_mu);
+	unregister(v, s);
+	cookie = s->cookie; /* NULL once fini failed it */
+	s->cookie = NULL;
+	pthread_mutex_unlock(&v->sends_mu);
 	if (s->out)
 		atomic_fetch_sub(&s->out->posted, 1);
-	if (s->cookie)
-		v->host->send_done(v->host->ctx, s->cookie, atomic_load(&s->status));
+	if (cookie)
+		v->host->send_done(v->host->ctx, cookie, atomic_load(&s->status));
 	atomic_fetch_sub(&v->inflight, 1);
 	free(s);
+}
+
+int psl__ucx_fail_unfinished(struct psl_van *v, int err)
+{
+	int n = 0;
+	for (;;) {
+		struct ucx_send *s;
+		void *cookie = NULL;
+		pthread_mutex_lock(&v->sends_mu);
+		for (s = v->sends; s && !cookie; s = s->lnext) {
+			cookie = s->cookie;
+			s->cookie = NULL;
+		}
+		pthread_mutex_unlock(&v->sends_mu);
+		if (!cookie)
+			return n;
+		v->host->send_done(v->host->ctx, cookie, err);
+		n++;
+	}
+}
+
+void psl__ucx_free_unfinished(struct psl_van *v)
+{
+	while (v->sends) {
+		struct ucx_send *s = v->sends;
+		unregister(v, s);
+		free(s);
+	}
 }
 
 static void set_status(struct ucx_send *s, int status)
@@ -244,6 +290,7 @@ int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_l
 	s->v = v;
 	s->out = NULL;
 	s->cookie = cookie;
+	s->lprev = s->lnext = NULL;
 	atomic_init(&s->refs, 1);
 	atomic_init(&s->status, 0);
 	s->next = NULL;
@@ -290,6 +337,12 @@ int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_l
 		free(s);
 		return rc;
 	}
+	pthread_mutex_lock(&v->sends_mu);
+	s->lnext = v->sends;
+	if (v->sends)
+		v->sends->lprev = s;
+	v->sends = s;
+	pthread_mutex_unlock(&v->sends_mu);
 	if (pthread_mutex_trylock(&v->ucx_mu) == 0) {
 		/* the worker is free (its thread sleeps): post from here, after
 		 * whatever was queued before */

@@ -156,7 +156,8 @@ struct ucx_part_src {
 struct ucx_send {
 	struct psl_van *v;
 	struct ucx_out *out; /* where it was posted: its posted count */
-	void *cookie;
+	void *cookie;	     /* under v->sends_mu once registered */
+	struct ucx_send *lprev, *lnext; /* v->sends: accepted, not finished */
 	atomic_int refs;   /* posted requests not yet complete, + 1 for the poster */
 	atomic_int status; /* first error, or 0 */
 	struct ucx_send *next;
@@ -275,6 +276,8 @@ struct psl_van {
 	pthread_mutex_t cq_mu; /* sends done by UCX, waiting for send_done */
 	struct ucx_send *done_head, *done_tail;
 	atomic_int inflight; /* sends accepted and not yet finished */
+	pthread_mutex_t sends_mu; /* sends, and each one's cookie */
+	struct ucx_send *sends;	  /* those sends: fini fails what UCX never completes */
 	atomic_int requests; /* UCX send requests not yet completed */
 
 	struct ucx_rx *ready_head, *ready_tail; /* for host->recv; progress thread */
@@ -323,6 +326,12 @@ void psl__ucx_send_put(struct ucx_send *s, int status);
 void psl__ucx_send_finish(struct ucx_send *s);
 int psl__ucx_dispatch_done(struct psl_van *v);
 int psl__ucx_post_inbox(struct psl_van *v);
+/* fini, the worker no longer progressed: send_done(err) for every send UCX
+ * did not complete (a rendezvous to a dead peer without peer error handling
+ * never does); their memory goes with the worker. Returns how many. */
+int psl__ucx_fail_unfinished(struct psl_van *v, int err);
+/* After the worker is destroyed: frees those sends. */
+void psl__ucx_free_unfinished(struct psl_van *v);
 
 /* ucx_recv.c */
 ucs_status_t psl__ucx_am_cb(void *arg, const void *header, size_t header_length, void *data,

@@ -210,12 +210,20 @@ static void van_destroy(struct psl_van *v)
 	if (v->worker)
 		ucp_worker_destroy(v->worker);
 	psl__ucx_rx_free_orphans(v, false); /* UCX no longer writes into them */
+	/* what UCX never completed, and the connections they were posted on */
+	psl__ucx_free_unfinished(v);
+	while (v->outs) {
+		struct ucx_out *o = v->outs;
+		v->outs = o->next;
+		psl__ucx_out_free(o);
+	}
 	if (v->ctx)
 		ucp_cleanup(v->ctx);
 	psl__ucx_pool_fini(&v->pool);
 	pthread_rwlock_destroy(&v->lock);
 	pthread_mutex_destroy(&v->mu);
 	pthread_mutex_destroy(&v->cq_mu);
+	pthread_mutex_destroy(&v->sends_mu);
 	pthread_mutex_destroy(&v->inbox_mu);
 	pthread_mutex_destroy(&v->ucx_mu);
 	free(v);
@@ -283,6 +291,7 @@ static int uinit(const struct psl_van_host *host, struct psl_van **out)
 	pthread_rwlock_init(&v->lock, NULL);
 	pthread_mutex_init(&v->mu, NULL);
 	pthread_mutex_init(&v->cq_mu, NULL);
+	pthread_mutex_init(&v->sends_mu, NULL);
 	pthread_mutex_init(&v->inbox_mu, NULL);
 	pthread_mutexattr_init(&ma);
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
@@ -789,9 +798,9 @@ static void ufini(struct psl_van *v)
 	for (o = v->outs; o; o = o->next) /* cancels the rest: send_done(error) */
 		psl__ucx_out_fail(o, PSL_VAN_PEER_DOWN, -ESHUTDOWN, "the van stops");
 	drain(v, psl__ucx_now_ms() + 2000, all_closed);
-	if (atomic_load(&v->inflight))
-		LOG(v, PSL_VAN_LOG_WARN, "%d send(s) did not complete before the van stopped",
-		    atomic_load(&v->inflight));
+	if ((k = (uint32_t)psl__ucx_fail_unfinished(v, -ETIMEDOUT)))
+		LOG(v, PSL_VAN_LOG_WARN,
+		    "%u send(s) did not complete before the van stopped: failed them", k);
 	while (v->outs && atomic_load(&v->inflight) == 0) { /* else UCX may still finish one */
 		o = v->outs;
 		v->outs = o->next;

@@ -64,6 +64,11 @@ if cat "$tmp"/*.log | grep -qE "AddressSanitizer|runtime error:|LeakSanitizer|Se
 	fail=1
 fi
 if [ $fail -ne 0 ]; then
-	for f in s srv w0 w1; do echo "----- $f -----" >&2; grep -v "Application goodput" "$tmp/$f.log" | tail -n 15 >&2; done
+	for f in s srv w0 w1; do
+		echo "----- $f -----" >&2
+		grep -v "Application goodput" "$tmp/$f.log" | tail -n 15 >&2
+		# a sanitizer's report from its start (the tail is its legend)
+		grep -m 1 -A 40 "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$tmp/$f.log" >&2
+	done
 fi
 exit $fail

@@ -56,6 +56,7 @@ for tls in ${*:-tcp posix,sysv,self}; do
 		{ echo "ucx_kill_big.sh: $tls: the worker did not stop on the lost server" >&2; fail=1; }
 	if grep -q "ERROR: AddressSanitizer\|runtime error:\|LeakSanitizer" "$tmp"/*.log; then
 		echo "ucx_kill_big.sh: $tls: a sanitizer report" >&2
+		grep -m 1 -A 40 "ERROR: AddressSanitizer\|ERROR: LeakSanitizer\|runtime error:" "$tmp"/*.log >&2
 		fail=1
 	fi
 	[ $fail -eq 0 ] || { tail -n 15 "$tmp"/*.log >&2; exit 1; }
