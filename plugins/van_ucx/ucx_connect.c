@@ -242,6 +242,27 @@ static ucs_status_t ep_create(struct ucx_out *o, const void *addr, int mode, ucp
 	return st;
 }
 
+/* Which transport carries the endpoint's active messages: batches go over
+ * tcp only (ucx_proto.h, psl__ucxp_am_lane). */
+static void am_lane(struct ucx_out *o, ucp_ep_h ep)
+{
+	struct psl_van *v = o->v;
+	char *text = NULL, lane[64] = "";
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+
+	if (f) {
+		ucp_ep_print_info(ep, f);
+		fclose(f);
+	}
+	o->batch = false;
+	if (text && !psl__ucxp_am_lane(text, lane, sizeof(lane)))
+		o->batch = v->batch_max > 0 && !strncmp(lane, "tcp/", 4);
+	free(text);
+	LOG(v, PSL_VAN_LOG_DEBUG, "%s: active messages over %s%s", o->desc,
+	    lane[0] ? lane : "(a transport UCX did not name)", o->batch ? ", in batches" : "");
+}
+
 /* The welcome came: create the endpoint and send what waited for it. */
 static void out_established(struct ucx_out *o, const struct ucxp_welcome *w, const void *addr)
 {
@@ -270,6 +291,7 @@ static void out_established(struct ucx_out *o, const struct ucxp_welcome *w, con
 		psl__ucx_out_fail(o, PSL_VAN_PEER_MISMATCH, -EHOSTUNREACH, d);
 		return;
 	}
+	am_lane(o, ep);
 	pthread_mutex_lock(&o->mu);
 	o->ep = ep;
 	o->conn = w->conn;

@@ -211,6 +211,82 @@ int psl__ucxp_am_hdr_decode(const void *buf, size_t len, struct ucxp_am_hdr *h)
 	return 0;
 }
 
+/* ------------------------------------------------------------ batches -- */
+
+size_t psl__ucxp_batch_put(uint8_t *buf, const void *head, size_t head_len, uint32_t nseg)
+{
+	put32(buf, (uint32_t)head_len);
+	put32(buf + 4, nseg);
+	if (head_len)
+		memcpy(buf + UCXP_BATCH_REC, head, head_len);
+	return UCXP_BATCH_REC + head_len;
+}
+
+int psl__ucxp_batch_next(const uint8_t *buf, size_t len, size_t *off, const uint8_t **head,
+			 size_t *head_len, uint32_t *nseg)
+{
+	size_t o = *off, hl;
+	if (o == len)
+		return 0;
+	if (o > len || len - o < UCXP_BATCH_REC)
+		return -EPROTO;
+	hl = get32(buf + o);
+	if (hl % 8 || hl > len - o - UCXP_BATCH_REC || get32(buf + o + 4) > UCXP_MAX_SEG)
+		return -EPROTO;
+	*nseg = get32(buf + o + 4);
+	*head = buf + o + UCXP_BATCH_REC;
+	*head_len = hl;
+	*off = o + UCXP_BATCH_REC + hl;
+	return 1;
+}
+
+int psl__ucxp_am_lane(const char *info, char *out, size_t out_len)
+{
+	const char *line = info;
+
+	while (line && *line) {
+		const char *end = strchr(line, '\n'), *arrow, *lane, *tl, *p;
+		size_t n = end ? (size_t)(end - line) : strlen(line), k;
+		char buf[512];
+
+		if (n >= sizeof(buf))
+			n = sizeof(buf) - 1;
+		memcpy(buf, line, n);
+		buf[n] = 0;
+		line = end ? end + 1 : NULL;
+		lane = strstr(buf, "lane[");
+		arrow = lane ? strstr(lane, "->") : NULL;
+		if (!arrow)
+			continue;
+		/* the lane's uses, after the arrow: one of them is "am" alone */
+		for (p = arrow + 2; *p;) {
+			while (*p == ' ')
+				p++;
+			for (k = 0; p[k] && p[k] != ' '; k++)
+				;
+			if (k == 2 && !strncmp(p, "am", 2))
+				break;
+			p += k;
+		}
+		if (!*p)
+			continue;
+		/* "lane[0]:  0:tcp/lo.0 md[0]": the name after "N:", to the '.' */
+		tl = strchr(lane, ':');
+		tl = tl ? strchr(tl + 1, ':') : NULL;
+		if (!tl || tl > arrow)
+			continue;
+		tl++;
+		for (k = 0; tl[k] && tl[k] != '.' && tl[k] != ' ' && &tl[k] < arrow; k++)
+			;
+		if (!k || !memchr(tl, '/', k) || k >= out_len)
+			continue;
+		memcpy(out, tl, k);
+		out[k] = 0;
+		return 0;
+	}
+	return -ENOENT;
+}
+
 /* ----------------------------------------------------- the head part -- */
 
 size_t psl__ucxp_head_size(size_t meta_len, const struct ucxp_seg_desc *segs, uint32_t nseg)

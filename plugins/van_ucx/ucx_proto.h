@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #define UCXP_VAN_NAME "ucx"
-#define UCXP_PROTO_VERSION 1
+#define UCXP_PROTO_VERSION 2 /* 2: batches */
 #define UCXP_MAX_SEG 64			    /* data segments of one message */
 #define UCXP_MAX_PARTS (UCXP_MAX_SEG + 1)   /* active messages of one message */
 #define UCXP_MAX_META (16u << 20)	    /* largest meta blob */
@@ -135,6 +135,37 @@ size_t psl__ucxp_head_write(uint8_t *buf, const void *meta, size_t meta_len,
 int psl__ucxp_head_parse(const uint8_t *buf, size_t len, uint32_t nseg,
 			 struct ucxp_seg_desc *segs, size_t *meta_off, size_t *meta_len,
 			 size_t *inline_off, char *why, size_t why_len);
+
+/* ------------------------------------------------------------ batches -- */
+
+/*
+ * A batch: several whole messages of one part each, consecutive on one
+ * connection, in one active message of their own id, so that a round of
+ * answers to one peer costs one send (one system call over TCP, one wake-up
+ * of the peer) instead of one each. Its header is a message's header with
+ * seq = the first message's number, part 0, nparts 1, nseg = how many
+ * messages (2 to UCXP_MAX_SEG); its payload, for each message in order:
+ *   u32 head_len, u32 nseg, the message's head part (head_len bytes, a
+ *   multiple of 8).
+ */
+#define UCXP_BATCH_REC 8 /* bytes before each head */
+
+/* Writes one record at buf; returns its size (UCXP_BATCH_REC + head_len). */
+size_t psl__ucxp_batch_put(uint8_t *buf, const void *head, size_t head_len, uint32_t nseg);
+
+/* The record at *off of a batch payload of len bytes: 1 with head,
+ * head_len and nseg filled and *off moved past it; 0 at the end; -EPROTO
+ * when the record does not fit, its head is not a multiple of 8 or it has
+ * more than UCXP_MAX_SEG segments. */
+int psl__ucxp_batch_next(const uint8_t *buf, size_t len, size_t *off, const uint8_t **head,
+			 size_t *head_len, uint32_t *nseg);
+
+/* From ucp_ep_print_info's text: the transport and device of the lane
+ * that carries the endpoint's active messages ("tcp/lo", "sysv/memory")
+ * into out; 0, or -ENOENT when no such lane is listed (another UCX's
+ * format). Batches pay off where each send is a system call and a wake-up
+ * of the peer: over tcp, not over shared memory or RDMA (measured). */
+int psl__ucxp_am_lane(const char *info, char *out, size_t out_len);
 
 /* ---------------------------------------------------- memory, devices -- */
 

@@ -502,30 +502,104 @@ static bool rx_borrow(struct psl_van *v, struct ucx_rx *m, struct ucx_rpart *p, 
 	return true;
 }
 
+/* The inbound connection an active message's header names, or NULL (with
+ * a warning). */
+static struct ucx_in *am_in(struct psl_van *v, const void *header, size_t header_length,
+			    struct ucxp_am_hdr *h)
+{
+	struct ucx_in *in = NULL;
+
+	if (psl__ucxp_am_hdr_decode(header, header_length, h)) {
+		if (warn_ok())
+			LOG(v, PSL_VAN_LOG_WARN, "dropped an active message with a bad header "
+						 "(%zu bytes)", header_length);
+		return NULL;
+	}
+	if (h->conn < v->nins)
+		in = v->ins[h->conn];
+	if (!in || in->nonce != h->nonce) {
+		if (warn_ok())
+			LOG(v, PSL_VAN_LOG_WARN,
+			    "dropped an active message for unknown connection %u", h->conn);
+		return NULL;
+	}
+	return in;
+}
+
+/*
+ * A batch (ucx_proto.h): each message gets a copy of its head, and the
+ * batch's buffer goes back to UCX at once. A record that does not parse
+ * fails its message and the rest of the batch (dropped with a warning when
+ * their turn comes), so that the messages after them are not held up.
+ */
+ucs_status_t psl__ucx_am_batch_cb(void *arg, const void *header, size_t header_length,
+				  void *data, size_t length, const ucp_am_recv_param_t *param)
+{
+	struct psl_van *v = arg;
+	struct ucxp_am_hdr h, sh;
+	struct ucx_in *in = am_in(v, header, header_length, &h);
+	const uint8_t *head = NULL;
+	size_t off = 0, hl = 0;
+	uint32_t i, nseg = 0;
+	int err = 0;
+
+	if (!in)
+		return UCS_OK;
+	if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV)
+		err = -EPROTO; /* sent eagerly, always: its data is not here */
+	sh = h;
+	for (i = 0; i < h.nseg; i++) {
+		struct ucx_rx *m;
+		struct ucx_rpart *p;
+		if (!err && psl__ucxp_batch_next(data, length, &off, &head, &hl, &nseg) != 1)
+			err = -EPROTO;
+		sh.seq = h.seq + i;
+		sh.nseg = err ? 0 : nseg;
+		m = rx_get(in, &sh);
+		if (!m || m->parts[0].arrived) {
+			if (warn_ok())
+				LOG(v, PSL_VAN_LOG_WARN,
+				    "dropped message %llu from %s (node %d) of a batch: %s",
+				    (unsigned long long)sh.seq, in->desc, in->node_id,
+				    m ? "a duplicate" : "out of sequence, inconsistent, or no memory");
+			continue;
+		}
+		p = &m->parts[0];
+		p->m = m;
+		p->arrived = true;
+		m->arrived++;
+		if (err) {
+			m->err = err;
+			continue;
+		}
+		p->len = hl;
+		p->data = rx_alloc(hl);
+		if (!p->data) {
+			m->err = -ENOMEM;
+			continue;
+		}
+		p->kind = PART_HEAP;
+		memcpy(p->data, head, hl);
+	}
+	if (!err && off != length && warn_ok())
+		LOG(v, PSL_VAN_LOG_WARN, "%zu bytes after the %u messages of a batch from %s",
+		    length - off, h.nseg, in->desc);
+	rx_advance(in);
+	return UCS_OK;
+}
+
 ucs_status_t psl__ucx_am_cb(void *arg, const void *header, size_t header_length, void *data,
 			    size_t length, const ucp_am_recv_param_t *param)
 {
 	struct psl_van *v = arg;
 	struct ucxp_am_hdr h;
-	struct ucx_in *in = NULL;
+	struct ucx_in *in = am_in(v, header, header_length, &h);
 	struct ucx_rx *m;
 	struct ucx_rpart *p;
 	ucs_status_t ret = UCS_OK;
 
-	if (psl__ucxp_am_hdr_decode(header, header_length, &h)) {
-		if (warn_ok())
-			LOG(v, PSL_VAN_LOG_WARN, "dropped an active message with a bad header "
-						 "(%zu bytes)", header_length);
+	if (!in)
 		return UCS_OK;
-	}
-	if (h.conn < v->nins)
-		in = v->ins[h.conn];
-	if (!in || in->nonce != h.nonce) {
-		if (warn_ok())
-			LOG(v, PSL_VAN_LOG_WARN,
-			    "dropped an active message for unknown connection %u", h.conn);
-		return UCS_OK;
-	}
 	m = rx_get(in, &h);
 	if (!m || m->parts[h.part].arrived) {
 		if (warn_ok())

@@ -94,18 +94,16 @@ void psl__ucx_send_put(struct ucx_send *s, int status)
 		psl__ucx_send_finish(s);
 }
 
-/* From UCX, inside ucp_worker_progress: queue it for the progress thread. */
-static void send_cb(void *request, ucs_status_t st, void *user_data)
+/* One posted request of s completed: the last one queues s for the
+ * progress thread. Returns whether it did. */
+static bool part_done(struct ucx_send *s, ucs_status_t st)
 {
-	struct ucx_send *s = user_data;
 	struct psl_van *v = s->v;
 
 	if (st != UCS_OK)
 		set_status(s, -psl__ucx_errno(st));
-	ucp_request_free(request);
-	atomic_fetch_sub(&v->requests, 1);
 	if (atomic_fetch_sub(&s->refs, 1) != 1)
-		return;
+		return false;
 	pthread_mutex_lock(&v->cq_mu);
 	s->next = NULL;
 	if (v->done_tail)
@@ -114,8 +112,51 @@ static void send_cb(void *request, ucs_status_t st, void *user_data)
 		v->done_head = s;
 	v->done_tail = s;
 	pthread_mutex_unlock(&v->cq_mu);
+	return true;
+}
+
+static void wake_owner(struct psl_van *v)
+{
 	if (v->running && !pthread_equal(pthread_self(), v->thread))
 		psl__ucx_wake(v);
+}
+
+/* From UCX, inside ucp_worker_progress. */
+static void send_cb(void *request, ucs_status_t st, void *user_data)
+{
+	struct ucx_send *s = user_data;
+	struct psl_van *v = s->v;
+
+	ucp_request_free(request);
+	atomic_fetch_sub(&v->requests, 1);
+	if (part_done(s, st))
+		wake_owner(v);
+}
+
+/* A batch on its way: the header and payload UCX sends from, and the
+ * messages it carries (each holds a reference until it completes). */
+struct ucx_batch {
+	struct psl_van *v;
+	uint32_t n;
+	uint8_t hdr[UCXP_AM_HDR_SIZE];
+	struct ucx_send *m[UCXP_MAX_SEG];
+	uint8_t payload[];
+};
+
+static void batch_cb(void *request, ucs_status_t st, void *user_data)
+{
+	struct ucx_batch *b = user_data;
+	struct psl_van *v = b->v;
+	bool queued = false;
+	uint32_t i;
+
+	ucp_request_free(request);
+	atomic_fetch_sub(&v->requests, 1);
+	for (i = 0; i < b->n; i++)
+		queued |= part_done(b->m[i], st);
+	free(b);
+	if (queued)
+		wake_owner(v);
 }
 
 int psl__ucx_dispatch_done(struct psl_van *v)
@@ -193,7 +234,153 @@ int psl__ucx_post(struct ucx_out *o, struct ucx_send *s)
 	return 0;
 }
 
-/* The thread that owns the worker posts what senders queued, in order. */
+static void post_one(struct ucx_send *s);
+
+/*
+ * Posts the k single-part messages m (payload bytes in all) as one batch
+ * with consecutive sequence numbers; o->mu held, o->state OUT_READY. UCX is
+ * told to send it eagerly: the receiver takes it whole, in its callback.
+ * 0, or -errno when nothing was posted.
+ */
+static int post_batch(struct ucx_out *o, struct ucx_send **m, uint32_t k, size_t bytes)
+{
+	struct psl_van *v = o->v;
+	struct ucx_batch *b = malloc(sizeof(*b) + bytes);
+	struct ucxp_am_hdr h = {.conn = o->conn, .nonce = o->nonce, .seq = o->seq,
+				.part = 0, .nparts = 1, .nseg = k, .seg = 0};
+	ucp_request_param_t prm;
+	ucs_status_ptr_t st;
+	size_t off = 0;
+	uint32_t i;
+
+	if (!b)
+		return -ENOMEM;
+	b->v = v;
+	b->n = k;
+	for (i = 0; i < k; i++) {
+		b->m[i] = m[i];
+		off += psl__ucxp_batch_put(b->payload + off, m[i]->head, m[i]->head_len,
+					   m[i]->nseg);
+		atomic_fetch_add(&m[i]->refs, 1);
+	}
+	psl__ucxp_am_hdr_encode(&h, b->hdr);
+	memset(&prm, 0, sizeof(prm));
+	prm.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA |
+			   UCP_OP_ATTR_FIELD_MEMORY_TYPE | UCP_OP_ATTR_FIELD_FLAGS;
+	prm.cb.send = batch_cb;
+	prm.user_data = b;
+	prm.memory_type = UCS_MEMORY_TYPE_HOST;
+	prm.flags = UCP_AM_SEND_FLAG_EAGER;
+	st = ucp_am_send_nbx(o->ep, UCX_AM_BATCH_ID, b->hdr, UCXP_AM_HDR_SIZE, b->payload, off,
+			     &prm);
+	if (st != NULL && !UCS_PTR_IS_ERR(st)) {
+		atomic_fetch_add(&v->requests, 1);
+	} else {
+		for (i = 0; i < k; i++) /* done already, or never posted */
+			atomic_fetch_sub(&m[i]->refs, 1);
+		free(b);
+		if (st != NULL)
+			return -psl__ucx_errno(UCS_PTR_STATUS(st));
+	}
+	o->seq += k;
+	v->batches++;
+	v->batched += k;
+	return 0;
+}
+
+/* Posts a run of k single-part messages: alone, or as a batch. */
+static void post_run(struct ucx_out *o, struct ucx_send **m, uint32_t k, size_t bytes)
+{
+	int rc = k == 1 ? psl__ucx_post(o, m[0]) : post_batch(o, m, k, bytes);
+	uint32_t i;
+	for (i = 0; rc && i < k; i++)
+		set_status(m[i], rc);
+}
+
+/* Posts the sends of one connection (linked by next, in call order),
+ * consecutive single-part ones that fit in batches; the caller owns the
+ * worker. */
+static int post_group(struct ucx_out *o, struct ucx_send *grp)
+{
+	struct psl_van *v = o->v;
+	struct ucx_send *m[UCXP_MAX_SEG], *s, *next;
+	uint32_t k = 0;
+	size_t bytes = 0;
+	int n = 0;
+
+	pthread_mutex_lock(&o->mu);
+	if (o->state != OUT_READY) {
+		pthread_mutex_unlock(&o->mu);
+		for (s = grp; s; s = next, n++) {
+			next = s->next;
+			post_one(s);
+		}
+		return n;
+	}
+	for (s = grp; s; s = s->next, n++) {
+		size_t rec = UCXP_BATCH_REC + s->head_len;
+		bool fits = o->batch && s->nparts == 1 && rec <= v->batch_max;
+		if (k && (!fits || k == UCXP_MAX_SEG || bytes + rec > v->batch_max)) {
+			post_run(o, m, k, bytes);
+			k = 0;
+			bytes = 0;
+		}
+		if (fits) {
+			m[k++] = s;
+			bytes += rec;
+		} else {
+			int rc = psl__ucx_post(o, s);
+			if (rc)
+				set_status(s, rc);
+		}
+	}
+	if (k)
+		post_run(o, m, k, bytes);
+	pthread_mutex_unlock(&o->mu);
+	/* the poster's references, with o->mu free: the last one calls the host */
+	for (s = grp; s; s = next) {
+		next = s->next;
+		psl__ucx_send_put(s, 0);
+	}
+	return n;
+}
+
+int psl__ucx_post_deferred(struct psl_van *v)
+{
+	struct ucx_send *list = v->dq_head;
+	int n = 0;
+
+	v->dq_head = v->dq_tail = NULL;
+	while (list) {
+		/* every send to the first one's connection, in order */
+		struct ucx_out *o = list->out;
+		struct ucx_send *grp = NULL, **gt = &grp, **pp = &list;
+		while (*pp) {
+			struct ucx_send *s = *pp;
+			if (s->out == o) {
+				*pp = s->next;
+				s->next = NULL;
+				*gt = s;
+				gt = &s->next;
+			} else {
+				pp = &s->next;
+			}
+		}
+		n += post_group(o, grp);
+	}
+	return n;
+}
+
+static void defer(struct psl_van *v, struct ucx_send *s)
+{
+	s->next = NULL;
+	if (v->dq_tail)
+		v->dq_tail->next = s;
+	else
+		v->dq_head = s;
+	v->dq_tail = s;
+}
+
 /* Posts s on its connection, or queues it there until the connection is
  * up; the caller owns the worker. */
 static void post_one(struct ucx_send *s)
@@ -237,6 +424,13 @@ int psl__ucx_post_inbox(struct psl_van *v)
 	s = v->sq_head;
 	v->sq_head = v->sq_tail = NULL;
 	pthread_mutex_unlock(&v->inbox_mu);
+	if (v->batch_max) { /* (nothing is deferred here but these) */
+		for (; s; s = next) {
+			next = s->next;
+			defer(v, s);
+		}
+		return psl__ucx_post_deferred(v);
+	}
 	for (; s; s = next, n++) {
 		next = s->next;
 		post_one(s);
@@ -253,6 +447,7 @@ int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_l
 	size_t inl = 0, head_len, off, sz;
 	uint32_t i, nsep = 0, k;
 	char why[320];
+	bool batch;
 	int rc;
 
 	if (nseg > UCXP_MAX_SEG) {
@@ -326,6 +521,7 @@ int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_l
 	}
 	pthread_mutex_lock(&o->mu);
 	rc = o->state == OUT_FAILED ? (o->err ? o->err : -ECONNRESET) : 0;
+	batch = o->batch;
 	if (!rc) { /* the connection stays until this send is finished */
 		s->out = o;
 		atomic_fetch_add(&o->posted, 1);
@@ -344,6 +540,13 @@ int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_l
 	v->sends = s;
 	pthread_mutex_unlock(&v->sends_mu);
 	if (pthread_mutex_trylock(&v->ucx_mu) == 0) {
+		if (v->deferring && batch) {
+			/* the worker's owner, delivering messages: this goes out
+			 * after the round, with what else it sends, in batches */
+			defer(v, s);
+			pthread_mutex_unlock(&v->ucx_mu);
+			return 0;
+		}
 		/* the worker is free (its thread sleeps): post from here, after
 		 * whatever was queued before */
 		psl__ucx_post_inbox(v);

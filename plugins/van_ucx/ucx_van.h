@@ -43,7 +43,8 @@
 #define UCX_LOGNAME "van_ucx"
 #define LOG(v, lvl, ...) psl_van_log((v)->host, (lvl), UCX_LOGNAME, __VA_ARGS__)
 
-#define UCX_AM_ID 17 /* our active message id */
+#define UCX_AM_ID 17	    /* our active message id */
+#define UCX_AM_BATCH_ID 18 /* a batch of whole messages (ucx_proto.h) */
 
 /* What an epoll event's data.ptr points at. */
 enum ucx_fd_kind { FD_WAKE = 1, FD_WORKER, FD_LISTEN, FD_OUT, FD_IN };
@@ -93,6 +94,7 @@ struct ucx_out {
 	ucp_ep_h ep;
 	uint32_t conn, nonce; /* the peer's name for this connection */
 	uint64_t seq;
+	bool batch; /* its active messages go over tcp: send in batches */
 	struct ucx_send *q_head, **q_tail; /* sends waiting for OUT_READY */
 	uint32_t qlen;
 	bool retired; /* replaced or disconnected: no events, close once flushed */
@@ -242,6 +244,12 @@ struct psl_van {
 	bool peer_errors; /* PS_UCX_ERR_MODE=peer: UCP_ERR_HANDLING_MODE_PEER */
 	bool lend;	  /* PS_UCX_PULL_IN_PLACE: ask the core where data goes */
 	bool rndv_put;	  /* we asked UCX for UCX_RNDV_SCHEME=put_zcopy */
+	size_t batch_max; /* PS_UCX_BATCH_KB: largest batch payload, 0 = none */
+	/* the worker's owner delivers: what its callbacks send waits here,
+	 * in call order, and goes out in batches after the round */
+	bool deferring;
+	struct ucx_send *dq_head, *dq_tail;
+	uint64_t batches, batched; /* batches sent, messages in them (owner) */
 	int lent_writing; /* lent parts UCX still writes into (worker's owner) */
 
 	int epfd, wake_fd, lfd, efd;
@@ -326,6 +334,9 @@ void psl__ucx_send_put(struct ucx_send *s, int status);
 void psl__ucx_send_finish(struct ucx_send *s);
 int psl__ucx_dispatch_done(struct psl_van *v);
 int psl__ucx_post_inbox(struct psl_van *v);
+/* Posts what was sent while deferring, consecutive single-part messages to
+ * one peer as batches; the caller owns the worker. Returns how many. */
+int psl__ucx_post_deferred(struct psl_van *v);
 /* fini, the worker no longer progressed: send_done(err) for every send UCX
  * did not complete (a rendezvous to a dead peer without peer error handling
  * never does); their memory goes with the worker. Returns how many. */
@@ -336,6 +347,8 @@ void psl__ucx_free_unfinished(struct psl_van *v);
 /* ucx_recv.c */
 ucs_status_t psl__ucx_am_cb(void *arg, const void *header, size_t header_length, void *data,
 			    size_t length, const ucp_am_recv_param_t *param);
+ucs_status_t psl__ucx_am_batch_cb(void *arg, const void *header, size_t header_length,
+				  void *data, size_t length, const ucp_am_recv_param_t *param);
 int psl__ucx_dispatch_ready(struct psl_van *v);
 void psl__ucx_in_drop_all(struct ucx_in *in);
 /* fini: hands back what the core lent to messages UCX still writes into

@@ -19,6 +19,10 @@
  *   PS_BUSY_POLL_US=US          microseconds (200) before sleeping again
  *   PS_UCX_INLINE=BYTES         host segments up to this size are copied into
  *                               the message's first active message (8192)
+ *   PS_UCX_BATCH_KB=KB          messages the progress thread sends while it
+ *                               delivers (answers, follow-up requests) go to
+ *                               each peer in batches of up to this much (32,
+ *                               0 = one active message each)
  *   PS_UCX_HANDSHAKE_TIMEOUT=S  bootstrap handshake limit in seconds (10)
  *   PS_UCX_LINGER_MS=MS         how long fini lets sends in flight finish (1000)
  *   PS_UCX_RX_CACHE_MB=MB       receive buffers kept for reuse (256, 0 = none)
@@ -170,6 +174,9 @@ static int read_settings(struct psl_van *v)
 	if ((rc = param_long(v, "PS_UCX_INLINE", 8192, 0, 1 << 20, "a number of bytes", &x)))
 		return rc;
 	v->inline_max = (size_t)x;
+	if ((rc = param_long(v, "PS_UCX_BATCH_KB", 32, 0, 1024, "KiB", &x)))
+		return rc;
+	v->batch_max = (size_t)x << 10;
 	if ((rc = param_long(v, "PS_UCX_HANDSHAKE_TIMEOUT", 10, 1, 3600, "seconds", &x)))
 		return rc;
 	v->handshake_ms = (int)x * 1000;
@@ -392,6 +399,12 @@ static int uinit(const struct psl_van_host *host, struct psl_van **out)
 	ap.cb = psl__ucx_am_cb;
 	ap.arg = v;
 	st = ucp_worker_set_am_recv_handler(v->worker, &ap);
+	if (st == UCS_OK) {
+		ap.id = UCX_AM_BATCH_ID;
+		ap.flags = UCP_AM_FLAG_WHOLE_MSG;
+		ap.cb = psl__ucx_am_batch_cb;
+		st = ucp_worker_set_am_recv_handler(v->worker, &ap);
+	}
 	if (st != UCS_OK) {
 		rc = -psl__ucx_errno(st);
 		goto out_free;
@@ -455,8 +468,13 @@ static bool progress_once(struct psl_van *v)
 		free(snap);
 		n++;
 	}
+	/* what the core sends from these callbacks goes out after them, in
+	 * batches (a round of answers to one peer: one send) */
+	v->deferring = v->batch_max > 0;
 	n += (unsigned)psl__ucx_dispatch_done(v);
 	n += (unsigned)psl__ucx_dispatch_ready(v);
+	v->deferring = false;
+	n += (unsigned)psl__ucx_post_deferred(v);
 	return n > 0;
 }
 
@@ -826,6 +844,9 @@ static void ufini(struct psl_van *v)
 	if (v->wake_fd >= 0)
 		close(v->wake_fd);
 	v->lfd = v->epfd = v->wake_fd = -1;
+	if (v->batches)
+		LOG(v, PSL_VAN_LOG_DEBUG, "sent %llu messages in %llu batches",
+		    (unsigned long long)v->batched, (unsigned long long)v->batches);
 	LOG(v, PSL_VAN_LOG_TRACE, "stopped in %lld ms", (long long)(psl__ucx_now_ms() - t0));
 	pthread_mutex_unlock(&v->ucx_mu);
 	psl__ucx_unref(v); /* the worker goes with the last message the core holds */

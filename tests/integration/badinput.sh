@@ -176,6 +176,9 @@ for prog in "$bench" "$node"; do
 		base; export DMLC_ENABLE_RDMA=ucx PS_UCX_PULL_IN_PLACE=yes
 		expect "$p: PS_UCX_PULL_IN_PLACE=yes" 10 "PS_UCX_PULL_IN_PLACE=yes" "expected 0 or 1" -- "$prog"
 		unset PS_UCX_PULL_IN_PLACE
+		base; export DMLC_ENABLE_RDMA=ucx PS_UCX_BATCH_KB=4096
+		expect "$p: PS_UCX_BATCH_KB=4096" 10 "PS_UCX_BATCH_KB=4096" "expected KiB from 0 to 1024" -- "$prog"
+		unset PS_UCX_BATCH_KB
 	fi
 	if [ -f "$testvans/van_abi2.so" ]; then
 		base; export DMLC_ENABLE_RDMA=abi2 PS_VAN_PATH=$testvans:$vanpath

@@ -92,6 +92,16 @@ struct thost {
 	} lent[64];
 	int nlent;
 	int order_errors; /* delivered before its loan came back, or twice back */
+	/* echo: every message received goes back to echo_to, sent from the
+	 * receive callback (the van's thread) */
+	struct psl_van *v;
+	bool echo;
+	int32_t echo_to;
+	atomic_int echo_done, echo_errors;
+	/* capture: the van's log lines, every level */
+	bool capture;
+	char log[8192];
+	size_t loglen;
 };
 
 static struct thost *H(void *ctx)
@@ -99,9 +109,26 @@ static struct thost *H(void *ctx)
 	return ctx;
 }
 
+static int ops_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
+		    const struct psl_van_seg *segs, uint32_t nseg, void *cookie);
+
 static void t_vlog(void *ctx, int level, const char *van, const char *fmt, va_list ap)
 {
-	(void)ctx;
+	struct thost *t = H(ctx);
+	if (t->capture) {
+		va_list aq;
+		int n;
+		va_copy(aq, ap);
+		pthread_mutex_lock(&t->mu);
+		n = vsnprintf(t->log + t->loglen, sizeof(t->log) - t->loglen, fmt, aq);
+		if (n > 0 && t->loglen + (size_t)n + 1 < sizeof(t->log)) {
+			t->loglen += (size_t)n;
+			t->log[t->loglen++] = '\n';
+			t->log[t->loglen] = 0;
+		}
+		pthread_mutex_unlock(&t->mu);
+		va_end(aq);
+	}
 	if (level > PSL_VAN_LOG_WARN && !getenv("TEST_VERBOSE"))
 		return;
 	fprintf(stderr, "[%s %d] ", van, level);
@@ -185,6 +212,15 @@ static void t_recv(void *ctx, struct psl_van_rmsg *m)
 	}
 	pthread_cond_broadcast(&t->cv);
 	pthread_mutex_unlock(&t->mu);
+	if (t->echo) { /* the message stays until host_release_all */
+		struct psl_van_seg segs[4];
+		uint32_t nseg = m->nseg < 4 ? m->nseg : 4;
+		for (s = 0; s < nseg; s++)
+			segs[s] = (struct psl_van_seg){m->segs[s].data, m->segs[s].len, PSL_MEM_HOST,
+						       -1, NULL};
+		if (ops_send(t->v, t->echo_to, m->meta, m->meta_len, segs, nseg, &t->echo_done))
+			atomic_fetch_add(&t->echo_errors, 1);
+	}
 }
 
 static void t_send_done(void *ctx, void *cookie, int status)
@@ -329,6 +365,12 @@ static int load_van(void **state)
 	return ops ? 0 : -1;
 }
 
+static int ops_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
+		    const struct psl_van_seg *segs, uint32_t nseg, void *cookie)
+{
+	return ops->send(v, id, meta, meta_len, segs, nseg, cookie);
+}
+
 static int unload_van(void **state)
 {
 	(void)state;
@@ -348,6 +390,7 @@ static void node_up(struct node *n, const char *name, bool bind)
 	struct psl_van_bind_res res;
 	host_init(&n->t, name);
 	assert_int_equal(ops->init(&n->t.h, &n->v), 0);
+	n->t.v = n->v;
 	if (bind) {
 		memset(&res, 0, sizeof(res));
 		assert_int_equal(ops->bind(n->v, &req, &res), 0);
@@ -411,6 +454,45 @@ static size_t seg_len(int i, uint32_t s)
 	return i % 10 == 9 ? 0 : sizes[(size_t)(i * 3 + (int)s * 5) % NSIZES];
 }
 
+/* Message i's nseg segments, of len_of(i, s) bytes of pattern each, in new
+ * buffers (bufs). */
+static void make_segs(int i, uint32_t nseg, size_t (*len_of)(int, uint32_t), uint8_t **bufs,
+		      struct psl_van_seg *segs)
+{
+	uint32_t s;
+	for (s = 0; s < nseg; s++) {
+		size_t len = len_of(i, s), k;
+		uint8_t *p = malloc(len ? len : 1);
+		assert_non_null(p);
+		for (k = 0; k < len; k++)
+			p[k] = pattern((uint32_t)i, s, k);
+		bufs[s] = p;
+		segs[s] = hseg(p, len);
+	}
+}
+
+/* g is message i as make_segs made it, with meta "<prefix><i>", from sender. */
+static void check_msg(const struct got *g, int i, const char *prefix, int32_t sender,
+		      uint32_t nseg, size_t (*len_of)(int, uint32_t))
+{
+	char want[32];
+	uint32_t s;
+	snprintf(want, sizeof(want), "%s%d", prefix, i);
+	assert_int_equal(g->sender, sender);
+	assert_int_equal(g->meta_len, strlen(want));
+	assert_memory_equal(g->meta, want, g->meta_len);
+	assert_int_equal(g->nseg, nseg);
+	for (s = 0; s < nseg; s++) {
+		size_t len = len_of(i, s), k, bad = 0;
+		const uint8_t *p = g->raw->segs[s].data;
+		assert_int_equal(g->raw->segs[s].len, len);
+		assert_int_equal(g->raw->segs[s].mem_type, PSL_MEM_HOST);
+		for (k = 0; k < len; k++)
+			bad += p[k] != pattern((uint32_t)i, s, k);
+		assert_int_equal(bad, 0);
+	}
+}
+
 static void test_order_data_send_done(void **state)
 {
 	enum { N = 120 };
@@ -426,41 +508,17 @@ static void test_order_data_send_done(void **state)
 		/* message i: meta "m<i>", i % 4 segments of every size class */
 		char meta[32];
 		struct psl_van_seg segs[3];
-		uint32_t s, nseg = (uint32_t)(i % 4);
+		uint32_t nseg = (uint32_t)(i % 4);
 		int n = snprintf(meta, sizeof(meta), "m%d", i);
-		for (s = 0; s < nseg; s++) {
-			size_t len = seg_len(i, s), k;
-			uint8_t *p = malloc(len ? len : 1);
-			for (k = 0; k < len; k++)
-				p[k] = pattern((uint32_t)i, s, k);
-			bufs[i][s] = p;
-			segs[s] = hseg(p, len);
-		}
+		make_segs(i, nseg, seg_len, bufs[i], segs);
 		atomic_init(&cookies[i], 0);
 		assert_int_equal(ops->send(a.v, 9, meta, (size_t)n, segs, nseg, &cookies[i]), 0);
 	}
 	assert_true(wait_msgs(&b.t, N, 30000));
 	up = wait_event(&a.t, 9, PSL_VAN_PEER_UP, 1000);
 	assert_true(up >= 0);
-	for (i = 0; i < N; i++) {
-		struct got *g = &b.t.msgs[i];
-		char want[32];
-		uint32_t s, nseg = (uint32_t)(i % 4);
-		snprintf(want, sizeof(want), "m%d", i);
-		assert_int_equal(g->sender, PSL_VAN_ID_NONE);
-		assert_int_equal(g->meta_len, strlen(want));
-		assert_memory_equal(g->meta, want, g->meta_len); /* in order */
-		assert_int_equal(g->nseg, nseg);
-		for (s = 0; s < nseg; s++) {
-			size_t len = seg_len(i, s), k, bad = 0;
-			const uint8_t *p = g->raw->segs[s].data;
-			assert_int_equal(g->raw->segs[s].len, len);
-			assert_int_equal(g->raw->segs[s].mem_type, PSL_MEM_HOST);
-			for (k = 0; k < len; k++)
-				bad += p[k] != pattern((uint32_t)i, s, k);
-			assert_int_equal(bad, 0);
-		}
-	}
+	for (i = 0; i < N; i++) /* in order */
+		check_msg(&b.t.msgs[i], i, "m", PSL_VAN_ID_NONE, (uint32_t)(i % 4), seg_len);
 	/* send_done exactly once each; only then may the segments go */
 	for (i = 0, tries = 0; i < N && tries < 10000; tries++) {
 		if (atomic_load(&cookies[i]))
@@ -478,6 +536,73 @@ static void test_order_data_send_done(void **state)
 	}
 	node_down(&a);
 	node_down(&b);
+}
+
+/*
+ * Answers sent from the receive callback to a peer reached over tcp go out
+ * in batches (several whole messages in one active message): an echo of
+ * messages of every kind (empty, inline, with large parts of their own)
+ * comes back whole and in order, every send is done once, and batches were
+ * used.
+ */
+static size_t echo_len(int i, uint32_t s)
+{
+	static const size_t lens[] = {0, 8, 100, 4096, 8192, 20000, 70000};
+	return lens[(size_t)(i + (int)s * 3) % 7];
+}
+
+static void test_batches(void **state)
+{
+	enum { N = 400 };
+	struct node a, b;
+	uint8_t *bufs[N][2];
+	atomic_int cookies[N];
+	const char *batches;
+	int i;
+	(void)state;
+	setenv("UCX_TLS", "tcp", 1);
+	node_up(&a, "a", true);
+	node_up(&b, "b", true);
+	b.t.capture = true;
+	b.t.h.log_level = PSL_VAN_LOG_DEBUG;
+	b.t.echo = true;
+	b.t.echo_to = 8;
+	assert_int_equal(connect_to(&b, 8, a.port, 9), 0);
+	assert_true(wait_event(&b.t, 8, PSL_VAN_PEER_UP, 10000) >= 0);
+	assert_int_equal(connect_to(&a, 9, b.port, 8), 0);
+	for (i = 0; i < N; i++) {
+		char meta[32];
+		struct psl_van_seg segs[2];
+		uint32_t nseg = (uint32_t)(i % 3);
+		int n = snprintf(meta, sizeof(meta), "e%d", i);
+		make_segs(i, nseg, echo_len, bufs[i], segs);
+		atomic_init(&cookies[i], 0);
+		assert_int_equal(ops->send(a.v, 9, meta, (size_t)n, segs, nseg, &cookies[i]), 0);
+	}
+	assert_true(wait_msgs(&a.t, N, 30000));
+	for (i = 0; i < N; i++)
+		check_msg(&a.t.msgs[i], i, "e", 9, (uint32_t)(i % 3), echo_len);
+	host_release_all(&a.t);
+	node_down(&a);
+	b.t.echo = false;
+	node_down(&b); /* (releases b's messages after fini: the echoes are done) */
+	assert_int_equal(atomic_load(&b.t.echo_done), N);
+	assert_int_equal(atomic_load(&b.t.echo_errors), 0);
+	assert_int_equal(atomic_load(&a.t.done_errors), 0);
+	for (i = 0; i < N; i++)
+		assert_int_equal(atomic_load(&cookies[i]), 1);
+	assert_non_null(strstr(b.t.log, "active messages over tcp/lo, in batches"));
+	batches = strstr(b.t.log, "messages in ");
+	assert_non_null(batches); /* "sent X messages in Y batches", at fini */
+	while (batches > b.t.log && batches[-1] != '\n')
+		batches--;
+	print_message("b: %.*s\n", (int)strcspn(batches, "\n"), batches);
+	for (i = 0; i < N; i++) {
+		uint32_t s;
+		for (s = 0; s < (uint32_t)(i % 3); s++)
+			free(bufs[i][s]);
+	}
+	unsetenv("UCX_TLS");
 }
 
 static void test_reconnect_new_id(void **state)
@@ -905,6 +1030,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_query),
 		cmocka_unit_test(test_order_data_send_done),
+		cmocka_unit_test(test_batches),
 		cmocka_unit_test(test_reconnect_new_id),
 		cmocka_unit_test(test_bad_input),
 		cmocka_unit_test(test_bad_setting),

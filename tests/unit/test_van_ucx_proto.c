@@ -456,6 +456,104 @@ static void test_rndv_put(void **state)
 	assert_false(psl__ucxp_rndv_put("all,rc", true));
 }
 
+static void test_batch_roundtrip(void **state)
+{
+	uint8_t buf[256], h1[16], h2[40];
+	const uint8_t *head;
+	size_t off = 0, n = 0, hl;
+	uint32_t nseg;
+	(void)state;
+	memset(h1, 0x11, sizeof(h1));
+	memset(h2, 0x22, sizeof(h2));
+	n += psl__ucxp_batch_put(buf + n, h1, sizeof(h1), 0);
+	n += psl__ucxp_batch_put(buf + n, h2, sizeof(h2), UCXP_MAX_SEG);
+	assert_int_equal(n, 2 * UCXP_BATCH_REC + sizeof(h1) + sizeof(h2));
+	assert_int_equal(psl__ucxp_batch_next(buf, n, &off, &head, &hl, &nseg), 1);
+	assert_int_equal(hl, sizeof(h1));
+	assert_int_equal(nseg, 0);
+	assert_memory_equal(head, h1, sizeof(h1));
+	assert_int_equal(psl__ucxp_batch_next(buf, n, &off, &head, &hl, &nseg), 1);
+	assert_int_equal(hl, sizeof(h2));
+	assert_int_equal(nseg, UCXP_MAX_SEG);
+	assert_memory_equal(head, h2, sizeof(h2));
+	assert_int_equal(psl__ucxp_batch_next(buf, n, &off, &head, &hl, &nseg), 0);
+	assert_int_equal(off, n);
+}
+
+static void test_batch_bad(void **state)
+{
+	uint8_t buf[64], h[16] = {0};
+	const uint8_t *head;
+	size_t off, n, hl;
+	uint32_t nseg;
+	(void)state;
+	n = psl__ucxp_batch_put(buf, h, sizeof(h), 1);
+	/* cut short: in the record's prefix, in its head */
+	off = 0;
+	assert_int_equal(psl__ucxp_batch_next(buf, 5, &off, &head, &hl, &nseg), -EPROTO);
+	off = 0;
+	assert_int_equal(psl__ucxp_batch_next(buf, n - 1, &off, &head, &hl, &nseg), -EPROTO);
+	/* a head that is not a multiple of 8 */
+	buf[0] = 12;
+	off = 0;
+	assert_int_equal(psl__ucxp_batch_next(buf, n, &off, &head, &hl, &nseg), -EPROTO);
+	/* a head longer than the payload (no wrap-around on 32-bit sums) */
+	memset(buf, 0xff, 4);
+	off = 0;
+	assert_int_equal(psl__ucxp_batch_next(buf, n, &off, &head, &hl, &nseg), -EPROTO);
+	/* too many segments */
+	n = psl__ucxp_batch_put(buf, h, sizeof(h), UCXP_MAX_SEG + 1);
+	off = 0;
+	assert_int_equal(psl__ucxp_batch_next(buf, n, &off, &head, &hl, &nseg), -EPROTO);
+	/* an offset past the end */
+	off = n + 8;
+	assert_int_equal(psl__ucxp_batch_next(buf, n, &off, &head, &hl, &nseg), -EPROTO);
+}
+
+/* ucp_ep_print_info of UCX 1.13.1, as printed here */
+static const char ep_tcp[] =
+	"#\n# UCP endpoint \n#\n#               peer: <no debug data>\n"
+	"#                 lane[0]:  0:tcp/lo.0 md[0]                -> md[0]/tcp/sysdev[255] "
+	"rma_bw#0 am am_bw#0\n"
+	"#                 lane[1]:  1:tcp/eth0.0 md[0]              -> md[0]/tcp/sysdev[255] "
+	"rma_bw#1 wireup\n#\n"
+	"#                 am_send: 0..<egr/short>..8185..<egr/zcopy>..8192..<rndv>..(inf)\n";
+static const char ep_shm[] =
+	"#\n# UCP endpoint \n#\n#               peer: <no debug data>\n"
+	"#                 lane[0]:  3:sysv/memory.0 md[2]           -> md[2]/sysv/sysdev[255] "
+	"am am_bw#0\n"
+	"#                 lane[1]:  5:cma/memory.0 md[4]            -> md[4]/cma/sysdev[255] "
+	"rma_bw#0\n"
+	"#                 lane[2]:  1:tcp/lo.0 md[1]                -> md[1]/tcp/sysdev[255] "
+	"rma_bw#1 wireup\n";
+/* an RDMA machine's, shaped the same way */
+static const char ep_rc[] =
+	"#                 lane[0]:  8:rc_mlx5/mlx5_0:1.0 md[5]      -> md[5]/ib/sysdev[255] "
+	"rma_bw#0 am am_bw#0\n"
+	"#                 lane[1]:  0:tcp/eth0.0 md[0]              -> md[0]/tcp/sysdev[255] "
+	"wireup\n";
+
+static void test_am_lane(void **state)
+{
+	char out[64];
+	(void)state;
+	assert_int_equal(psl__ucxp_am_lane(ep_tcp, out, sizeof(out)), 0);
+	assert_string_equal(out, "tcp/lo");
+	assert_int_equal(psl__ucxp_am_lane(ep_shm, out, sizeof(out)), 0);
+	assert_string_equal(out, "sysv/memory");
+	assert_int_equal(psl__ucxp_am_lane(ep_rc, out, sizeof(out)), 0);
+	assert_string_equal(out, "rc_mlx5/mlx5_0:1");
+	/* "am_bw" alone is not the active message lane; nothing found */
+	assert_int_equal(psl__ucxp_am_lane("lane[0]:  0:tcp/lo.0 md[0] -> md[0] am_bw#0\n",
+					   out, sizeof(out)),
+			 -ENOENT);
+	assert_int_equal(psl__ucxp_am_lane("", out, sizeof(out)), -ENOENT);
+	assert_int_equal(psl__ucxp_am_lane("garbage -> am\nlane[ -> am", out, sizeof(out)),
+			 -ENOENT);
+	/* a buffer too small for the name: not found rather than cut */
+	assert_int_equal(psl__ucxp_am_lane(ep_tcp, out, 4), -ENOENT);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -468,6 +566,9 @@ int main(void)
 		cmocka_unit_test(test_hello_bad),
 		cmocka_unit_test(test_welcome),
 		cmocka_unit_test(test_am_hdr),
+		cmocka_unit_test(test_batch_roundtrip),
+		cmocka_unit_test(test_batch_bad),
+		cmocka_unit_test(test_am_lane),
 		cmocka_unit_test(test_am_hdr_inconsistent),
 		cmocka_unit_test(test_head_roundtrip),
 		cmocka_unit_test(test_head_bad),
