@@ -20,7 +20,7 @@
 
 #include "ucx_van.h"
 
-/* Finishes a send whose last reference is gone: tells the core. */
+/* Takes s off the list of unfinished sends; v->sends_mu held. */
 static void unregister(struct psl_van *v, struct ucx_send *s)
 {
 	if (s->lprev)
@@ -32,6 +32,7 @@ static void unregister(struct psl_van *v, struct ucx_send *s)
 	s->lprev = s->lnext = NULL;
 }
 
+/* Finishes a send whose last reference is gone: tells the core. */
 void psl__ucx_send_finish(struct ucx_send *s)
 {
 	struct psl_van *v = s->v;
