@@ -242,8 +242,8 @@ static ucs_status_t ep_create(struct ucx_out *o, const void *addr, int mode, ucp
 	return st;
 }
 
-/* Which transport carries the endpoint's active messages: batches go over
- * tcp only (ucx_proto.h, psl__ucxp_am_lane). */
+/* Which transport carries the endpoint's active messages: batches and
+ * joined parts go over tcp only (ucx_proto.h, psl__ucxp_am_lane). */
 static void am_lane(struct ucx_out *o, ucp_ep_h ep)
 {
 	struct psl_van *v = o->v;
@@ -255,12 +255,12 @@ static void am_lane(struct ucx_out *o, ucp_ep_h ep)
 		ucp_ep_print_info(ep, f);
 		fclose(f);
 	}
-	o->batch = false;
-	if (text && !psl__ucxp_am_lane(text, lane, sizeof(lane)))
-		o->batch = v->batch_max > 0 && !strncmp(lane, "tcp/", 4);
+	o->am_tcp = text && !psl__ucxp_am_lane(text, lane, sizeof(lane)) &&
+		    !strncmp(lane, "tcp/", 4);
 	free(text);
 	LOG(v, PSL_VAN_LOG_DEBUG, "%s: active messages over %s%s", o->desc,
-	    lane[0] ? lane : "(a transport UCX did not name)", o->batch ? ", in batches" : "");
+	    lane[0] ? lane : "(a transport UCX did not name)",
+	    o->am_tcp && v->batch_max ? ", in batches" : "");
 }
 
 /* The welcome came: create the endpoint and send what waited for it. */

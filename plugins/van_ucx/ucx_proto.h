@@ -136,6 +136,16 @@ int psl__ucxp_head_parse(const uint8_t *buf, size_t len, uint32_t nseg,
 			 struct ucxp_seg_desc *segs, size_t *meta_off, size_t *meta_len,
 			 size_t *inline_off, char *why, size_t why_len);
 
+/* ------------------------------------------------------- joined parts -- */
+
+/*
+ * A message whose head part is small and that has one part of data (a push,
+ * a pull answer) may travel as one active message of its own id: its header
+ * is the data part's header (part 1 of 2) followed by the head part's
+ * payload, and its data is the segment's data, so that UCX moves both in
+ * one go (over rendezvous, the head rides in the request to send).
+ */
+
 /* ------------------------------------------------------------ batches -- */
 
 /*

@@ -588,38 +588,36 @@ ucs_status_t psl__ucx_am_batch_cb(void *arg, const void *header, size_t header_l
 	return UCS_OK;
 }
 
-ucs_status_t psl__ucx_am_cb(void *arg, const void *header, size_t header_length, void *data,
-			    size_t length, const ucp_am_recv_param_t *param)
+/* Part h->part of message h->seq arrived: its data is kept where UCX has
+ * it (recv_attr has UCP_AM_RECV_ATTR_FLAG_DATA), received (FLAG_RNDV) or
+ * copied; returns what the active message callback returns. */
+static ucs_status_t rx_part(struct ucx_in *in, const struct ucxp_am_hdr *h, void *data,
+			    size_t length, uint64_t recv_attr)
 {
-	struct psl_van *v = arg;
-	struct ucxp_am_hdr h;
-	struct ucx_in *in = am_in(v, header, header_length, &h);
-	struct ucx_rx *m;
+	struct psl_van *v = in->v;
+	struct ucx_rx *m = rx_get(in, h);
 	struct ucx_rpart *p;
 	ucs_status_t ret = UCS_OK;
 
-	if (!in)
-		return UCS_OK;
-	m = rx_get(in, &h);
-	if (!m || m->parts[h.part].arrived) {
+	if (!m || m->parts[h->part].arrived) {
 		if (warn_ok())
 			LOG(v, PSL_VAN_LOG_WARN,
-			    "dropped part %u of message %llu from %s (node %d): %s", h.part,
-			    (unsigned long long)h.seq, in->desc, in->node_id,
+			    "dropped part %u of message %llu from %s (node %d): %s", h->part,
+			    (unsigned long long)h->seq, in->desc, in->node_id,
 			    m ? "a duplicate" : "out of sequence, inconsistent, or no memory");
 		return UCS_OK;
 	}
-	p = &m->parts[h.part];
+	p = &m->parts[h->part];
 	p->m = m;
 	p->arrived = true;
 	p->len = length;
-	p->seg = h.seg;
+	p->seg = h->seg;
 	m->arrived++;
-	if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
+	if (recv_attr & UCP_AM_RECV_ATTR_FLAG_RNDV) {
 		ucp_request_param_t prm;
 		ucs_status_ptr_t st;
 		p->rndv = true;
-		if (!rx_borrow(v, m, p, h.seg, length)) {
+		if (!rx_borrow(v, m, p, h->seg, length)) {
 			p->kind = PART_POOL;
 			p->data = v->pool.max_bytes ? pool_get(&v->pool, length, &p->cls) : NULL;
 		}
@@ -652,7 +650,7 @@ ucs_status_t psl__ucx_am_cb(void *arg, const void *header, size_t header_length,
 			}
 			ret = UCS_INPROGRESS;
 		}
-	} else if (param->recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
+	} else if (recv_attr & UCP_AM_RECV_ATTR_FLAG_DATA) {
 		p->data = data;
 		p->kind = PART_UCX;
 		ret = UCS_INPROGRESS;
@@ -660,11 +658,64 @@ ucs_status_t psl__ucx_am_cb(void *arg, const void *header, size_t header_length,
 		p->data = rx_alloc(length);
 		if (p->data) {
 			p->kind = PART_HEAP;
-			memcpy(p->data, data, length);
+			if (length)
+				memcpy(p->data, data, length);
 		} else {
 			m->err = -ENOMEM;
 		}
 	}
+	return ret;
+}
+
+ucs_status_t psl__ucx_am_cb(void *arg, const void *header, size_t header_length, void *data,
+			    size_t length, const ucp_am_recv_param_t *param)
+{
+	struct psl_van *v = arg;
+	struct ucxp_am_hdr h;
+	struct ucx_in *in = am_in(v, header, header_length, &h);
+	ucs_status_t ret;
+
+	if (!in)
+		return UCS_OK;
+	ret = rx_part(in, &h, data, length, param->recv_attr);
+	rx_advance(in);
+	return ret;
+}
+
+/*
+ * A message of two parts in one active message (ucx_proto.h, "joined"):
+ * the header is the data part's header followed by the head part, which is
+ * taken first (copied: UCX keeps no header), so that the data may go
+ * straight into memory the core lends.
+ */
+ucs_status_t psl__ucx_am_joined_cb(void *arg, const void *header, size_t header_length,
+				   void *data, size_t length, const ucp_am_recv_param_t *param)
+{
+	struct psl_van *v = arg;
+	struct ucxp_am_hdr h, h0;
+	struct ucx_in *in = NULL;
+	ucs_status_t ret;
+
+	if (header_length > UCXP_AM_HDR_SIZE)
+		in = am_in(v, header, UCXP_AM_HDR_SIZE, &h);
+	else if (warn_ok())
+		LOG(v, PSL_VAN_LOG_WARN, "dropped a joined message without its head (%zu bytes "
+					 "of header)", header_length);
+	if (!in)
+		return UCS_OK;
+	if (h.part != 1 || h.nparts != 2) {
+		if (warn_ok())
+			LOG(v, PSL_VAN_LOG_WARN,
+			    "dropped joined message %llu from %s (node %d): part %u of %u",
+			    (unsigned long long)h.seq, in->desc, in->node_id, h.part, h.nparts);
+		return UCS_OK;
+	}
+	h0 = h;
+	h0.part = 0;
+	h0.seg = 0;
+	rx_part(in, &h0, (uint8_t *)header + UCXP_AM_HDR_SIZE, header_length - UCXP_AM_HDR_SIZE,
+		0);
+	ret = rx_part(in, &h, data, length, param->recv_attr);
 	rx_advance(in);
 	return ret;
 }

@@ -45,6 +45,8 @@
 
 #define UCX_AM_ID 17	    /* our active message id */
 #define UCX_AM_BATCH_ID 18 /* a batch of whole messages (ucx_proto.h) */
+#define UCX_AM_JOINED_ID 19 /* a head and one data part (ucx_proto.h) */
+#define UCX_JOINED_MAX 2048 /* largest head joined to its data part */
 
 /* What an epoll event's data.ptr points at. */
 enum ucx_fd_kind { FD_WAKE = 1, FD_WORKER, FD_LISTEN, FD_OUT, FD_IN };
@@ -94,7 +96,7 @@ struct ucx_out {
 	ucp_ep_h ep;
 	uint32_t conn, nonce; /* the peer's name for this connection */
 	uint64_t seq;
-	bool batch; /* its active messages go over tcp: send in batches */
+	bool am_tcp; /* its active messages go over tcp: batches, joined parts */
 	struct ucx_send *q_head, **q_tail; /* sends waiting for OUT_READY */
 	uint32_t qlen;
 	bool retired; /* replaced or disconnected: no events, close once flushed */
@@ -164,6 +166,7 @@ struct ucx_send {
 	atomic_int status; /* first error, or 0 */
 	struct ucx_send *next;
 	uint16_t nparts;
+	bool joined; /* nparts 2, sent as one active message (UCX_AM_JOINED_ID) */
 	uint32_t nseg;
 	size_t head_len;
 	uint8_t *head;
@@ -245,11 +248,13 @@ struct psl_van {
 	bool lend;	  /* PS_UCX_PULL_IN_PLACE: ask the core where data goes */
 	bool rndv_put;	  /* we asked UCX for UCX_RNDV_SCHEME=put_zcopy */
 	size_t batch_max; /* PS_UCX_BATCH_KB: largest batch payload, 0 = none */
+	size_t joined_max; /* largest head sent in a data part's header (tcp), 0 = none */
 	/* the worker's owner delivers: what its callbacks send waits here,
 	 * in call order, and goes out in batches after the round */
 	bool deferring;
 	struct ucx_send *dq_head, *dq_tail;
 	uint64_t batches, batched; /* batches sent, messages in them (owner) */
+	uint64_t joined;	   /* messages sent as one joined active message */
 	int lent_writing; /* lent parts UCX still writes into (worker's owner) */
 
 	int epfd, wake_fd, lfd, efd;
@@ -347,6 +352,8 @@ void psl__ucx_free_unfinished(struct psl_van *v);
 /* ucx_recv.c */
 ucs_status_t psl__ucx_am_cb(void *arg, const void *header, size_t header_length, void *data,
 			    size_t length, const ucp_am_recv_param_t *param);
+ucs_status_t psl__ucx_am_joined_cb(void *arg, const void *header, size_t header_length,
+				   void *data, size_t length, const ucp_am_recv_param_t *param);
 ucs_status_t psl__ucx_am_batch_cb(void *arg, const void *header, size_t header_length,
 				  void *data, size_t length, const ucp_am_recv_param_t *param);
 int psl__ucx_dispatch_ready(struct psl_van *v);

@@ -385,6 +385,16 @@ static int uinit(const struct psl_van_host *host, struct psl_van **out)
 		rc = st == UCS_ERR_NO_DEVICE ? -ENODEV : -psl__ucx_errno(st);
 		goto out_free;
 	}
+	{
+		ucp_worker_attr_t wa = {.field_mask = UCP_WORKER_ATTR_FIELD_MAX_AM_HEADER};
+		/* a head that fits in a data part's header goes with it */
+		v->joined_max = 0;
+		if (ucp_worker_query(v->worker, &wa) == UCS_OK &&
+		    wa.max_am_header > UCXP_AM_HDR_SIZE)
+			v->joined_max = wa.max_am_header - UCXP_AM_HDR_SIZE;
+		if (v->joined_max > UCX_JOINED_MAX)
+			v->joined_max = UCX_JOINED_MAX;
+	}
 	st = ucp_worker_get_address(v->worker, &v->addr, &v->addr_len);
 	if (st != UCS_OK) {
 		v->addr = NULL;
@@ -403,6 +413,12 @@ static int uinit(const struct psl_van_host *host, struct psl_van **out)
 		ap.id = UCX_AM_BATCH_ID;
 		ap.flags = UCP_AM_FLAG_WHOLE_MSG;
 		ap.cb = psl__ucx_am_batch_cb;
+		st = ucp_worker_set_am_recv_handler(v->worker, &ap);
+	}
+	if (st == UCS_OK) {
+		ap.id = UCX_AM_JOINED_ID;
+		ap.flags = UCP_AM_FLAG_WHOLE_MSG | UCP_AM_FLAG_PERSISTENT_DATA;
+		ap.cb = psl__ucx_am_joined_cb;
 		st = ucp_worker_set_am_recv_handler(v->worker, &ap);
 	}
 	if (st != UCS_OK) {
@@ -844,9 +860,11 @@ static void ufini(struct psl_van *v)
 	if (v->wake_fd >= 0)
 		close(v->wake_fd);
 	v->lfd = v->epfd = v->wake_fd = -1;
-	if (v->batches)
-		LOG(v, PSL_VAN_LOG_DEBUG, "sent %llu messages in %llu batches",
-		    (unsigned long long)v->batched, (unsigned long long)v->batches);
+	if (v->batches || v->joined)
+		LOG(v, PSL_VAN_LOG_DEBUG,
+		    "sent %llu messages in %llu batches, %llu with their data joined",
+		    (unsigned long long)v->batched, (unsigned long long)v->batches,
+		    (unsigned long long)v->joined);
 	LOG(v, PSL_VAN_LOG_TRACE, "stopped in %lld ms", (long long)(psl__ucx_now_ms() - t0));
 	pthread_mutex_unlock(&v->ucx_mu);
 	psl__ucx_unref(v); /* the worker goes with the last message the core holds */

@@ -540,10 +540,10 @@ static void test_order_data_send_done(void **state)
 
 /*
  * Answers sent from the receive callback to a peer reached over tcp go out
- * in batches (several whole messages in one active message): an echo of
- * messages of every kind (empty, inline, with large parts of their own)
- * comes back whole and in order, every send is done once, and batches were
- * used.
+ * in batches (several whole messages in one active message), and a message
+ * with one large part as one active message: an echo of messages of every
+ * kind (empty, inline, with large parts of their own) comes back whole and
+ * in order, every send is done once, and both ways were used.
  */
 static size_t echo_len(int i, uint32_t s)
 {
@@ -593,10 +593,13 @@ static void test_batches(void **state)
 		assert_int_equal(atomic_load(&cookies[i]), 1);
 	assert_non_null(strstr(b.t.log, "active messages over tcp/lo, in batches"));
 	batches = strstr(b.t.log, "messages in ");
-	assert_non_null(batches); /* "sent X messages in Y batches", at fini */
+	assert_non_null(batches); /* "sent X messages in Y batches, Z with their data
+				     joined", at fini */
 	while (batches > b.t.log && batches[-1] != '\n')
 		batches--;
 	print_message("b: %.*s\n", (int)strcspn(batches, "\n"), batches);
+	/* the large single parts (20000 and 70000 bytes) went joined */
+	assert_null(strstr(batches, " 0 with their data joined"));
 	for (i = 0; i < N; i++) {
 		uint32_t s;
 		for (s = 0; s < (uint32_t)(i % 3); s++)
