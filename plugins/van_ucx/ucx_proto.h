@@ -24,7 +24,7 @@
 #include <stdint.h>
 
 #define UCXP_VAN_NAME "ucx"
-#define UCXP_PROTO_VERSION 2 /* 2: batches */
+#define UCXP_PROTO_VERSION 2 /* 2: batches, joined parts */
 #define UCXP_MAX_SEG 64			    /* data segments of one message */
 #define UCXP_MAX_PARTS (UCXP_MAX_SEG + 1)   /* active messages of one message */
 #define UCXP_MAX_META (16u << 20)	    /* largest meta blob */
@@ -173,8 +173,10 @@ int psl__ucxp_batch_next(const uint8_t *buf, size_t len, size_t *off, const uint
 /* From ucp_ep_print_info's text: the transport and device of the lane
  * that carries the endpoint's active messages ("tcp/lo", "sysv/memory")
  * into out; 0, or -ENOENT when no such lane is listed (another UCX's
- * format). Batches pay off where each send is a system call and a wake-up
- * of the peer: over tcp, not over shared memory or RDMA (measured). */
+ * format). Batches and joined parts pay off where each send is a system
+ * call and a wake-up of the peer: over tcp (measured), not over shared
+ * memory (measured); RDMA, not measurable here, keeps one active message
+ * per part. */
 int psl__ucxp_am_lane(const char *info, char *out, size_t out_len);
 
 /* ---------------------------------------------------- memory, devices -- */
