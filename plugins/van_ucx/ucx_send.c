@@ -99,6 +99,17 @@ void psl__ucx_send_put(struct ucx_send *s, int status)
 		psl__ucx_send_finish(s);
 }
 
+/* Appends s to the list (*head, *tail) linked by next. */
+static void append(struct ucx_send **head, struct ucx_send **tail, struct ucx_send *s)
+{
+	s->next = NULL;
+	if (*tail)
+		(*tail)->next = s;
+	else
+		*head = s;
+	*tail = s;
+}
+
 /* One posted request of s completed: the last one queues s for the
  * progress thread. Returns whether it did. */
 static bool part_done(struct ucx_send *s, ucs_status_t st)
@@ -110,12 +121,7 @@ static bool part_done(struct ucx_send *s, ucs_status_t st)
 	if (atomic_fetch_sub(&s->refs, 1) != 1)
 		return false;
 	pthread_mutex_lock(&v->cq_mu);
-	s->next = NULL;
-	if (v->done_tail)
-		v->done_tail->next = s;
-	else
-		v->done_head = s;
-	v->done_tail = s;
+	append(&v->done_head, &v->done_tail, s);
 	pthread_mutex_unlock(&v->cq_mu);
 	return true;
 }
@@ -373,12 +379,12 @@ static int post_group(struct ucx_out *o, struct ucx_send *grp)
 	return n;
 }
 
-int psl__ucx_post_deferred(struct psl_van *v)
+/* Posts a list of sends (linked by next, in call order), each connection's
+ * through post_group; the caller owns the worker. Returns how many. */
+static int post_list(struct ucx_send *list)
 {
-	struct ucx_send *list = v->dq_head;
 	int n = 0;
 
-	v->dq_head = v->dq_tail = NULL;
 	while (list) {
 		/* every send to the first one's connection, in order */
 		struct ucx_out *o = list->out;
@@ -399,14 +405,12 @@ int psl__ucx_post_deferred(struct psl_van *v)
 	return n;
 }
 
-static void defer(struct psl_van *v, struct ucx_send *s)
+int psl__ucx_post_deferred(struct psl_van *v)
 {
-	s->next = NULL;
-	if (v->dq_tail)
-		v->dq_tail->next = s;
-	else
-		v->dq_head = s;
-	v->dq_tail = s;
+	struct ucx_send *list = v->dq_head;
+
+	v->dq_head = v->dq_tail = NULL;
+	return post_list(list);
 }
 
 /* Posts s on its connection, or queues it there until the connection is
@@ -442,8 +446,7 @@ static void post_one(struct ucx_send *s)
  * order; the caller owns the worker. */
 int psl__ucx_post_inbox(struct psl_van *v)
 {
-	struct ucx_send *s, *next;
-	int n = 0;
+	struct ucx_send *s;
 
 	if (!atomic_load(&v->inbox_full))
 		return 0;
@@ -452,18 +455,7 @@ int psl__ucx_post_inbox(struct psl_van *v)
 	s = v->sq_head;
 	v->sq_head = v->sq_tail = NULL;
 	pthread_mutex_unlock(&v->inbox_mu);
-	if (v->batch_max) { /* (nothing is deferred here but these) */
-		for (; s; s = next) {
-			next = s->next;
-			defer(v, s);
-		}
-		return psl__ucx_post_deferred(v);
-	}
-	for (; s; s = next, n++) {
-		next = s->next;
-		post_one(s);
-	}
-	return n;
+	return post_list(s); /* (in batches where the connection takes them) */
 }
 
 int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
@@ -577,7 +569,7 @@ int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_l
 		if (v->deferring && batch) {
 			/* the worker's owner, delivering messages: this goes out
 			 * after the round, with what else it sends, in batches */
-			defer(v, s);
+			append(&v->dq_head, &v->dq_tail, s);
 			pthread_mutex_unlock(&v->ucx_mu);
 			return 0;
 		}
@@ -591,11 +583,7 @@ int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_l
 		return 0;
 	}
 	pthread_mutex_lock(&v->inbox_mu);
-	if (v->sq_tail)
-		v->sq_tail->next = s;
-	else
-		v->sq_head = s;
-	v->sq_tail = s;
+	append(&v->sq_head, &v->sq_tail, s);
 	pthread_mutex_unlock(&v->inbox_mu);
 	atomic_store(&v->inbox_full, true);
 	psl__ucx_kick(v);
