@@ -29,6 +29,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "freeport.h"
+
 struct child {
 	pid_t pid;
 	char label[32];
@@ -70,24 +72,6 @@ static long parse_pos(const char *opt, const char *v, long max)
 }
 
 /* A port that is free now (the scheduler binds it a moment later). */
-static int free_port(const char *host)
-{
-	struct sockaddr_in a;
-	socklen_t len = sizeof(a);
-	int s = socket(AF_INET, SOCK_STREAM, 0), port = 0;
-	if (s < 0)
-		return 0;
-	memset(&a, 0, sizeof(a));
-	a.sin_family = AF_INET;
-	if (inet_pton(AF_INET, host, &a.sin_addr) != 1)
-		a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(s, (struct sockaddr *)&a, sizeof(a)) == 0 &&
-	    getsockname(s, (struct sockaddr *)&a, &len) == 0)
-		port = ntohs(a.sin_port);
-	close(s);
-	return port;
-}
-
 static void flush_line(struct child *c, int k, bool all)
 {
 	char *nl;
@@ -168,7 +152,7 @@ int main(int argc, char **argv)
 	if (cmd < 0 || cmd >= argc || S < 1 || W < 1)
 		return usage();
 	if (!port)
-		port = free_port(host);
+		port = psl_tool_free_port(host);
 	if (!port) {
 		fprintf(stderr, "pslite-run: cannot find a free port on %s: pass --port\n", host);
 		return 2;

@@ -23,7 +23,9 @@
 
 #include <pslite.h>
 
-static int listen_any(int *port, bool do_listen)
+#include "freeport.h"
+
+static int listen_any(int *port)
 {
 	struct sockaddr_in a;
 	socklen_t len = sizeof(a);
@@ -33,7 +35,7 @@ static int listen_any(int *port, bool do_listen)
 	memset(&a, 0, sizeof(a));
 	a.sin_family = AF_INET;
 	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-	if (bind(s, (struct sockaddr *)&a, sizeof(a)) || (do_listen && listen(s, 16)) ||
+	if (bind(s, (struct sockaddr *)&a, sizeof(a)) || listen(s, 16) ||
 	    getsockname(s, (struct sockaddr *)&a, &len)) {
 		close(s);
 		return -1;
@@ -46,15 +48,14 @@ int main(int argc, char **argv)
 {
 	int rc;
 	if (argc > 1 && !strcmp(argv[1], "--free-port")) {
-		int port, s = listen_any(&port, false);
-		if (s < 0)
+		int port = psl_tool_free_port("127.0.0.1");
+		if (!port)
 			return 1;
-		close(s);
 		printf("%d\n", port);
 		return 0;
 	}
 	if (argc > 1 && !strcmp(argv[1], "--listen")) {
-		int port, s = listen_any(&port, true);
+		int port, s = listen_any(&port);
 		time_t t0 = time(NULL);
 		if (s < 0) {
 			perror("startnode --listen");
