@@ -1,0 +1,266 @@
+/*
+ * pslite van kit: header-only helpers for what the van ABI (pslite/van.h)
+ * itself defines, so that every van does these things the same way:
+ *
+ *   - the greeting a van that listens on a port of its own writes first
+ *     ("PSLVAN1 <name>\n"), built and classified;
+ *   - integer and boolean settings read through psl_van_host.param, with the
+ *     standard one-line error naming the setting, its value and what was
+ *     expected;
+ *   - the defaults every van shares (PS_BUSY_POLL_US);
+ *   - a monotonic clock and absolute deadlines for timed waits;
+ *   - little-endian byte helpers for a van's own wire records.
+ *
+ * Everything here is static inline: a van includes this header and links
+ * nothing of pslite's. Installed beside van.h.
+ */
+#ifndef PSLITE_VAN_UTIL_H
+#define PSLITE_VAN_UTIL_H
+
+#include <errno.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <pslite/van.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ------------------------------------------------------------ defaults -- */
+
+/* PS_BUSY_POLL=1: how long a van keeps polling after a completion (us). */
+#define PSL_VAN_BUSY_POLL_US_DEFAULT 200
+
+/* ------------------------------------------------------------ greeting -- */
+
+/* Longest van name (without its NUL) a greeting may carry. */
+#define PSL_VAN_NAME_LEN_MAX 63
+/* Bytes a whole greeting can take: "PSLVAN1 " + name + '\n'. */
+#define PSL_VAN_GREETING_LEN_MAX (sizeof(PSL_VAN_GREETING) - 1 + PSL_VAN_NAME_LEN_MAX + 1)
+
+/* What the first bytes from a peer are (psl_van_greeting_parse). */
+enum psl_van_greet {
+	PSL_VAN_GREET_MORE = 0,	 /* not enough bytes yet to tell */
+	PSL_VAN_GREET_OK = 1,	 /* a pslite van's greeting: name copied out */
+	PSL_VAN_GREET_ZMTP = 2,	 /* a ZeroMQ peer (van zmq or C++ ps-lite): 0xFF first */
+	PSL_VAN_GREET_OTHER = 3, /* something else */
+};
+
+static inline bool psl__van_name_char(unsigned char c)
+{
+	return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
+	       c == '_' || c == '-';
+}
+
+/* Writes "PSLVAN1 <name>\n" (no NUL) into buf. Returns its length, or 0 when
+ * name is empty, too long, has characters other than [A-Za-z0-9_-], or the
+ * greeting does not fit in cap bytes. */
+static inline size_t psl_van_greeting_build(char *buf, size_t cap, const char *name)
+{
+	size_t glen = sizeof(PSL_VAN_GREETING) - 1, nlen = name ? strlen(name) : 0, i;
+
+	if (nlen == 0 || nlen > PSL_VAN_NAME_LEN_MAX || glen + nlen + 1 > cap)
+		return 0;
+	for (i = 0; i < nlen; i++)
+		if (!psl__van_name_char((unsigned char)name[i]))
+			return 0;
+	memcpy(buf, PSL_VAN_GREETING, glen);
+	memcpy(buf + glen, name, nlen);
+	buf[glen + nlen] = '\n';
+	return glen + nlen + 1;
+}
+
+/* Classifies the first len bytes received on a connection. On
+ * PSL_VAN_GREET_OK the van's name is copied into name (NUL-terminated; a
+ * name that does not fit in name_cap makes it PSL_VAN_GREET_OTHER) and *used
+ * is the greeting's length (bytes after it belong to the van's own protocol).
+ * May be called again with more bytes after PSL_VAN_GREET_MORE. */
+static inline int psl_van_greeting_parse(const void *buf, size_t len, char *name,
+					 size_t name_cap, size_t *used)
+{
+	const unsigned char *b = (const unsigned char *)buf;
+	size_t glen = sizeof(PSL_VAN_GREETING) - 1, i;
+
+	if (len == 0)
+		return PSL_VAN_GREET_MORE;
+	if (b[0] == 0xff)
+		return PSL_VAN_GREET_ZMTP; /* ZMTP signature: 0xFF, 8 bytes, 0x7F */
+	for (i = 0; i < len && i < glen; i++)
+		if (b[i] != (unsigned char)PSL_VAN_GREETING[i])
+			return PSL_VAN_GREET_OTHER;
+	for (i = glen; i < len; i++) {
+		size_t nlen = i - glen;
+		if (b[i] == '\n') {
+			if (nlen == 0 || nlen + 1 > name_cap)
+				return PSL_VAN_GREET_OTHER;
+			memcpy(name, b + glen, nlen);
+			name[nlen] = '\0';
+			if (used)
+				*used = i + 1;
+			return PSL_VAN_GREET_OK;
+		}
+		if (nlen >= PSL_VAN_NAME_LEN_MAX || !psl__van_name_char(b[i]))
+			return PSL_VAN_GREET_OTHER;
+	}
+	return PSL_VAN_GREET_MORE;
+}
+
+/* A short description of what a peer sent, for messages: "van <name>",
+ * "a ZeroMQ peer (van zmq or C++ ps-lite)" or "an unknown protocol". */
+static inline const char *psl_van_greeting_what(int kind, const char *name, char *buf,
+						size_t cap)
+{
+	switch (kind) {
+	case PSL_VAN_GREET_OK:
+		snprintf(buf, cap, "van %s", name);
+		return cap ? buf : "a pslite van";
+	case PSL_VAN_GREET_ZMTP:
+		return "a ZeroMQ peer (van zmq or C++ ps-lite)";
+	default:
+		return "an unknown protocol";
+	}
+}
+
+/* ------------------------------------------------------------ settings -- */
+
+/* The value of a setting as the core sees it, or NULL when unset or empty. */
+static inline const char *psl_van_param(const struct psl_van_host *host, const char *name)
+{
+	const char *s = host && host->param ? host->param(host->ctx, name) : NULL;
+	return s && *s ? s : NULL;
+}
+
+/* Reads integer setting name into *out: def when unset or empty; a value
+ * that is not an integer from min to max is an error, logged as one line
+ * naming the setting, its value and what was expected ("expected 0 or 1",
+ * or "expected <unit> from <min> to <max>"), and -EINVAL. unit may be NULL
+ * ("an integer"). van is the van's name, as for psl_van_log. */
+static inline int psl_van_param_long(const struct psl_van_host *host, const char *van,
+				     const char *name, long def, long min, long max,
+				     const char *unit, long *out)
+{
+	const char *s = psl_van_param(host, name);
+	char *end;
+	long x;
+
+	if (!s) {
+		*out = def;
+		return 0;
+	}
+	errno = 0;
+	x = strtol(s, &end, 10);
+	if (errno || end == s || *end || x < min || x > max) {
+		if (max - min == 1)
+			psl_van_log(host, PSL_VAN_LOG_ERROR, van, "%s=%s: expected %ld or %ld",
+				    name, s, min, max);
+		else
+			psl_van_log(host, PSL_VAN_LOG_ERROR, van,
+				    "%s=%s: expected %s from %ld to %ld", name, s,
+				    unit ? unit : "an integer", min, max);
+		return -EINVAL;
+	}
+	*out = x;
+	return 0;
+}
+
+/* A 0/1 setting (as ps-lite's are): def when unset or empty, -EINVAL with
+ * the standard line for anything but 0 or 1. */
+static inline int psl_van_param_bool(const struct psl_van_host *host, const char *van,
+				     const char *name, bool def, bool *out)
+{
+	long x;
+	int rc = psl_van_param_long(host, van, name, def ? 1 : 0, 0, 1, NULL, &x);
+	if (rc == 0)
+		*out = x != 0;
+	return rc;
+}
+
+/* --------------------------------------------------------------- clock -- */
+
+/* Monotonic time in nanoseconds / milliseconds. */
+static inline int64_t psl_van_now_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static inline int64_t psl_van_now_ms(void)
+{
+	return psl_van_now_ns() / 1000000;
+}
+
+/* The absolute CLOCK_MONOTONIC time ms milliseconds from now, for
+ * pthread_cond_timedwait on a condition variable whose clock was set to
+ * CLOCK_MONOTONIC (pthread_condattr_setclock). */
+static inline struct timespec psl_van_deadline(int64_t ms)
+{
+	int64_t t = psl_van_now_ns() + (ms > 0 ? ms : 0) * 1000000;
+	struct timespec ts;
+	ts.tv_sec = (time_t)(t / 1000000000);
+	ts.tv_nsec = (long)(t % 1000000000);
+	return ts;
+}
+
+/* --------------------------------------------------------- byte order -- */
+
+static inline void psl_van_put_le16(void *p, uint16_t v)
+{
+	uint8_t *b = (uint8_t *)p;
+	b[0] = (uint8_t)v;
+	b[1] = (uint8_t)(v >> 8);
+}
+
+static inline void psl_van_put_le32(void *p, uint32_t v)
+{
+	uint8_t *b = (uint8_t *)p;
+	int i;
+	for (i = 0; i < 4; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline void psl_van_put_le64(void *p, uint64_t v)
+{
+	uint8_t *b = (uint8_t *)p;
+	int i;
+	for (i = 0; i < 8; i++)
+		b[i] = (uint8_t)(v >> (8 * i));
+}
+
+static inline uint16_t psl_van_get_le16(const void *p)
+{
+	const uint8_t *b = (const uint8_t *)p;
+	return (uint16_t)(b[0] | (uint16_t)b[1] << 8);
+}
+
+static inline uint32_t psl_van_get_le32(const void *p)
+{
+	const uint8_t *b = (const uint8_t *)p;
+	uint32_t v = 0;
+	int i;
+	for (i = 3; i >= 0; i--)
+		v = v << 8 | b[i];
+	return v;
+}
+
+static inline uint64_t psl_van_get_le64(const void *p)
+{
+	const uint8_t *b = (const uint8_t *)p;
+	uint64_t v = 0;
+	int i;
+	for (i = 7; i >= 0; i--)
+		v = v << 8 | b[i];
+	return v;
+}
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* PSLITE_VAN_UTIL_H */
