@@ -1,4 +1,4 @@
-/* Shared by kv_worker.c and kv_server.c. */
+/* KV helpers shared by kv_worker.c and kv_server.c (kv.c). */
 #ifndef PSL_CORE_KV_H
 #define PSL_CORE_KV_H
 

@@ -1,0 +1,71 @@
+/* KV helpers shared by the worker and the server: element sizes, shared
+ * copies of request and response data, the meta's data fields. */
+#include "config.h"
+
+#include <stdlib.h>
+
+#include "kv.h"
+
+size_t psl_dtype_size(enum psl_dtype dt)
+{
+	switch (dt) {
+	case PSL_INT8:
+	case PSL_UINT8:
+	case PSL_BYTES:
+		return 1;
+	case PSL_INT16:
+	case PSL_UINT16:
+		return 2;
+	case PSL_INT32:
+	case PSL_UINT32:
+	case PSL_FLOAT32:
+		return 4;
+	case PSL_INT64:
+	case PSL_UINT64:
+	case PSL_FLOAT64:
+		return 8;
+	}
+	return 0;
+}
+
+static void copy_done(struct psl__sendref *ref, int status)
+{
+	(void)status;
+	psl__kv_copy_put((struct psl__kv_copy *)ref);
+}
+
+struct psl__kv_copy *psl__kv_copy_new(size_t bytes, int refs)
+{
+	struct psl__kv_copy *cp = malloc(sizeof(*cp) + bytes);
+	if (!cp)
+		return NULL;
+	cp->ref.done = copy_done;
+	atomic_init(&cp->refs, refs);
+	cp->user_done = NULL;
+	cp->user_arg = NULL;
+	return cp;
+}
+
+void psl__kv_copy_put(struct psl__kv_copy *cp)
+{
+	if (cp && atomic_fetch_sub(&cp->refs, 1) == 1) {
+		if (cp->user_done)
+			cp->user_done(cp->user_arg);
+		free(cp);
+	}
+}
+
+void psl__kv_meta_data(struct psl__meta *m, enum psl_dtype dt, bool keys, bool lens)
+{
+	m->src_dev_type = PSL_DEV_CPU;
+	m->src_dev_id = 0;
+	m->dst_dev_type = PSL_DEV_CPU;
+	m->dst_dev_id = 0;
+	m->data_type_size = 0;
+	if (keys) {
+		m->data_type[m->data_type_size++] = PSL_WIRE_UINT64;
+		m->data_type[m->data_type_size++] = (int)dt;
+		if (lens)
+			m->data_type[m->data_type_size++] = PSL_WIRE_INT32;
+	}
+}

@@ -1,0 +1,68 @@
+/* The request tracker of a customer (tracker.c): outstanding requests by
+ * timestamp, the nodes that still owe each an answer, completion. Every
+ * function takes the customer whose tracker it is; "_locked" ones need its
+ * mu held. */
+#ifndef PSL_CORE_TRACKER_H
+#define PSL_CORE_TRACKER_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "pslite.h"
+
+enum { PSL__REQ_FREE = 0, PSL__REQ_PENDING, PSL__REQ_COMPLETING, PSL__REQ_DONE };
+
+/* One outstanding request. Pointers stay valid while it is PENDING or
+ * COMPLETING (entries are never moved). */
+struct psl__req {
+	int ts;
+	int state;
+	int status;   /* first error, or 0 */
+	int awaiting; /* responses still expected */
+	int holds;    /* other conditions still open (pushpull's push half) */
+	int loans;    /* buffers of this request lent to the van (recv_dest):
+		       * it cannot complete before they come back */
+	int parent;   /* ts of a request to notify on completion, or -1 */
+	int waiters;  /* threads in psl__req_wait for it */
+	psl_kv_cb cb;
+	void *arg;
+	void *priv; /* the app layer's per-request state */
+	uint64_t *bits; /* which node indexes still owe a response */
+};
+
+struct psl__customer;
+
+/* Node index for request bitmaps: 0 for the scheduler, id-7 for others. */
+static inline int psl__node_index(int id)
+{
+	return id == 1 ? 0 : id - 7;
+}
+
+/* Sets up / frees the tracker of c for node indexes 0..nodes-1. */
+int psl__tracker_init(struct psl__customer *c, int nodes);
+void psl__tracker_free(struct psl__customer *c);
+
+/* With c->mu held: a new PENDING request. */
+struct psl__req *psl__req_new_locked(struct psl__customer *c);
+/* With c->mu held: the PENDING request ts, or NULL. */
+struct psl__req *psl__req_find_locked(struct psl__customer *c, int ts);
+/* With c->mu held: mark node id as owing a response. */
+void psl__req_expect_locked(struct psl__customer *c, struct psl__req *r, int id);
+bool psl__req_awaits_locked(struct psl__customer *c, struct psl__req *r, int id);
+/* With c->mu held: node id answered (status 0 or -errno). Returns true if the
+ * request is now complete: the caller must then call psl__req_finish after
+ * unlocking. */
+bool psl__req_answer_locked(struct psl__customer *c, struct psl__req *r, int id, int status);
+/* With c->mu held: one hold released. Same return as above. */
+bool psl__req_unhold_locked(struct psl__customer *c, struct psl__req *r, int status);
+/* With c->mu held: one loan came back. Same return as above. */
+bool psl__req_loan_back_locked(struct psl__customer *c, struct psl__req *r, int status);
+/* Completes r: on_complete, callback, wake waiters, notify parent. */
+void psl__req_finish(struct psl__customer *c, struct psl__req *r);
+/* Waits for request ts; returns its status. */
+int psl__req_wait(struct psl__customer *c, int ts);
+/* With c->mu held: fails r with err whoever still owes it an answer (its
+ * holds and loans stay). Same return as psl__req_answer_locked. */
+bool psl__req_fail_locked(struct psl__customer *c, struct psl__req *r, int err);
+
+#endif
