@@ -1,0 +1,270 @@
+/* Barriers: a node asks the scheduler and waits for the release; the
+ * scheduler counts who arrived per group and kind and releases the group
+ * when every live member is in, including the final barrier of finalize. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control.h"
+#include "control_int.h"
+#include "customer.h"
+#include "log.h"
+#include "postoffice.h"
+#include "resender.h"
+#include "van_host.h"
+
+#define po psl__po
+
+static int arrived_index(int cmd)
+{
+	return cmd == PSL_CMD_INSTANCE_BARRIER ? 1 : 0;
+}
+
+static void release_local(int cmd, int g)
+{
+	pthread_mutex_lock(&po.mu);
+	if (cmd == PSL_CMD_INSTANCE_BARRIER && g == PSL_GROUP_ALL && po.leaving)
+		po.final_released = true;
+	po.barrier_gen++;
+	pthread_cond_broadcast(&po.cv);
+	pthread_mutex_unlock(&po.mu);
+}
+
+/* Scheduler: who arrived at a barrier of kind (0 BARRIER, 1 INSTANCE) over
+ * group g, indexed by node id. */
+static bool *arrived(int kind, int g)
+{
+	return po.barrier_senders[g] + (kind ? po.max_id + 1 : 0);
+}
+
+/* Scheduler, with po.mu held: if every live member of group g arrived,
+ * returns the number of recipients written into out (and resets). */
+static int check_release_locked(int kind, int g, int *out)
+{
+	int n, i, k = 0;
+	bool *a = arrived(kind, g);
+	bool any = false;
+
+	n = psl__group_members(g, out);
+	for (i = 0; i < n; i++) {
+		if (a[out[i]])
+			any = true;
+		else if (!po.peers[out[i]].dead)
+			return 0;
+	}
+	if (!any)
+		return 0;
+	for (i = 0; i < n; i++) {
+		int id = out[i];
+		if (a[id]) {
+			out[k++] = id; /* k <= i: compacting in place is safe */
+			a[id] = false;
+		}
+	}
+	return k;
+}
+
+bool psl__control_node_leaving(int id)
+{
+	bool r;
+	(void)id;
+	pthread_mutex_lock(&po.mu);
+	r = po.final_released;
+	pthread_mutex_unlock(&po.mu);
+	return r;
+}
+
+/* A node waiting in its final barrier may see a peer leave before its own
+ * release arrives (they travel on different connections): such a loss is
+ * judged after a grace period, by the barrier's waiting loop. */
+#define LEAVE_GRACE_MS 1500
+
+static void judge_pending_losses(bool released)
+{
+	int id;
+	int64_t now = psl__now_ms();
+	for (id = 1; id <= po.max_id; id++) {
+		int64_t t;
+		int err;
+		pthread_mutex_lock(&po.mu);
+		t = po.peers[id].down_pending_ms;
+		err = po.peers[id].down_err;
+		if (t && (released || now - t >= LEAVE_GRACE_MS))
+			po.peers[id].down_pending_ms = 0;
+		pthread_mutex_unlock(&po.mu);
+		if (!t)
+			continue;
+		if (released) {
+			char d[96];
+			PSL_DBG("%s left", psl__node_desc(id, d, sizeof(d)));
+		} else if (now - t >= LEAVE_GRACE_MS) {
+			psl__node_lost(id, err, "connection lost while this node waited in the final "
+						"barrier");
+		}
+	}
+}
+
+static void send_releases(int cmd, int g, const int *ids, int n, int customer_id)
+{
+	int i;
+	if (cmd == PSL_CMD_INSTANCE_BARRIER && g == PSL_GROUP_ALL && po.leaving) {
+		pthread_mutex_lock(&po.mu);
+		po.final_released = true;
+		pthread_mutex_unlock(&po.mu);
+	}
+	for (i = 0; i < n; i++) {
+		struct psl__meta m;
+		if (ids[i] == 1) {
+			release_local(cmd, g);
+			continue;
+		}
+		psl__meta_init(&m);
+		m.cmd = cmd;
+		m.barrier_group = g;
+		m.request = false;
+		m.app_id = 0;
+		m.customer_id = customer_id;
+		m.recver = ids[i];
+		if (psl__send_control(&m, true))
+			PSL_WARN("cannot release node %d from the barrier", ids[i]);
+	}
+	PSL_DBG("barrier (%s, group %d) released %d node(s)", psl__cmd_name(cmd), g, n);
+}
+
+static void scheduler_arrive(int sender, int g, int cmd, int customer_id)
+{
+	int kind = arrived_index(cmd), n, *ids;
+
+	ids = malloc(sizeof(int) * (size_t)(po.cfg.num_workers + po.cfg.num_servers + 1));
+	if (!ids)
+		return;
+	pthread_mutex_lock(&po.mu);
+	arrived(kind, g)[sender] = true;
+	po.barrier_last_customer[g] = customer_id;
+	n = check_release_locked(kind, g, ids);
+	pthread_mutex_unlock(&po.mu);
+	if (n)
+		send_releases(cmd, g, ids, n, customer_id);
+	free(ids);
+}
+
+void psl__control_forget_node(int id)
+{
+	int g, kind, n, *ids;
+	(void)id;
+	if (po.role != PSL_SCHEDULER)
+		return;
+	ids = malloc(sizeof(int) * (size_t)(po.cfg.num_workers + po.cfg.num_servers + 1));
+	if (!ids)
+		return;
+	for (g = 1; g <= 7; g++) {
+		for (kind = 0; kind < 2; kind++) {
+			int cust;
+			pthread_mutex_lock(&po.mu);
+			n = po.barrier_senders[g] ? check_release_locked(kind, g, ids) : 0;
+			cust = po.barrier_last_customer[g];
+			pthread_mutex_unlock(&po.mu);
+			if (n)
+				send_releases(kind ? PSL_CMD_INSTANCE_BARRIER : PSL_CMD_BARRIER, g,
+					      ids, n, cust);
+		}
+	}
+	free(ids);
+}
+
+int psl__control_barrier(int customer_id, int group, int cmd)
+{
+	unsigned gen;
+	int members, rc = 0;
+	int *ids;
+
+	if (group < 1 || group > 7)
+		return -EINVAL;
+	ids = malloc(sizeof(int) * (size_t)(po.cfg.num_workers + po.cfg.num_servers + 1));
+	if (!ids)
+		return -ENOMEM;
+	members = psl__group_members(group, ids);
+	free(ids);
+	if (members <= 1 || !psl__group_has(group, po.my_id))
+		return members <= 1 ? 0 : -EINVAL;
+	pthread_mutex_lock(&po.mu);
+	gen = po.barrier_gen;
+	pthread_mutex_unlock(&po.mu);
+	if (po.role == PSL_SCHEDULER) {
+		scheduler_arrive(1, group, cmd, customer_id);
+	} else {
+		struct psl__meta m;
+		psl__meta_init(&m);
+		m.cmd = cmd;
+		m.barrier_group = group;
+		m.request = true;
+		m.app_id = 0;
+		m.customer_id = customer_id;
+		m.recver = 1;
+		rc = psl__send_control(&m, true);
+		if (rc)
+			return rc;
+	}
+	pthread_mutex_lock(&po.mu);
+	while (po.barrier_gen == gen) {
+		struct timespec ts;
+		if (po.role != PSL_SCHEDULER && po.peers[1].dead &&
+		    psl__now_ms() - po.peers[1].down_at_ms > 2000) {
+			rc = -ECONNRESET;
+			break;
+		}
+		if (po.leaving) {
+			pthread_mutex_unlock(&po.mu);
+			judge_pending_losses(false);
+			pthread_mutex_lock(&po.mu);
+		}
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_nsec += 200 * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&po.cv, &po.mu, &ts);
+	}
+	pthread_mutex_unlock(&po.mu);
+	if (po.leaving)
+		judge_pending_losses(po.final_released);
+	if (rc)
+		PSL_ERR("barrier (group %d) failed: the scheduler at %s:%d was lost", group,
+			po.cfg.root_uri, po.cfg.root_port);
+	return rc;
+}
+
+void psl__handle_barrier(const struct psl__meta *m)
+{
+	if (po.role != PSL_SCHEDULER) {
+		if (m->request || m->sender != 1) {
+			PSL_WARN("ignored a %s from node %d: only the scheduler releases barriers",
+				 psl__cmd_name(m->cmd), m->sender);
+			return;
+		}
+		if (po.cfg.resend)
+			psl__resender_released(m->cmd);
+		/* a release's barrier_group is unspecified (a C++ scheduler leaves it
+		 * uninitialised, WIRE.md 3.2, 5.4); an INSTANCE_BARRIER is always
+		 * over every node (start-up and finalize) */
+		release_local(m->cmd, m->cmd == PSL_CMD_INSTANCE_BARRIER ? PSL_GROUP_ALL
+									 : m->barrier_group);
+		return;
+	}
+	if (!m->request) {
+		PSL_WARN("ignored a %s response from node %d", psl__cmd_name(m->cmd), m->sender);
+		return;
+	}
+	if (m->barrier_group < 1 || m->barrier_group > 7 ||
+	    !psl__group_has(m->barrier_group, m->sender)) {
+		PSL_WARN("ignored a %s from node %d for group %d: not a member of that group",
+			 psl__cmd_name(m->cmd), m->sender, m->barrier_group);
+		return;
+	}
+	scheduler_arrive(m->sender, m->barrier_group, m->cmd, m->customer_id);
+}

@@ -1,0 +1,28 @@
+/* Shared between the control plane's files (control.c, registration.c,
+ * barrier.c, heartbeat.c, timer.c); not used elsewhere in the core. */
+#ifndef PSL_CORE_CONTROL_INT_H
+#define PSL_CORE_CONTROL_INT_H
+
+#include <stdint.h>
+
+#include "message.h"
+#include "postoffice.h"
+
+/* Opens the van's connection to node n (logs a failure). */
+int psl__control_connect(const struct psl__node *n, int my_id);
+/* Start-up failed with err (the first failure is kept, start() returns it);
+ * _held: for a caller that holds psl__po.mu. */
+void psl__start_failed(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void psl__start_failed_held(int err, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+
+/* Received control messages, by kind. */
+void psl__scheduler_add_node(const struct psl__meta *m);
+void psl__node_take_list(const struct psl__meta *m);
+void psl__handle_barrier(const struct psl__meta *m);
+void psl__handle_heartbeat(const struct psl__meta *m);
+
+/* The timer's heartbeat work (heartbeat.c). */
+void psl__heartbeat_tick(int64_t now, int64_t *last_hb);
+
+#endif

@@ -1,0 +1,363 @@
+/* Registration: a node's ADD_NODE to the scheduler; the scheduler's
+ * collection of registrations, id assignment (BYTEPS_ORDERED_HOSTS, preferred
+ * ranks) and node-list broadcast; a node taking the node list and connecting
+ * to its peers. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control.h"
+#include "control_int.h"
+#include "customer.h"
+#include "log.h"
+#include "postoffice.h"
+#include "resender.h"
+#include "van_host.h"
+
+#define po psl__po
+
+int psl__control_register(void)
+{
+	struct psl__meta m;
+	psl__meta_init(&m);
+	m.cmd = PSL_CMD_ADD_NODE;
+	m.node_size = 1;
+	m.nodes = &po.me;
+	m.request = false;
+	m.recver = 1;
+	return psl__send_control(&m, true);
+}
+
+static int host_count(const char *h)
+{
+	int i, n = 0;
+	for (i = 0; i < po.nreg; i++)
+		n += !strcmp(po.reg[i].hostname, h);
+	return n;
+}
+
+/* position of a node in BYTEPS_ORDERED_HOSTS ("ip[:port],..."), or a large
+ * number when it is not listed */
+static int ordered_pos(const struct psl__node *n)
+{
+	const char *p = po.cfg.ordered_hosts;
+	int pos = 0;
+	while (*p) {
+		const char *e = strchr(p, ',');
+		size_t len = e ? (size_t)(e - p) : strlen(p);
+		char item[128];
+		char *colon;
+		if (len < sizeof(item)) {
+			memcpy(item, p, len);
+			item[len] = 0;
+			colon = strchr(item, ':');
+			if (colon)
+				*colon = 0;
+			if (!strcmp(item, n->hostname) && (!colon || atoi(colon + 1) == n->port))
+				return pos;
+		}
+		pos++;
+		p += len;
+		if (*p == ',')
+			p++;
+	}
+	return 1 << 30;
+}
+
+static int cmp_nodes(const void *a, const void *b)
+{
+	const struct psl__node *x = a, *y = b;
+	int c;
+	if (po.cfg.ordered_hosts[0]) {
+		int px = ordered_pos(x), py = ordered_pos(y);
+		if (px != py)
+			return px < py ? -1 : 1;
+	}
+	if (po.cfg.mixed_mode) {
+		int cx = host_count(x->hostname) == 1 ? 0 : 1;
+		int cy = host_count(y->hostname) == 1 ? 0 : 1;
+		if (cx != cy)
+			return cx - cy;
+	}
+	c = strcmp(x->hostname, y->hostname);
+	if (c)
+		return -c; /* host name descending, as ps-lite sorts */
+	return (x->port > y->port) - (x->port < y->port);
+}
+
+/* Assigns ranks and ids (WIRE.md 5.2). Called with po.mu held. */
+static int assign_ids(void)
+{
+	int i, nr[2] = {0, 0};
+	bool aux = false;
+	bool *seen;
+
+	qsort(po.reg, (size_t)po.nreg, sizeof(*po.reg), cmp_nodes);
+	for (i = 0; i < po.nreg; i++)
+		if (po.reg[i].aux_id != -1)
+			aux = true;
+	seen = calloc((size_t)po.nreg * 2, sizeof(bool));
+	if (!seen) {
+		psl__start_failed_held(-ENOMEM, "out of memory assigning node ids");
+		return -ENOMEM;
+	}
+	for (i = 0; i < po.nreg; i++) {
+		struct psl__node *n = &po.reg[i];
+		int cnt = n->role == PSL_SERVER ? po.cfg.num_servers : po.cfg.num_workers;
+		int rank;
+		if (aux) {
+			rank = n->aux_id;
+			if (rank < 0 || rank >= cnt || seen[n->role * po.nreg + rank]) {
+				free(seen);
+				/* po.mu is held here: start_failed would deadlock */
+				psl__start_failed_held(-EINVAL,
+					     "DMLC_RANK=%d of the %s at %s:%d: with DMLC_RANK set, "
+					     "every %s needs a distinct DMLC_RANK from 0 to %d",
+					     n->aux_id, psl__role_name(n->role), n->hostname, n->port,
+					     psl__role_name(n->role), cnt - 1);
+				return -EINVAL;
+			}
+			seen[n->role * po.nreg + rank] = true;
+		} else {
+			rank = nr[n->role]++;
+		}
+		n->id = n->role == PSL_SERVER ? psl_server_rank_to_id(rank)
+					      : psl_worker_rank_to_id(rank);
+	}
+	free(seen);
+	for (i = 0; i < po.nreg; i++) {
+		struct psl__peer *p = &po.peers[po.reg[i].id];
+		p->node = po.reg[i];
+		p->known = true;
+		p->last_heartbeat_ms = psl__now_ms();
+	}
+	return 0;
+}
+
+/* Scheduler: every node registered; connect to each, send them the list. */
+static void broadcast_node_list(void)
+{
+	int total = po.nreg, i, rc;
+	struct psl__node *list = calloc((size_t)total + 1, sizeof(*list));
+	int *order = malloc(sizeof(int) * (size_t)total);
+	struct psl__meta m;
+
+	if (!list || !order) {
+		free(list);
+		free(order);
+		psl__start_failed(-ENOMEM, "out of memory sending the node list");
+		return;
+	}
+	memcpy(list, po.reg, sizeof(*list) * (size_t)total);
+	list[total] = po.me; /* the scheduler comes last */
+	for (i = 0; i < total; i++) {
+		rc = psl__control_connect(&po.reg[i], 1);
+		if (rc) {
+			psl__start_failed(rc, "cannot connect to the %s at %s:%d: %s",
+				     psl__role_name(po.reg[i].role), po.reg[i].hostname,
+				     po.reg[i].port, psl_strerror(rc));
+			goto out;
+		}
+	}
+	/* workers ascending, then servers ascending (ps-lite's group 6 order) */
+	rc = psl__group_members(6, order);
+	for (i = 0; i < rc; i++) {
+		psl__meta_init(&m);
+		m.cmd = PSL_CMD_ADD_NODE;
+		m.nodes = list;
+		m.node_size = total + 1;
+		m.recver = order[i];
+		if (psl__send_control(&m, true))
+			PSL_WARN("cannot send the node list to node %d", order[i]);
+	}
+	PSL_INFO("all %d nodes registered (%d servers, %d workers): node list sent", total,
+		 po.cfg.num_servers, po.cfg.num_workers);
+	atomic_store(&po.resend_live, true);
+	pthread_mutex_lock(&po.mu);
+	po.got_node_list = true;
+	pthread_cond_broadcast(&po.cv);
+	pthread_mutex_unlock(&po.mu);
+out:
+	free(list);
+	free(order);
+}
+
+void psl__scheduler_add_node(const struct psl__meta *m)
+{
+	const struct psl__node *n;
+	int i, total = po.cfg.num_servers + po.cfg.num_workers, have = 0, want;
+	bool complete;
+
+	if (m->sender != PSL_EMPTY) {
+		PSL_WARN("ignored ADD_NODE from node %d: pslite does not recover lost nodes",
+			 m->sender);
+		return;
+	}
+	/* a registration must name one server or worker that can be reached:
+	 * anything else would take a node's place and then fail the job's
+	 * start when the scheduler cannot connect to it */
+	if (m->node_size != 1 || m->nodes[0].id != PSL_EMPTY ||
+	    (m->nodes[0].role != PSL_SERVER && m->nodes[0].role != PSL_WORKER) ||
+	    !m->nodes[0].hostname[0] || m->nodes[0].port <= 0) {
+		PSL_WARN("ignored a malformed registration (%d nodes, first id %d role %d host "
+			 "'%s' port %d): expected one server or worker with id 32767, a host and "
+			 "a port from 1 to 65535",
+			 m->node_size, m->node_size ? m->nodes[0].id : -1,
+			 m->node_size ? m->nodes[0].role : -1,
+			 m->node_size ? m->nodes[0].hostname : "",
+			 m->node_size ? m->nodes[0].port : -1);
+		return;
+	}
+	n = &m->nodes[0];
+	pthread_mutex_lock(&po.mu);
+	if (po.state != PSL__STARTING || po.got_node_list || po.nreg >= total) {
+		pthread_mutex_unlock(&po.mu);
+		PSL_WARN("ignored a registration from the %s at %s:%d: this job already has its "
+			 "%d servers and %d workers (check DMLC_NUM_SERVER and DMLC_NUM_WORKER on "
+			 "every node)",
+			 psl__role_name(n->role), n->hostname, n->port, po.cfg.num_servers,
+			 po.cfg.num_workers);
+		return;
+	}
+	for (i = 0; i < po.nreg; i++) {
+		if (!strcmp(po.reg[i].hostname, n->hostname) && po.reg[i].port == n->port) {
+			pthread_mutex_unlock(&po.mu);
+			PSL_WARN("ignored a second registration from %s:%d", n->hostname, n->port);
+			return;
+		}
+		have += po.reg[i].role == n->role;
+	}
+	want = n->role == PSL_SERVER ? po.cfg.num_servers : po.cfg.num_workers;
+	if (have >= want) {
+		pthread_mutex_unlock(&po.mu);
+		PSL_WARN("ignored a registration from the %s at %s:%d: %d %ss are registered "
+			 "already and DMLC_NUM_%s=%d here (every node must have the same value)",
+			 psl__role_name(n->role), n->hostname, n->port, have,
+			 psl__role_name(n->role), n->role == PSL_SERVER ? "SERVER" : "WORKER",
+			 want);
+		return;
+	}
+	po.reg[po.nreg++] = *n;
+	PSL_DBG("registered the %s at %s:%d (%d of %d nodes)", psl__role_name(n->role),
+		n->hostname, n->port, po.nreg, total);
+	complete = po.nreg == total && assign_ids() == 0;
+	pthread_mutex_unlock(&po.mu);
+	if (complete)
+		broadcast_node_list();
+}
+
+/* Node: the scheduler's node list (WIRE.md 5.3). */
+void psl__node_take_list(const struct psl__meta *m)
+{
+	int i, me = -1, ns = 0, nw = 0, sched = -1;
+
+	if (m->sender != 1) {
+		PSL_WARN("ignored ADD_NODE from node %d: only the scheduler sends node lists",
+			 m->sender);
+		return;
+	}
+	pthread_mutex_lock(&po.mu);
+	if (po.state != PSL__STARTING || po.got_node_list) {
+		pthread_mutex_unlock(&po.mu);
+		PSL_WARN("ignored a node list that came after start-up: pslite does not recover "
+			 "lost nodes");
+		return;
+	}
+	pthread_mutex_unlock(&po.mu);
+	for (i = 0; i < m->node_size; i++) {
+		const struct psl__node *n = &m->nodes[i];
+		if (n->id == PSL_EMPTY || n->hostname[0] == 0 || n->port <= 0) {
+			psl__start_failed(-EPROTO, "the scheduler's node list has an incomplete entry "
+					      "(id %d, host '%s', port %d)",
+				     n->id, n->hostname, n->port);
+			return;
+		}
+		if (!strcmp(n->hostname, po.me.hostname) && n->port == po.me.port)
+			me = i;
+		if (n->role == PSL_SCHEDULER) {
+			sched = i;
+			if (n->id != 1) {
+				psl__start_failed(-EPROTO, "the scheduler's node list gives the scheduler id "
+						      "%d, expected 1",
+					     n->id);
+				return;
+			}
+		} else if (n->role == PSL_SERVER) {
+			ns++;
+			if (!psl__is_server_id(n->id) || n->id > psl_server_rank_to_id(po.cfg.num_servers - 1)) {
+				psl__start_failed(-EPROTO, "the scheduler gave a server id %d, which does not "
+						      "fit DMLC_NUM_SERVER=%d",
+					     n->id, po.cfg.num_servers);
+				return;
+			}
+		} else {
+			nw++;
+			if (!psl__is_worker_id(n->id) || n->id > psl_worker_rank_to_id(po.cfg.num_workers - 1)) {
+				psl__start_failed(-EPROTO, "the scheduler gave a worker id %d, which does not "
+						      "fit DMLC_NUM_WORKER=%d",
+					     n->id, po.cfg.num_workers);
+				return;
+			}
+		}
+	}
+	if (ns != po.cfg.num_servers || nw != po.cfg.num_workers || sched < 0) {
+		psl__start_failed(-EPROTO,
+			     "the scheduler's node list has %d servers and %d workers%s, but here "
+			     "DMLC_NUM_SERVER=%d and DMLC_NUM_WORKER=%d: every node must have the "
+			     "same values",
+			     ns, nw, sched < 0 ? " and no scheduler" : "", po.cfg.num_servers,
+			     po.cfg.num_workers);
+		return;
+	}
+	if (me < 0) {
+		psl__start_failed(-EPROTO, "the scheduler's node list does not contain this node "
+				      "(%s:%d)",
+			     po.me.hostname, po.me.port);
+		return;
+	}
+	for (i = 0; i < m->node_size; i++) {
+		int k;
+		for (k = 0; k < i; k++)
+			if (m->nodes[k].id == m->nodes[i].id) {
+				psl__start_failed(-EPROTO,
+					     "the scheduler's node list gives id %d to two nodes "
+					     "(%s:%d and %s:%d)",
+					     m->nodes[i].id, m->nodes[k].hostname, m->nodes[k].port,
+					     m->nodes[i].hostname, m->nodes[i].port);
+				return;
+			}
+	}
+	pthread_mutex_lock(&po.mu);
+	po.me.id = m->nodes[me].id;
+	po.my_id = po.me.id;
+	po.my_rank = psl_id_to_rank(po.my_id);
+	for (i = 0; i < m->node_size; i++) {
+		struct psl__peer *p = &po.peers[m->nodes[i].id];
+		p->node = m->nodes[i];
+		p->known = true;
+	}
+	po.peers[1].up = true; /* it just spoke to us */
+	po.sched_last_heartbeat_ms = psl__now_ms();
+	pthread_mutex_unlock(&po.mu);
+	atomic_store(&po.resend_live, true);
+
+	for (i = 0; i < m->node_size; i++) {
+		const struct psl__node *n = &m->nodes[i];
+		if (i == me || (n->role == po.role && n->role != PSL_SCHEDULER))
+			continue;
+		/* the scheduler's connection is re-opened under our new identity */
+		if (psl__control_connect(n, po.my_id)) {
+			psl__start_failed(-ECONNREFUSED, "cannot connect to node %d at %s:%d", n->id,
+				     n->hostname, n->port);
+			return;
+		}
+	}
+	pthread_mutex_lock(&po.mu);
+	po.got_node_list = true;
+	pthread_cond_broadcast(&po.cv);
+	pthread_mutex_unlock(&po.mu);
+}

@@ -1,0 +1,80 @@
+/* The timer thread: heartbeats and resends, only when one of them is on
+ * (an idle node with neither has no thread). */
+#include "config.h"
+
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control.h"
+#include "control_int.h"
+#include "customer.h"
+#include "log.h"
+#include "postoffice.h"
+#include "resender.h"
+#include "van_host.h"
+
+#define po psl__po
+
+static pthread_cond_t timer_cv = PTHREAD_COND_INITIALIZER;
+
+static void *timer_main(void *arg)
+{
+	int64_t last_hb = 0, now;
+	int period = 1000;
+	(void)arg;
+	if (po.cfg.heartbeat_interval > 0 && po.cfg.heartbeat_interval * 1000 < period)
+		period = po.cfg.heartbeat_interval * 1000;
+	if (po.cfg.resend && po.cfg.resend_timeout_ms / 2 < period)
+		period = po.cfg.resend_timeout_ms / 2 > 10 ? po.cfg.resend_timeout_ms / 2 : 10;
+	pthread_mutex_lock(&po.mu);
+	while (!po.timer_stop) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += period / 1000;
+		ts.tv_nsec += (long)(period % 1000) * 1000000L;
+		if (ts.tv_nsec >= 1000000000L) {
+			ts.tv_sec++;
+			ts.tv_nsec -= 1000000000L;
+		}
+		pthread_cond_timedwait(&timer_cv, &po.mu, &ts);
+		if (po.timer_stop)
+			break;
+		pthread_mutex_unlock(&po.mu);
+		now = psl__now_ms();
+		psl__heartbeat_tick(now, &last_hb);
+		if (po.cfg.resend)
+			psl__resender_tick(now);
+		pthread_mutex_lock(&po.mu);
+	}
+	pthread_mutex_unlock(&po.mu);
+	return NULL;
+}
+
+int psl__timer_start(void)
+{
+	int rc;
+	/* nothing to time: no thread (an idle node stays idle) */
+	if (po.cfg.heartbeat_interval <= 0 && !po.cfg.resend)
+		return 0;
+	po.timer_stop = false;
+	rc = pthread_create(&po.timer, NULL, timer_main, NULL);
+	if (rc)
+		return -rc;
+	po.timer_running = true;
+	return 0;
+}
+
+void psl__timer_stop(void)
+{
+	if (!po.timer_running)
+		return;
+	pthread_mutex_lock(&po.mu);
+	po.timer_stop = true;
+	pthread_cond_broadcast(&timer_cv);
+	pthread_mutex_unlock(&po.mu);
+	pthread_join(po.timer, NULL);
+	po.timer_running = false;
+}
