@@ -211,7 +211,6 @@ int psl__control_barrier(int customer_id, int group, int cmd)
 	}
 	pthread_mutex_lock(&po.mu);
 	while (po.barrier_gen == gen) {
-		struct timespec ts;
 		if (po.role != PSL_SCHEDULER && po.peers[1].dead &&
 		    psl__now_ms() - po.peers[1].down_at_ms > 2000) {
 			rc = -ECONNRESET;
@@ -222,13 +221,7 @@ int psl__control_barrier(int customer_id, int group, int cmd)
 			judge_pending_losses(false);
 			pthread_mutex_lock(&po.mu);
 		}
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_nsec += 200 * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&po.cv, &po.mu, &ts);
+		psl__cond_wait_ms(&po.cv, &po.mu, 200);
 	}
 	pthread_mutex_unlock(&po.mu);
 	if (po.leaving)

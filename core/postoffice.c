@@ -24,13 +24,6 @@ struct psl__po psl__po = {
 
 static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
 
-int64_t psl__now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 /* ------------------------------------------------------ ids and groups -- */
 
 int psl_server_rank_to_id(int rank)
@@ -215,15 +208,7 @@ int psl_barrier(int customer_id, int group)
 
 static int wait_ms(int64_t ms)
 {
-	struct timespec ts;
-	clock_gettime(CLOCK_REALTIME, &ts);
-	ts.tv_sec += ms / 1000;
-	ts.tv_nsec += (long)(ms % 1000) * 1000000L;
-	if (ts.tv_nsec >= 1000000000L) {
-		ts.tv_sec++;
-		ts.tv_nsec -= 1000000000L;
-	}
-	return pthread_cond_timedwait(&po.cv, &po.mu, &ts);
+	return psl__cond_wait_ms(&po.cv, &po.mu, ms);
 }
 
 /* Scheduler: wait until every node registered and got the list. */

@@ -8,6 +8,7 @@
 #include <stdint.h>
 
 #include "env.h"
+#include "clock.h"
 #include "message.h"
 #include "pslite.h"
 #include "pslite/van.h"
@@ -91,7 +92,6 @@ static inline bool psl__is_worker_id(int id)
 	return id >= 9 && id % 2 == 1;
 }
 
-int64_t psl__now_ms(void);
 
 /* Ids of the members of group g (1..7) in ps-lite's order: workers, servers,
  * scheduler. Returns how many; ids must hold num_workers+num_servers+1. */

@@ -31,15 +31,7 @@ static void *timer_main(void *arg)
 		period = po.cfg.resend_timeout_ms / 2 > 10 ? po.cfg.resend_timeout_ms / 2 : 10;
 	pthread_mutex_lock(&po.mu);
 	while (!po.timer_stop) {
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += period / 1000;
-		ts.tv_nsec += (long)(period % 1000) * 1000000L;
-		if (ts.tv_nsec >= 1000000000L) {
-			ts.tv_sec++;
-			ts.tv_nsec -= 1000000000L;
-		}
-		pthread_cond_timedwait(&timer_cv, &po.mu, &ts);
+		psl__cond_wait_ms(&timer_cv, &po.mu, period);
 		if (po.timer_stop)
 			break;
 		pthread_mutex_unlock(&po.mu);
