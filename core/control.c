@@ -146,7 +146,7 @@ static int cmp_nodes(const void *a, const void *b)
 	return (x->port > y->port) - (x->port < y->port);
 }
 
-/* Assigns ranks and ids (WIRE.md 5.2). Called with po.mu held. */
+/* Assigns ranks and ids (docs/wire.md 6.2). Called with po.mu held. */
 static int assign_ids(void)
 {
 	int i, nr[2] = {0, 0};
@@ -307,7 +307,7 @@ static void scheduler_add_node(const struct psl__meta *m)
 		broadcast_node_list();
 }
 
-/* Node: the scheduler's node list (WIRE.md 5.3). */
+/* Node: the scheduler's node list (docs/wire.md 6.3). */
 static void node_take_list(const struct psl__meta *m)
 {
 	int i, me = -1, ns = 0, nw = 0, sched = -1;
@@ -654,7 +654,7 @@ static void handle_barrier(const struct psl__meta *m)
 		if (po.cfg.resend)
 			psl__resender_released(m->cmd);
 		/* a release's barrier_group is unspecified (a C++ scheduler leaves it
-		 * uninitialised, WIRE.md 3.2, 5.4); an INSTANCE_BARRIER is always
+		 * uninitialised, docs/wire.md 4.3, 7.2); an INSTANCE_BARRIER is always
 		 * over every node (start-up and finalize) */
 		release_local(m->cmd, m->cmd == PSL_CMD_INSTANCE_BARRIER ? PSL_GROUP_ALL
 									 : m->barrier_group);
