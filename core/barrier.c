@@ -243,7 +243,7 @@ void psl__handle_barrier(const struct psl__meta *m)
 		if (po.cfg.resend)
 			psl__resender_released(m->cmd);
 		/* a release's barrier_group is unspecified (a C++ scheduler leaves it
-		 * uninitialised, WIRE.md 3.2, 5.4); an INSTANCE_BARRIER is always
+		 * uninitialised, docs/wire.md 4.3, 7.2); an INSTANCE_BARRIER is always
 		 * over every node (start-up and finalize) */
 		release_local(m->cmd, m->cmd == PSL_CMD_INSTANCE_BARRIER ? PSL_GROUP_ALL
 									 : m->barrier_group);

@@ -8,7 +8,7 @@
 
 #include "message.h"
 
-/* RawMeta offsets (WIRE.md 3.1). */
+/* RawMeta offsets (docs/wire.md 4.2). */
 enum {
 	M_HEAD = 0,
 	M_BODY_SIZE = 4,
@@ -31,9 +31,9 @@ enum {
 	M_OPTION = 100,
 	M_SID = 104,
 };
-/* RawControl offsets, relative to M_CTRL (WIRE.md 3.2). */
+/* RawControl offsets, relative to M_CTRL (docs/wire.md 4.3). */
 enum { C_CMD = 0, C_NODE_SIZE = 4, C_BARRIER_GROUP = 8, C_MSG_SIG = 16 };
-/* RawNode offsets (WIRE.md 3.3). */
+/* RawNode offsets (docs/wire.md 4.4). */
 enum {
 	N_ROLE = 0,
 	N_ID = 4,

@@ -1,4 +1,4 @@
-/* Message framing: ps-lite's meta layout (WIRE.md section 3), bounds-checked. */
+/* Message framing: ps-lite's meta layout (docs/wire.md section 4), bounds-checked. */
 #ifndef PSL_CORE_MESSAGE_H
 #define PSL_CORE_MESSAGE_H
 
@@ -98,7 +98,7 @@ size_t psl__meta_encode(const struct psl__meta *m, void *buf);
 int psl__meta_decode(const void *buf, size_t len, struct psl__meta *m, char *why,
 		     size_t whylen);
 
-/* ps-lite's resender signature of a message (WIRE.md 5.7). */
+/* ps-lite's resender signature of a message (docs/wire.md section 9). */
 uint64_t psl__msg_sig(int app_id, int sender, int recver, int timestamp, bool request);
 
 const char *psl__cmd_name(int cmd);

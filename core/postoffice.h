@@ -57,7 +57,7 @@ struct psl__po {
 	/* PS_RESEND: keep what we send for resending from now on (after the node
 	 * list, as ps-lite does). Received messages are ACKed and de-duplicated
 	 * from the start, so that no request (a start-up barrier) can arrive
-	 * un-ACKed, be resent later and count twice (WIRE.md 7.2, hazard 8). */
+	 * un-ACKed, be resent later and count twice (docs/wire.md section 9). */
 	atomic_bool resend_live;
 	int start_err; /* set when registration failed */
 	char start_msg[512];

@@ -89,7 +89,7 @@ static int cmp_nodes(const void *a, const void *b)
 	return (x->port > y->port) - (x->port < y->port);
 }
 
-/* Assigns ranks and ids (WIRE.md 5.2). Called with po.mu held. */
+/* Assigns ranks and ids (docs/wire.md 6.2). Called with po.mu held. */
 static int assign_ids(void)
 {
 	int i, nr[2] = {0, 0};
@@ -250,7 +250,7 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 		broadcast_node_list();
 }
 
-/* Node: the scheduler's node list (WIRE.md 5.3). */
+/* Node: the scheduler's node list (docs/wire.md 6.3). */
 void psl__node_take_list(const struct psl__meta *m)
 {
 	int i, me = -1, ns = 0, nw = 0, sched = -1;

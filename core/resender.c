@@ -213,7 +213,7 @@ bool psl__resender_on_recv(const struct psl__meta *m)
 	 * the ACK would leave over the anonymous registration connection with
 	 * 32767 in its signature, and a C++ scheduler, whose resender does not
 	 * exist yet, logs it as "Drop unknown typed message". ps-lite never
-	 * ACKs what a node receives before it is ready (WIRE.md 5.7, 4.1). */
+	 * ACKs what a node receives before it is ready (docs/wire.md 9 and 5). */
 	if (psl__po.my_id == PSL_EMPTY)
 		return false;
 	sig = psl__msg_sig(m->app_id, m->sender, psl__po.my_id, m->timestamp, m->request);
@@ -269,8 +269,8 @@ static void drop_kept(int recver, int cmd)
  * ACK and must not be resent. A C++ ps-lite scheduler creates its resender
  * up to 100 ms after it sent the node list (its start thread polls ready_
  * every 100 ms) and neither ACKs nor records what arrives before; it counts
- * INSTANCE_BARRIER requests without de-duplication (WIRE.md 5.4, 5.7, 7.2
- * hazard 8). A start-up barrier request sent at once lands in that window
+ * INSTANCE_BARRIER requests without de-duplication (docs/wire.md
+ * 7.2 and 9). A start-up barrier request sent at once lands in that window
  * and is not ACKed: resent, it was counted again, towards the final barrier,
  * which then released every node while workers still ran. The release comes
  * well before PS_RESEND_TIMEOUT unless a node is slower than that to ask. */

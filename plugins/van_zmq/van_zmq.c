@@ -1,6 +1,6 @@
 /*
  * van_zmq: ZeroMQ over TCP, speaking ps-lite's byteps-branch protocol
- * (WIRE.md sections 1 and 2): one ROUTER per node that every peer's DEALER
+ * (docs/wire.md section 2): one ROUTER per node that every peer's DEALER
  * connects to, DEALERs with identity "ps<id>" (anonymous while registering),
  * frames [meta][data...], received as [identity][meta][data...].
  *
@@ -121,7 +121,7 @@ static void wake(struct psl_van *v)
 	(void)rc;
 }
 
-/* "ps<digits>" -> id; anything else is an anonymous peer (WIRE.md 2.3). */
+/* "ps<digits>" -> id; anything else is an anonymous peer (docs/wire.md 2.1). */
 static int parse_identity(const unsigned char *s, size_t n)
 {
 	size_t i;

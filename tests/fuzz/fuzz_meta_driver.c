@@ -64,7 +64,7 @@ static void make_seeds(void)
 	struct psl__meta m;
 	int i;
 
-	/* a KV push (WIRE.md 3.5) */
+	/* a KV push (docs/wire.md 4.8) */
 	psl__meta_init(&m);
 	m.head = 0;
 	m.app_id = m.customer_id = m.timestamp = 0;

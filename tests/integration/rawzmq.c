@@ -1,6 +1,6 @@
 /*
  * rawzmq: an "evil worker" that speaks ps-lite's ZMQ wire protocol by hand
- * (WIRE.md 1, 2, 5.1-5.4, 8) to a real pslite job, and sends it malformed
+ * (docs/wire.md 2, 6, 7, 15) to a real pslite job, and sends it malformed
  * messages. It registers like a worker (anonymous DEALER, ADD_NODE with id
  * 32767 and aux_id DMLC_RANK), takes the node list on its own ROUTER, opens
  * DEALERs "ps<id>" to the scheduler and the servers, joins the start-up
@@ -322,7 +322,7 @@ static void start(void)
 		zmq_close(bogus);
 	}
 
-	/* WIRE.md 5.1: register from an anonymous DEALER */
+	/* docs/wire.md 6.1: register from an anonymous DEALER */
 	anon = dealer(NULL, uri, atoi(port));
 	registration(&m, &me, g_port);
 	m.timestamp = g_van_ts++;
@@ -343,7 +343,7 @@ static void start(void)
 	snprintf(g_me, sizeof(g_me), "worker %d (id %d", (g_my_id - 8) / 2, g_my_id);
 	printf("rawzmq: registered as node %d (%s:%d)\n", g_my_id, g_host, g_port);
 
-	/* WIRE.md 5.3: DEALERs ps<id> to the scheduler and every server */
+	/* docs/wire.md 6.3: DEALERs ps<id> to the scheduler and every server */
 	zmq_close(anon);
 	snprintf(ident, sizeof(ident), "ps%d", g_my_id);
 	for (i = 0; i < g_nnodes; i++) {

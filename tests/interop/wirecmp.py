@@ -4,7 +4,7 @@
 Takes a capture of a loopback job (tshark -i lo -f "tcp portrange A-B" -w
 FILE) and the job's listening ports, reassembles every TCP stream, parses
 ZMTP 3 (greeting, READY with socket type and identity, frames) and decodes
-each meta frame as WIRE.md section 3 describes it.
+each meta frame as docs/wire.md section 4 describes it.
 
   wirecmp.py dump    CAPTURE PORTS
   wirecmp.py compare CAPTURE PORTS IMPLS [CAPTURE PORTS IMPLS ...]
@@ -19,14 +19,14 @@ dump     prints every message in time order with its decoded meta and nodes.
 compare  groups messages by kind (registration, node list, barrier request
          and release, heartbeat each way, ACK, push/pull request/response)
          and prints, per kind, the fields whose values differ between the
-         C++ and the pslite senders. Fields WIRE.md calls unspecified (C++
+         C++ and the pslite senders. Fields docs/wire.md calls unspecified (C++
          leaves them uninitialised), and values that change from message to
          message (timestamps, addresses, signatures), are masked.
 echo     checks that every KV response echoes its request's timestamp,
-         customer_id, head, key, addr, val_len and option (WIRE.md 6.4),
+         customer_id, head, key, addr, val_len and option (docs/wire.md 10.3),
          and prints the order in which the scheduler sent its node lists.
 acks     (PS_RESEND jobs) checks that every message was ACKed by its receiver
-         with the msg_sig of WIRE.md 5.7.
+         with the msg_sig of docs/wire.md section 9.
 
 Needs tshark (to read the capture). Python 3 only otherwise.
 """

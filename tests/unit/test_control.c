@@ -1,9 +1,9 @@
 /*
  * Unit tests for the scheduler's side of the control plane (core/control.c)
  * over the fake van: registrations are fed in as ADD_NODE messages, and the
- * ids it assigns (WIRE.md 5.2: host names descending, ports ascending, or
+ * ids it assigns (docs/wire.md 6.2: host names descending, ports ascending, or
  * DMLC_RANK), the node list it sends (to workers then servers, itself last),
- * and how it counts and releases barriers (WIRE.md 5.4) are checked.
+ * and how it counts and releases barriers (docs/wire.md section 7) are checked.
  */
 #define _GNU_SOURCE 1
 #include "config.h"

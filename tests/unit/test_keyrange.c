@@ -1,5 +1,5 @@
 /*
- * Unit tests for key ranges (WIRE.md 6.1) and for the worker's slicing of a
+ * Unit tests for key ranges (docs/wire.md 10.1) and for the worker's slicing of a
  * request by those ranges (core/kv_worker.c), tested through the public
  * psl_kv_* API: the node state is set up by hand, the van is a fake whose
  * send records every message, and responses are fed in through the core's

@@ -1,9 +1,9 @@
 /*
  * Unit tests for core/message.c: meta encode/decode round trips, the exact
- * bytes of WIRE.md 3.5's verified example, every malformed meta that
+ * bytes of docs/wire.md 4.8's KV push, every malformed meta that
  * psl__meta_decode must reject (each decoded from a buffer of exactly its
  * length, so that AddressSanitizer catches any read past it), and
- * psl__msg_sig against values worked out by hand from WIRE.md 5.7.
+ * psl__msg_sig against values worked out by hand from docs/wire.md section 9.
  */
 #define _GNU_SOURCE 1
 #include "config.h"
@@ -344,11 +344,11 @@ static void test_control_round_trips(void **state)
 	assert_string_equal(psl__cmd_name(-1), "UNKNOWN");
 }
 
-/* ------------------------------------------------ WIRE.md 3.5 exact bytes -- */
+/* -------------------------------------------- docs/wire.md 4.8 exact bytes -- */
 
 static void test_wire_example(void **state)
 {
-	/* the hex dump of WIRE.md 3.5, KVWorker<float> push of keys {1,3} */
+	/* the KV push of docs/wire.md 4.8, KVWorker<float> push of keys {1,3} */
 	static const uint8_t want[124] = {
 		/* 000 */ 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
 		0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00, 0x00,
@@ -397,7 +397,7 @@ static void test_wire_example(void **state)
 	assert_int_equal(len, 124);
 	for (i = 0; i < len; i++)
 		if (buf[i] != want[i])
-			fail_msg("byte 0x%03zx is 0x%02x, WIRE.md 3.5 says 0x%02x", i, buf[i],
+			fail_msg("byte 0x%03zx is 0x%02x, wire.md 4.8 says 0x%02x", i, buf[i],
 				 want[i]);
 	/* and the dump decodes to the same meta */
 	assert_int_equal(decode(want, sizeof(want), &d), 0);
