@@ -618,8 +618,9 @@ static void send_bad(void)
 	struct {
 		const char *what;
 		int rc;
-	} r[5];
-	int i, n = 0;
+	} r[14];
+	char pw[7][80];
+	int i, j, n = 0;
 	uint64_t unknown = encode_key((uint64_t)0xfff0 << 16);
 	struct psl_kv_out out = {q->pull, (size_t)q->len, 0, NULL};
 
@@ -646,6 +647,30 @@ static void send_bad(void)
 		struct psl_kv kv = {&q->key, 1, q->push, (size_t)len, &len};
 		r[n++].rc = psl_kv_wait(g_kv, psl_kv_push(g_kv, &kv,
 							  psl_byteps_cmd(2, q->dt), NULL, NULL));
+	}
+	r[n].what = "a push of an unknown request type (5)";
+	{
+		int len = q->len;
+		struct psl_kv kv = {&q->key, 1, q->push, (size_t)len, &len};
+		r[n++].rc = psl_kv_wait(g_kv, psl_kv_push(g_kv, &kv,
+							  psl_byteps_cmd(5, q->dt), NULL, NULL));
+	}
+	/* pulls of a key this worker pushed, in the middle of a round: one that
+	 * were served would take this worker's turn of the round, and its real
+	 * pull would wait for a round that never completes */
+	for (j = 0; j < 7; j++) {
+		static const int cmds[7][2] = {{0, 99}, {0, 11}, {0, 9}, {0, -1},
+					       {2, -2}, {1, -2}, {5, -2}};
+		int rt = cmds[j][0], dt = cmds[j][1];
+		if (dt == -1)
+			dt = other_type(q->dt);
+		else if (dt == -2)
+			dt = q->dt;
+		snprintf(pw[j], sizeof(pw[j]), "a pull of request type %d, data type %d (cmd %d)",
+			 rt, dt, psl_byteps_cmd(rt, dt));
+		r[n].what = pw[j];
+		r[n++].rc = psl_kv_wait(g_kv, psl_kv_pull(g_kv, &q->key, 1, &out,
+							  psl_byteps_cmd(rt, dt), NULL, NULL));
 	}
 	r[n].what = "a pull of a key never pushed";
 	r[n++].rc = psl_kv_wait(g_kv, psl_kv_pull(g_kv, &unknown, 1, &out,
