@@ -436,6 +436,10 @@ static void release_local(int cmd, int g)
 	pthread_mutex_unlock(&po.mu);
 }
 
+/* Scheduler: since when a barrier of kind over group g has had arrivals, and
+ * when barrier_watch last said so (ms, 0 = none). */
+static int64_t barrier_since[8][2], barrier_warned[8][2];
+
 /* Scheduler: who arrived at a barrier of kind (0 BARRIER, 1 INSTANCE) over
  * group g, indexed by node id. */
 static bool *arrived(int kind, int g)
@@ -460,6 +464,7 @@ static int check_release_locked(int kind, int g, int *out)
 	}
 	if (!any)
 		return 0;
+	barrier_since[g][kind] = 0; /* released (see barrier_watch) */
 	for (i = 0; i < n; i++) {
 		int id = out[i];
 		if (a[id]) {
@@ -846,6 +851,8 @@ void psl__control_peer_event(int id, int event, int err, const char *detail)
 void psl__control_reset(void)
 {
 	int g;
+	memset(barrier_since, 0, sizeof(barrier_since));
+	memset(barrier_warned, 0, sizeof(barrier_warned));
 	free(po.reg);
 	po.reg = NULL;
 	po.nreg = 0;
@@ -858,6 +865,78 @@ void psl__control_reset(void)
 /* --------------------------------------------------------------- timer -- */
 
 static pthread_cond_t timer_cv = PTHREAD_COND_INITIALIZER;
+
+/*
+ * Scheduler, from the timer: a barrier that some nodes reached and others
+ * have not for PS_BARRIER_WARN_S seconds is said once, naming the group and
+ * the nodes missing, and again every PS_BARRIER_WARN_S seconds: nodes that
+ * pass different barriers (a worker with one start-up barrier against
+ * servers with two) would otherwise wait for ever in silence.
+ */
+static void barrier_watch(int64_t now)
+{
+	static const char *const gname[8] = {"",
+					     "scheduler",
+					     "servers",
+					     "servers+scheduler",
+					     "workers",
+					     "workers+scheduler",
+					     "workers+servers",
+					     "workers+servers+scheduler"};
+	int64_t limit = po.cfg.barrier_warn_s * 1000LL;
+	int g, kind, i, n, *ids;
+
+	ids = malloc(sizeof(int) * (size_t)(po.cfg.num_workers + po.cfg.num_servers + 1));
+	if (!ids)
+		return;
+	for (g = 1; g <= 7; g++) {
+		for (kind = 0; kind < 2; kind++) {
+			char missing[512], d[96];
+			size_t len = 0;
+			int nin = 0, nmiss = 0;
+			bool *a;
+
+			missing[0] = 0;
+			pthread_mutex_lock(&po.mu);
+			if (!po.barrier_senders[g]) {
+				pthread_mutex_unlock(&po.mu);
+				continue;
+			}
+			a = arrived(kind, g);
+			n = psl__group_members(g, ids);
+			for (i = 0; i < n; i++)
+				nin += a[ids[i]];
+			if (!nin) {
+				barrier_since[g][kind] = barrier_warned[g][kind] = 0;
+			} else if (!barrier_since[g][kind]) {
+				barrier_since[g][kind] = now;
+				barrier_warned[g][kind] = 0;
+			} else if (now - barrier_since[g][kind] >= limit &&
+				   now - barrier_warned[g][kind] >= limit) {
+				barrier_warned[g][kind] = now;
+				for (i = 0; i < n; i++) {
+					if (a[ids[i]])
+						continue;
+					nmiss++;
+					if (len < sizeof(missing) - 1)
+						len += (size_t)snprintf(
+							missing + len, sizeof(missing) - len, "%s%s",
+							nmiss > 1 ? ", " : "",
+							psl__node_desc(ids[i], d, sizeof(d)));
+				}
+			}
+			pthread_mutex_unlock(&po.mu);
+			if (nmiss)
+				PSL_WARN("barrier (%s, group %d: %s) has waited %lld s: %d of %d "
+					 "node(s) arrived, %d did not: %s (PS_BARRIER_WARN_S=%d)",
+					 psl__cmd_name(kind ? PSL_CMD_INSTANCE_BARRIER
+							    : PSL_CMD_BARRIER),
+					 g, gname[g], (long long)((now - barrier_since[g][kind]) / 1000), nin, n,
+					 nmiss, missing, po.cfg.barrier_warn_s);
+		}
+	}
+	free(ids);
+}
 
 static void timer_tick(int64_t now, int64_t *last_hb)
 {
@@ -904,6 +983,8 @@ static void timer_tick(int64_t now, int64_t *last_hb)
 	}
 	if (c->resend)
 		psl__resender_tick(now);
+	if (po.role == PSL_SCHEDULER && c->barrier_warn_s > 0)
+		barrier_watch(now);
 }
 
 static void *timer_main(void *arg)
@@ -940,7 +1021,8 @@ int psl__timer_start(void)
 {
 	int rc;
 	/* nothing to time: no thread (an idle node stays idle) */
-	if (po.cfg.heartbeat_interval <= 0 && !po.cfg.resend)
+	if (po.cfg.heartbeat_interval <= 0 && !po.cfg.resend &&
+	    !(po.role == PSL_SCHEDULER && po.cfg.barrier_warn_s > 0))
 		return 0;
 	po.timer_stop = false;
 	rc = pthread_create(&po.timer, NULL, timer_main, NULL);
