@@ -55,7 +55,7 @@ static int g_tensors = 2;	 /* per data type */
 static size_t g_size = 300000;	 /* bytes of the first tensor, about */
 static long g_rounds = 20;
 static double g_seconds;
-static bool g_bad, g_bench, g_json, g_quiet, g_async, g_leave_pull;
+static bool g_bad, g_bench, g_json, g_quiet, g_async, g_leave_pull, g_one_barrier;
 static size_t g_part;	   /* partition bound */
 static const char *g_hash = "djb2";
 
@@ -752,6 +752,8 @@ static int usage(void)
 		"  --rounds    push/pull rounds (20); --seconds: stop after S seconds instead\n"
 		"  --bad       also send requests the server must refuse (worker 0)\n"
 		"  --leave-pull  (tests) worker 0 ends with a pull that no round answers\n"
+		"  --one-start-barrier  (tests) skip BytePS's Barrier(all) after the start-up\n"
+		"              barrier: the job hangs, and the scheduler says which nodes are missing\n"
 		"  --bench     for timing: every tensor of --size bytes, the same small values\n"
 		"              every round, a sample of the elements checked\n"
 		"environment: DMLC_* as for any worker, BYTEPS_ENABLE_ASYNC, BYTEPS_PARTITION_BYTES,\n"
@@ -790,6 +792,8 @@ static int parse_args(int argc, char **argv)
 			}
 		} else if (!strcmp(a, "--bad")) {
 			g_bad = true;
+		} else if (!strcmp(a, "--one-start-barrier")) {
+			g_one_barrier = true;
 		} else if (!strcmp(a, "--leave-pull")) {
 			g_leave_pull = true;
 		} else if (!strcmp(a, "--bench")) {
@@ -875,8 +879,9 @@ int main(int argc, char **argv)
 		exit_code = 2;
 		goto out_finalize;
 	}
-	/* BytePS's workers and servers both pass this barrier after starting */
-	rc = psl_barrier(0, PSL_GROUP_ALL);
+	/* BytePS's workers, servers and scheduler pass this barrier after the
+	 * start-up barrier (docs/pslite-server.md) */
+	rc = g_one_barrier ? 0 : psl_barrier(0, PSL_GROUP_ALL);
 	if (rc) {
 		fprintf(stderr, "pslite-check: barrier: %s\n", psl_strerror(rc));
 		exit_code = 2;
