@@ -894,6 +894,7 @@ static void barrier_watch(int64_t now)
 			char missing[512], d[96];
 			size_t len = 0;
 			int nin = 0, nmiss = 0;
+			long long waited = 0;
 			bool *a;
 
 			missing[0] = 0;
@@ -914,6 +915,7 @@ static void barrier_watch(int64_t now)
 			} else if (now - barrier_since[g][kind] >= limit &&
 				   now - barrier_warned[g][kind] >= limit) {
 				barrier_warned[g][kind] = now;
+				waited = (now - barrier_since[g][kind]) / 1000;
 				for (i = 0; i < n; i++) {
 					if (a[ids[i]])
 						continue;
@@ -931,8 +933,8 @@ static void barrier_watch(int64_t now)
 					 "node(s) arrived, %d did not: %s (PS_BARRIER_WARN_S=%d)",
 					 psl__cmd_name(kind ? PSL_CMD_INSTANCE_BARRIER
 							    : PSL_CMD_BARRIER),
-					 g, gname[g], (long long)((now - barrier_since[g][kind]) / 1000), nin, n,
-					 nmiss, missing, po.cfg.barrier_warn_s);
+					 g, gname[g], waited, nin, n, nmiss, missing,
+					 po.cfg.barrier_warn_s);
 		}
 	}
 	free(ids);
