@@ -34,6 +34,10 @@ static void release_local(int cmd, int g)
 	pthread_mutex_unlock(&po.mu);
 }
 
+/* Scheduler: since when a barrier of kind over group g has had arrivals, and
+ * when psl__barrier_watch last said so (ms, 0 = none). */
+static int64_t barrier_since[8][2], barrier_warned[8][2];
+
 /* Scheduler: who arrived at a barrier of kind (0 BARRIER, 1 INSTANCE) over
  * group g, indexed by node id. */
 static bool *arrived(int kind, int g)
@@ -58,6 +62,7 @@ static int check_release_locked(int kind, int g, int *out)
 	}
 	if (!any)
 		return 0;
+	barrier_since[g][kind] = 0; /* released (see psl__barrier_watch) */
 	for (i = 0; i < n; i++) {
 		int id = out[i];
 		if (a[id]) {
@@ -260,4 +265,84 @@ void psl__handle_barrier(const struct psl__meta *m)
 		return;
 	}
 	scheduler_arrive(m->sender, m->barrier_group, m->cmd, m->customer_id);
+}
+
+/*
+ * Scheduler, from the timer: a barrier that some nodes reached and others
+ * have not for PS_BARRIER_WARN_S seconds is said once, naming the group and
+ * the nodes missing, and again every PS_BARRIER_WARN_S seconds: nodes that
+ * pass different barriers (a worker with one start-up barrier against
+ * servers with two) would otherwise wait for ever in silence.
+ */
+void psl__barrier_watch(int64_t now)
+{
+	static const char *const gname[8] = {"",
+					     "scheduler",
+					     "servers",
+					     "servers+scheduler",
+					     "workers",
+					     "workers+scheduler",
+					     "workers+servers",
+					     "workers+servers+scheduler"};
+	int64_t limit = po.cfg.barrier_warn_s * 1000LL;
+	int g, kind, i, n, *ids;
+
+	ids = malloc(sizeof(int) * (size_t)(po.cfg.num_workers + po.cfg.num_servers + 1));
+	if (!ids)
+		return;
+	for (g = 1; g <= 7; g++) {
+		for (kind = 0; kind < 2; kind++) {
+			char missing[512], d[96];
+			size_t len = 0;
+			int nin = 0, nmiss = 0;
+			long long waited = 0;
+			bool *a;
+
+			missing[0] = 0;
+			pthread_mutex_lock(&po.mu);
+			if (!po.barrier_senders[g]) {
+				pthread_mutex_unlock(&po.mu);
+				continue;
+			}
+			a = arrived(kind, g);
+			n = psl__group_members(g, ids);
+			for (i = 0; i < n; i++)
+				nin += a[ids[i]];
+			if (!nin) {
+				barrier_since[g][kind] = barrier_warned[g][kind] = 0;
+			} else if (!barrier_since[g][kind]) {
+				barrier_since[g][kind] = now;
+				barrier_warned[g][kind] = 0;
+			} else if (now - barrier_since[g][kind] >= limit &&
+				   now - barrier_warned[g][kind] >= limit) {
+				barrier_warned[g][kind] = now;
+				waited = (now - barrier_since[g][kind]) / 1000;
+				for (i = 0; i < n; i++) {
+					if (a[ids[i]])
+						continue;
+					nmiss++;
+					if (len < sizeof(missing) - 1)
+						len += (size_t)snprintf(
+							missing + len, sizeof(missing) - len, "%s%s",
+							nmiss > 1 ? ", " : "",
+							psl__node_desc(ids[i], d, sizeof(d)));
+				}
+			}
+			pthread_mutex_unlock(&po.mu);
+			if (nmiss)
+				PSL_WARN("barrier (%s, group %d: %s) has waited %lld s: %d of %d "
+					 "node(s) arrived, %d did not: %s (PS_BARRIER_WARN_S=%d)",
+					 psl__cmd_name(kind ? PSL_CMD_INSTANCE_BARRIER
+							    : PSL_CMD_BARRIER),
+					 g, gname[g], waited, nin, n, nmiss, missing,
+					 po.cfg.barrier_warn_s);
+		}
+	}
+	free(ids);
+}
+
+void psl__barrier_reset(void)
+{
+	memset(barrier_since, 0, sizeof(barrier_since));
+	memset(barrier_warned, 0, sizeof(barrier_warned));
 }

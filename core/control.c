@@ -174,6 +174,7 @@ void psl__control_peer_event(int id, int event, int err, const char *detail)
 void psl__control_reset(void)
 {
 	int g;
+	psl__barrier_reset();
 	free(po.reg);
 	po.reg = NULL;
 	po.nreg = 0;

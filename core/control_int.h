@@ -22,6 +22,11 @@ void psl__node_take_list(const struct psl__meta *m);
 void psl__handle_barrier(const struct psl__meta *m);
 void psl__handle_heartbeat(const struct psl__meta *m);
 
+/* Scheduler, from the timer: says which nodes a barrier that has waited
+ * PS_BARRIER_WARN_S seconds still waits for (barrier.c); its state reset. */
+void psl__barrier_watch(int64_t now);
+void psl__barrier_reset(void);
+
 /* The timer's heartbeat work (heartbeat.c). */
 void psl__heartbeat_tick(int64_t now, int64_t *last_hb);
 

@@ -295,6 +295,9 @@ static int config_load(struct psl__config *c, char *err, size_t errlen)
 	if ((rc = env_int("PS_START_TIMEOUT", 300, 1, 86400 * 7, &c->start_timeout_s, err,
 			  errlen)))
 		return rc;
+	if ((rc = env_int("PS_BARRIER_WARN_S", 30, 0, 86400 * 7, &c->barrier_warn_s, err,
+			  errlen)))
+		return rc;
 	if ((rc = env_int("BYTEPS_ENABLE_MIXED_MODE", 0, 0, 1, &rs, err, errlen)))
 		return rc;
 	c->mixed_mode = rs != 0;

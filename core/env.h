@@ -27,6 +27,7 @@ struct psl__config {
 	int preferred_rank;	     /* DMLC_RANK, -1 = any */
 	int connect_timeout_s;	     /* PS_CONNECT_TIMEOUT */
 	int start_timeout_s;	     /* PS_START_TIMEOUT */
+	int barrier_warn_s;	     /* PS_BARRIER_WARN_S, 0 = off */
 	bool mixed_mode;	     /* BYTEPS_ENABLE_MIXED_MODE */
 	char ordered_hosts[1024];    /* BYTEPS_ORDERED_HOSTS */
 };

@@ -1,5 +1,6 @@
-/* The timer thread: heartbeats and resends, only when one of them is on
- * (an idle node with neither has no thread). */
+/* The timer thread: heartbeats, resends and (on the scheduler) the watch of
+ * long-waiting barriers, only when one of them is on (an idle node with none
+ * has no thread). */
 #include "config.h"
 
 #include <errno.h>
@@ -39,6 +40,8 @@ static void *timer_main(void *arg)
 		psl__heartbeat_tick(now, &last_hb);
 		if (po.cfg.resend)
 			psl__resender_tick(now);
+		if (po.role == PSL_SCHEDULER && po.cfg.barrier_warn_s > 0)
+			psl__barrier_watch(now);
 		pthread_mutex_lock(&po.mu);
 	}
 	pthread_mutex_unlock(&po.mu);
@@ -49,7 +52,8 @@ int psl__timer_start(void)
 {
 	int rc;
 	/* nothing to time: no thread (an idle node stays idle) */
-	if (po.cfg.heartbeat_interval <= 0 && !po.cfg.resend)
+	if (po.cfg.heartbeat_interval <= 0 && !po.cfg.resend &&
+	    !(po.role == PSL_SCHEDULER && po.cfg.barrier_warn_s > 0))
 		return 0;
 	po.timer_stop = false;
 	rc = pthread_create(&po.timer, NULL, timer_main, NULL);

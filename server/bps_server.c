@@ -671,7 +671,8 @@ static void handle_push(struct psl_byteps_server *s, struct psl_kv_request *req,
 	push_locked(s, k, req, rank);
 }
 
-static void handle_pull(struct psl_byteps_server *s, struct psl_kv_request *req, int rank)
+static void handle_pull(struct psl_byteps_server *s, struct psl_kv_request *req, int rank,
+			int dtype)
 {
 	char kd[96];
 	uint64_t key = req->kv.keys[0];
@@ -684,6 +685,13 @@ static void handle_pull(struct psl_byteps_server *s, struct psl_kv_request *req,
 		PSL_INFO("pull %s sender=%d", key_desc(s, key, kd, sizeof(kd)), req->meta.sender);
 	if (!k) {
 		reject(s, req, -ENOENT, "%s was never pushed", key_desc(s, key, kd, sizeof(kd)));
+		return;
+	}
+	if (k->dtype != dtype) {
+		/* set at the key's first push, never changed after */
+		reject(s, req, -EINVAL, "%s: a pull of %s, but the key holds %s",
+		       key_desc(s, key, kd, sizeof(kd)), psl_byteps_dtype_name(dtype),
+		       psl_byteps_dtype_name(k->dtype));
 		return;
 	}
 	j = job_new(0, k, req, rank);
@@ -732,6 +740,15 @@ static void handler(struct psl_kv_server *kvs, struct psl_kv_request *req, void 
 		       rtype, request_name(rtype), req->meta.cmd);
 		goto out;
 	}
+	if (!psl_byteps_dtype_size(dtype)) {
+		/* pulls too: a pull of no known type must not take its sender's
+		 * turn of a round (its real pull would wait for the next one) */
+		char kd[96];
+		reject(s, req, -EOPNOTSUPP, "%s: unknown data type %d (cmd %d)",
+		       req->kv.num_keys ? key_desc(s, req->kv.keys[0], kd, sizeof(kd)) : "no key",
+		       dtype, req->meta.cmd);
+		goto out;
+	}
 	if (req->kv.num_keys != 1) {
 		reject(s, req, -EINVAL, "%zu keys in one request, BytePS sends one",
 		       req->kv.num_keys);
@@ -740,7 +757,7 @@ static void handler(struct psl_kv_server *kvs, struct psl_kv_request *req, void 
 	if (req->meta.push)
 		handle_push(s, req, rank, dtype);
 	else
-		handle_pull(s, req, rank);
+		handle_pull(s, req, rank, dtype);
 out:
 	atomic_fetch_sub(&s->inflight, 1);
 }

@@ -55,7 +55,7 @@ static int g_tensors = 2;	 /* per data type */
 static size_t g_size = 300000;	 /* bytes of the first tensor, about */
 static long g_rounds = 20;
 static double g_seconds;
-static bool g_bad, g_bench, g_json, g_quiet, g_async, g_leave_pull;
+static bool g_bad, g_bench, g_json, g_quiet, g_async, g_leave_pull, g_one_barrier;
 static size_t g_part;	   /* partition bound */
 static const char *g_hash = "djb2";
 
@@ -618,8 +618,9 @@ static void send_bad(void)
 	struct {
 		const char *what;
 		int rc;
-	} r[5];
-	int i, n = 0;
+	} r[14];
+	char pw[7][80];
+	int i, j, n = 0;
 	uint64_t unknown = encode_key((uint64_t)0xfff0 << 16);
 	struct psl_kv_out out = {q->pull, (size_t)q->len, 0, NULL};
 
@@ -646,6 +647,30 @@ static void send_bad(void)
 		struct psl_kv kv = {&q->key, 1, q->push, (size_t)len, &len};
 		r[n++].rc = psl_kv_wait(g_kv, psl_kv_push(g_kv, &kv,
 							  psl_byteps_cmd(2, q->dt), NULL, NULL));
+	}
+	r[n].what = "a push of an unknown request type (5)";
+	{
+		int len = q->len;
+		struct psl_kv kv = {&q->key, 1, q->push, (size_t)len, &len};
+		r[n++].rc = psl_kv_wait(g_kv, psl_kv_push(g_kv, &kv,
+							  psl_byteps_cmd(5, q->dt), NULL, NULL));
+	}
+	/* pulls of a key this worker pushed, in the middle of a round: one that
+	 * were served would take this worker's turn of the round, and its real
+	 * pull would wait for a round that never completes */
+	for (j = 0; j < 7; j++) {
+		static const int cmds[7][2] = {{0, 99}, {0, 11}, {0, 9}, {0, -1},
+					       {2, -2}, {1, -2}, {5, -2}};
+		int rt = cmds[j][0], dt = cmds[j][1];
+		if (dt == -1)
+			dt = other_type(q->dt);
+		else if (dt == -2)
+			dt = q->dt;
+		snprintf(pw[j], sizeof(pw[j]), "a pull of request type %d, data type %d (cmd %d)",
+			 rt, dt, psl_byteps_cmd(rt, dt));
+		r[n].what = pw[j];
+		r[n++].rc = psl_kv_wait(g_kv, psl_kv_pull(g_kv, &q->key, 1, &out,
+							  psl_byteps_cmd(rt, dt), NULL, NULL));
 	}
 	r[n].what = "a pull of a key never pushed";
 	r[n++].rc = psl_kv_wait(g_kv, psl_kv_pull(g_kv, &unknown, 1, &out,
@@ -727,6 +752,8 @@ static int usage(void)
 		"  --rounds    push/pull rounds (20); --seconds: stop after S seconds instead\n"
 		"  --bad       also send requests the server must refuse (worker 0)\n"
 		"  --leave-pull  (tests) worker 0 ends with a pull that no round answers\n"
+		"  --one-start-barrier  (tests) skip BytePS's Barrier(all) after the start-up\n"
+		"              barrier: the job hangs, and the scheduler says which nodes are missing\n"
 		"  --bench     for timing: every tensor of --size bytes, the same small values\n"
 		"              every round, a sample of the elements checked\n"
 		"environment: DMLC_* as for any worker, BYTEPS_ENABLE_ASYNC, BYTEPS_PARTITION_BYTES,\n"
@@ -765,6 +792,8 @@ static int parse_args(int argc, char **argv)
 			}
 		} else if (!strcmp(a, "--bad")) {
 			g_bad = true;
+		} else if (!strcmp(a, "--one-start-barrier")) {
+			g_one_barrier = true;
 		} else if (!strcmp(a, "--leave-pull")) {
 			g_leave_pull = true;
 		} else if (!strcmp(a, "--bench")) {
@@ -850,8 +879,9 @@ int main(int argc, char **argv)
 		exit_code = 2;
 		goto out_finalize;
 	}
-	/* BytePS's workers and servers both pass this barrier after starting */
-	rc = psl_barrier(0, PSL_GROUP_ALL);
+	/* BytePS's workers, servers and scheduler pass this barrier after the
+	 * start-up barrier (docs/pslite-server.md) */
+	rc = g_one_barrier ? 0 : psl_barrier(0, PSL_GROUP_ALL);
 	if (rc) {
 		fprintf(stderr, "pslite-check: barrier: %s\n", psl_strerror(rc));
 		exit_code = 2;

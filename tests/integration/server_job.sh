@@ -101,8 +101,22 @@ schedule) need "the servers did not schedule" "kernels .*, scheduling"
 		need "worker 0 got no error for $what" "pslite-check worker 0: a push of $what.*was refused"
 	done
 	need "worker 0 got no error for the unknown key" "pslite-check worker 0: a pull of a key never pushed.*was refused: No such file"
+	need "worker 0 got no error for the unknown request type" "pslite-check worker 0: a push of an unknown request type (5).*was refused"
+	need "no warning for the unknown request type" "WARN: pslite-server: push from worker 0 (id 9,.*): request type 5 (an unknown request type"
+	# pulls with a bad cmd, each refused (a served one would take worker 0's
+	# turn of the round: the job would hang, or its sums be wrong)
+	for c in "0, data type 99 (cmd 5049)" "0, data type 11 (cmd 77)" "0, data type 9 (cmd 54)" \
+		"2, data type [0-9]* (cmd" "1, data type [0-9]* (cmd" "5, data type [0-9]* (cmd"; do
+		need "worker 0 got no error for a pull of request type $c" "pslite-check worker 0: a pull of request type $c.*was refused"
+	done
+	for c in "unknown data type 99 (cmd 5049)" "unknown data type 11 (cmd 77)" "unknown data type 9 (cmd 54)" \
+		"a pull of int32, but the key holds float32" "request type 2 (kCompressedPushPull" \
+		"request type 1 (kRowSparsePushPull" "request type 5 (an unknown request type"; do
+		need "no warning for a pull: $c" "WARN: pslite-server: pull from worker 0 (id 9,.*): .*$c"
+	done
+	need "worker 0 got no error for a pull of another data type" "pslite-check worker 0: a pull of request type 0, data type 4 (cmd 14).*was refused"
 	n=$(grep -c "WARN: pslite-server: p" "$log")
-	[ "$n" -eq 5 ] || { echo "server_job.sh: $van/$mode: $n warnings from the servers, expected 5" >&2; fail=1; }
+	[ "$n" -eq 13 ] || { echo "server_job.sh: $van/$mode: $n warnings from the servers, expected 13" >&2; fail=1; }
 	;;
 esac
 if grep -q "FAIL\|AddressSanitizer\|runtime error:\|LeakSanitizer\|ERROR:" "$log"; then

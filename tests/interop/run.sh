@@ -15,6 +15,11 @@
 #   -a PATH        also the C++ ps-lite tests/test_kv_app (1f763c2 has it): adds
 #                  jobs of C++ test_kv_app servers and workers, which check
 #                  the sums they pull, with a pslite scheduler
+#   -y PATH        also tests/interop/byteps_worker.cc built against C++
+#                  ps-lite: adds jobs of C++ workers that start, push, pull
+#                  and stop as BytePS's worker does, against pslite-server
+#                  as scheduler and servers; they check the sums. With -y,
+#                  -b may be left out (then only those jobs run)
 #   -q, --quick    only 4 KiB, modes 1 and 0, and the feature cases
 #   -f, --filter RE
 #                  only the cases whose name matches the extended regex RE
@@ -31,7 +36,8 @@
 #                  goodput, and the idle scheduler's CPU over 10 s
 #
 # Environment: PSLITE_BENCH (default: tools/pslite-bench of this tree),
-# PS_VAN_PATH (default: plugins/van_zmq/.libs of this tree).
+# PSLITE_SERVER (default: tools/pslite-server of this tree), PS_VAN_PATH
+# (default: plugins/van_zmq/.libs of this tree).
 #
 # Every node runs with DMLC_NODE_HOST=127.0.0.1 and DMLC_GROUP_SIZE=1 (the
 # C++ test_benchmark creates no KVServer without it). pslite-bench runs with
@@ -44,6 +50,8 @@ cxx=${PSLITE_INTEROP_CXX_BENCH:-}
 psl=${PSLITE_BENCH:-$here/tools/pslite-bench}
 export PS_VAN_PATH=${PS_VAN_PATH:-$here/plugins/van_zmq/.libs}
 kvapp=${PSLITE_INTEROP_CXX_KV_APP:-}
+bpsw=${PSLITE_INTEROP_CXX_BYTEPS_WORKER:-}
+pslserver=${PSLITE_SERVER:-$here/tools/pslite-server}
 quick=0 filter= retries=0 keep= limit=90 list=0 goodput=0
 
 usage() { sed -n '2,/^set -u/p' "$0" | sed '$d; s/^# \{0,1\}//' >&2; exit 2; }
@@ -51,6 +59,7 @@ while [ $# -gt 0 ]; do
 	case $1 in
 	-b) cxx=$2; shift ;;
 	-a) kvapp=$2; shift ;;
+	-y) bpsw=$2; shift ;;
 	-q | --quick) quick=1 ;;
 	-f | --filter) filter=$2; shift ;;
 	-r | --retries) retries=$2; shift ;;
@@ -67,12 +76,23 @@ done
 # ------------------------------------------------------------------ cases --
 # name | scheduler | servers | workers | bytes repeat mode | extra env | start order
 # c = C++ ps-lite node (test_benchmark), p = pslite node (pslite-bench), k =
-# C++ ps-lite node running test_kv_app. Servers and workers are comma lists.
+# C++ ps-lite node running test_kv_app, S = pslite-server (no arguments), y =
+# C++ ps-lite worker byteps_worker.cc. Servers and workers are comma lists.
 # Start order: words sched, servers, workers, sleepN (default: sched servers
 # workers, each group once the scheduler listens).
 cases() {
 	local sizes="4096 1048576" modes="1 2 3 0" s m
 	[ $quick = 1 ] && sizes=4096 modes="1 0"
+	if [ -n "$bpsw" ]; then
+		# C++ workers as BytePS's (one KVWorker<char>, cmd 0, the start-up
+		# barrier, Barrier(all), the final barrier) against pslite-server
+		echo "byteps-worker-sync|S|S,S|y,y,y|||"
+		echo "byteps-worker-async|S|S,S|y,y,y||BYTEPS_ENABLE_ASYNC=1|"
+		echo "byteps-worker-sync-hb|S|S,S|y,y,y||PS_HEARTBEAT_INTERVAL=1|"
+		echo "byteps-worker-workers-first|S|S,S|y,y,y|||workers servers sleep2 sched"
+		echo "byteps-worker-small-parts|S|S,S|y,y,y||BYTEPS_PARTITION_BYTES=4096 BPS_TEST_BYTES=20000 BPS_TEST_ROUNDS=30|"
+	fi
+	[ -z "$cxx" ] && return 0
 	for s in $sizes; do
 		for m in $modes; do
 			echo "cxx-only-$m-$s|c|c|c|$s 3 $m||"
@@ -128,9 +148,13 @@ if [ $list = 1 ]; then
 fi
 
 # --------------------------------------------------------------- checks --
-if [ -z "$cxx" ] || [ ! -x "$cxx" ]; then
+if { [ -z "$cxx" ] && [ -z "$bpsw" ]; } || { [ -n "$cxx" ] && [ ! -x "$cxx" ]; }; then
 	echo "run.sh: give the C++ ps-lite test_benchmark with -b PATH (or" \
 		"PSLITE_INTEROP_CXX_BENCH); '$cxx' is not an executable" >&2
+	exit 2
+fi
+if [ -n "$bpsw" ] && { [ ! -x "$bpsw" ] || [ ! -x "$pslserver" ]; }; then
+	echo "run.sh: -y '$bpsw' or pslite-server '$pslserver' is not an executable" >&2
 	exit 2
 fi
 if [ -n "$kvapp" ] && [ ! -x "$kvapp" ]; then
@@ -198,10 +222,12 @@ run_job() {
 	pids=()
 	local -a started=()
 	start() { # index
-		local k=$1 bin kv env=() 
+		local k=$1 bin kv env=() a=$args
 		case ${impls[$k]} in
 		c) bin=$cxx ;;
 		k) bin=$kvapp ;;
+		S) bin=$pslserver a= ;;
+		y) bin=$bpsw a= ;;
 		*) bin=$psl ;;
 		esac
 		for kv in $envs; do
@@ -214,7 +240,7 @@ run_job() {
 			DMLC_NODE_HOST=127.0.0.1 DMLC_NUM_SERVER=${#S[@]} DMLC_NUM_WORKER=${#W[@]} \
 			DMLC_GROUP_SIZE=1 PSLITE_BENCH_ACCEPT_ONES=1 LOG_DURATION=10 \
 			TOTAL_DURATION=$total NUM_KEY_PER_SERVER=$nkeys "${env[@]}" \
-			timeout -k 5 "$limit" "$bin" $args >"$dir/${names[$k]}.log" 2>&1 &
+			timeout -k 5 "$limit" "$bin" $a >"$dir/${names[$k]}.log" 2>&1 &
 		pids+=($!)
 		started+=("$k")
 	}
@@ -278,7 +304,11 @@ goodput() {
 		fi
 		[ -n "$g" ] && found=1 && tot=$(awk -v a="$tot" -v b="$g" 'BEGIN {printf "%.4f", a+b}')
 	done
-	if [ $found = 1 ]; then
+	if grep -q "^byteps_worker [0-9]*: " "$dir"/w*.log 2>/dev/null; then
+		echo "$(cat "$dir"/w*.log | grep -c "^byteps_worker [0-9]*: PASS") of" \
+			"$(ls "$dir"/w*.log | wc -l) workers checked their sums:" \
+			"$(grep -h -m1 "^byteps_worker [0-9]*: PASS" "$dir"/w*.log | head -1 | cut -d: -f3-)"
+	elif [ $found = 1 ]; then
 		echo "$tot"
 	elif grep -q "test_kv_app.cc.*error:" "$dir"/w*.log 2>/dev/null; then
 		echo "pulled sums off by $(grep -h "error:" "$dir"/w*.log | sed 's/.*error: //' | tr '\n' ' ')"
@@ -388,6 +418,8 @@ while IFS='|' read -r name sch srv wrk args envs order; do
 		PS_RESEND=*) short="${short}resend " ;;
 		PS_HEARTBEAT_INTERVAL=*) short="${short}hb=1 " ;;
 		ENABLE_RECV_BUFFER=*) short="${short}recvbuf " ;;
+		BYTEPS_ENABLE_ASYNC=*) short="${short}async " ;;
+		BYTEPS_PARTITION_BYTES=*) short="${short}4k-parts " ;;
 		*DMLC_RANK=*) case $short in *rank*) ;; *) short="${short}rank " ;; esac ;;
 		esac
 	done

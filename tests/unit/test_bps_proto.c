@@ -95,6 +95,27 @@ static void test_dtypes(void **state)
 	assert_string_equal(psl_byteps_dtype_name(8), "unknown");
 }
 
+/* The cmds of pulls that a server once served instead of refusing: each is
+ * kDefaultPushPull with a data type of no size, which the server refuses
+ * before looking at the key (pulls as pushes). */
+static void test_bad_cmds(void **state)
+{
+	static const int cmds[][2] = {{5049, 99}, {77, 11}, {54, 9}};
+	size_t i;
+	int r, d;
+	(void)state;
+	for (i = 0; i < sizeof(cmds) / sizeof(cmds[0]); i++) {
+		assert_int_equal(psl_byteps_cmd_parse(cmds[i][0], &r, &d), 0);
+		assert_int_equal(r, PSL_BYTEPS_DEFAULT_PUSHPULL);
+		assert_int_equal(d, cmds[i][1]);
+		assert_int_equal(psl_byteps_dtype_size(d), 0);
+	}
+	/* an unknown request type with a known data type */
+	assert_int_equal(psl_byteps_cmd_parse(psl_byteps_cmd(5, PSL_BYTEPS_FLOAT32), &r, &d), 0);
+	assert_int_equal(r, 5);
+	assert_int_equal(d, PSL_BYTEPS_FLOAT32);
+}
+
 /* ------------------------------------------------------------- queue -- */
 
 static struct psl__bps_job jobs[16];
@@ -249,7 +270,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_cmd_values),    cmocka_unit_test(test_cmd_roundtrip),
-		cmocka_unit_test(test_dtypes),	      cmocka_unit_test(test_queue_fifo),
+		cmocka_unit_test(test_dtypes),	      cmocka_unit_test(test_bad_cmds),	      cmocka_unit_test(test_queue_fifo),
 		cmocka_unit_test(test_queue_schedule), cmocka_unit_test(test_engine),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,2 @@
+#!/bin/sh
+exec "$PSL_SRCDIR/tests/integration/server_sequence.sh" zmq mismatch
