@@ -1,5 +1,4 @@
 /* van_fabric: the bootstrap connections (greeting, hello, liveness). */
-#include "config.h"
 
 #define _GNU_SOURCE 1
 #include <errno.h>

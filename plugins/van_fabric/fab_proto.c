@@ -1,5 +1,4 @@
 /* van_fabric: wire formats and ordering (see fab_proto.h). */
-#include "config.h"
 
 #include <errno.h>
 #include <stdio.h>

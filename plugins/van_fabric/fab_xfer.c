@@ -1,5 +1,4 @@
 /* van_fabric: sending, receiving, completions and the progress thread. */
-#include "config.h"
 
 #define _GNU_SOURCE 1
 #include <errno.h>

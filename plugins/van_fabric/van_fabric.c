@@ -32,7 +32,6 @@
  * thread; what the provider cannot take now (-FI_EAGAIN), or what is sent
  * before the peer is reached, waits in the peer's queue, in order.
  */
-#include "config.h"
 
 #define _GNU_SOURCE 1
 #include <dlfcn.h>
@@ -782,7 +781,7 @@ static const struct psl_van_ops fabric_ops = {
 	.abi_version = PSL_VAN_ABI_VERSION,
 	.size = sizeof(struct psl_van_ops),
 	.name = VAN,
-	.version = "pslite van_fabric " PACKAGE_VERSION " (built with libfabric " STR(
+	.version = "pslite van_fabric " PSL_VAN_VERSION " (built with libfabric " STR(
 		FI_MAJOR_VERSION) "." STR(FI_MINOR_VERSION) ")",
 	.description = "libfabric RDM endpoints, tagged messages (AWS EFA; tcp, sockets)",
 	.init = finit,

@@ -14,7 +14,6 @@
  * Everything here and in ucx_connect.c runs on the thread that owns the
  * UCX worker (see ucx_van.h), but psl__ucx_out_new (in connect()).
  */
-#include "config.h"
 
 #define _GNU_SOURCE 1
 #include <arpa/inet.h>

@@ -5,7 +5,6 @@
  * end (the peer went away, the connection was replaced, fini). Timers of
  * both directions run from psl__ucx_boot_tick.
  */
-#include "config.h"
 
 #define _GNU_SOURCE 1
 #include <arpa/inet.h>

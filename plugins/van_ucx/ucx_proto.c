@@ -1,5 +1,4 @@
 /* van_ucx: wire formats and run-time decisions (see ucx_proto.h). */
-#include "config.h"
 
 #include <errno.h>
 #include <stdio.h>

@@ -10,7 +10,6 @@
  *
  * Everything here but rx_release runs on the thread that owns the worker.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <stdlib.h>

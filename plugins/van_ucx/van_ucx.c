@@ -37,7 +37,6 @@
  *   PS_CONNECT_TIMEOUT=S        how long to retry reaching a peer (60)
  * and UCX's own UCX_* variables (UCX_TLS, UCX_NET_DEVICES, ...).
  */
-#include "config.h"
 
 #define _GNU_SOURCE 1
 #include <dirent.h>
@@ -874,7 +873,7 @@ static const struct psl_van_ops ucx_ops = {
 	.abi_version = PSL_VAN_ABI_VERSION,
 	.size = sizeof(struct psl_van_ops),
 	.name = UCXP_VAN_NAME,
-	.version = "pslite van_ucx " PACKAGE_VERSION " (built with UCX " STR(
+	.version = "pslite van_ucx " PSL_VAN_VERSION " (built with UCX " STR(
 		UCP_API_MAJOR) "." STR(UCP_API_MINOR) ")",
 	.description = "UCX active messages: shared memory, TCP, RDMA and CUDA memory where "
 		       "UCX has them",

@@ -20,7 +20,6 @@
  * and an idle node still sleeps. Polling without yielding starved libzmq's
  * io threads on two cores (milliseconds per round trip), so it yields.
  */
-#include "config.h"
 
 #define _GNU_SOURCE 1
 #include <arpa/inet.h>
@@ -853,7 +852,7 @@ static const struct psl_van_ops zmq_ops = {
 	.abi_version = PSL_VAN_ABI_VERSION,
 	.size = sizeof(struct psl_van_ops),
 	.name = VAN,
-	.version = "pslite van_zmq " PACKAGE_VERSION " (built with libzmq " STR(
+	.version = "pslite van_zmq " PSL_VAN_VERSION " (built with libzmq " STR(
 		ZMQ_VERSION_MAJOR) "." STR(ZMQ_VERSION_MINOR) "." STR(ZMQ_VERSION_PATCH) ")",
 	.description = "ZeroMQ over TCP, wire-compatible with ps-lite (byteps branch)",
 	.init = zinit,
