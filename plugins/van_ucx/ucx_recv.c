@@ -22,7 +22,7 @@ static bool warn_ok(void)
 {
 	static _Atomic int64_t window;
 	static atomic_int count;
-	int64_t now = psl__ucx_now_ms() / 1000;
+	int64_t now = psl_van_now_ms() / 1000;
 	if (atomic_exchange(&window, now) != now)
 		atomic_store(&count, 0);
 	return atomic_fetch_add(&count, 1) < 5;
