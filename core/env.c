@@ -174,7 +174,18 @@ const char *psl__van_choice(const struct psl__config *c, char *buf, size_t len)
 static int parse_van(struct psl__config *c, char *err, size_t errlen)
 {
 	const char *v = env_get("DMLC_ENABLE_RDMA");
+	int ucx = 0, rc;
 	c->van_var = "DMLC_ENABLE_RDMA";
+	/* ps-lite (byteps branch): DMLC_ENABLE_UCX=1 takes van ucx, whatever
+	 * DMLC_ENABLE_RDMA says */
+	if ((rc = env_int("DMLC_ENABLE_UCX", 0, 0, 1, &ucx, err, errlen)))
+		return rc;
+	if (ucx) {
+		c->van_var = "DMLC_ENABLE_UCX";
+		strcpy(c->van_raw, "1");
+		strcpy(c->van, "ucx");
+		return 0;
+	}
 	if (!v) {
 		/* ps-lite 1f763c2: DMLC_PS_VAN_TYPE chooses when DMLC_ENABLE_RDMA is unset */
 		v = env_get("DMLC_PS_VAN_TYPE");
@@ -269,7 +280,8 @@ static int config_load(struct psl__config *c, char *err, size_t errlen)
 			 gs);
 		return -EINVAL;
 	}
-	if ((rc = env_int("DMLC_NUM_PORTS", 1, 1, 1, &gs, err, errlen)))
+	/* more than one: a WARN (env_compat.c), one port is used */
+	if ((rc = env_int("DMLC_NUM_PORTS", 1, 1, INT_MAX, &gs, err, errlen)))
 		return rc;
 	if ((rc = env_int("DMLC_PORT", 0, 0, 65535, &c->port, err, errlen)))
 		return rc;

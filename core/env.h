@@ -55,4 +55,27 @@ const char *psl__role_name(int role);
 int psl__resolve_host(const char *node_host, const char *iface, char *out, size_t outlen,
 		      char *err, size_t errlen);
 
+/* ---------------------------------------------------- env_compat.c -- */
+
+/* A variable of ps-lite, BytePS or StepMesh that pslite does not implement. */
+struct psl__env_compat {
+	const char *var;   /* its name */
+	unsigned roles;	   /* 1 << enum psl_role: the roles it is warned about in */
+	const char *quiet; /* a value that asks for what pslite does anyway, or NULL */
+	const char *what;  /* what pslite does instead ("ignored: ...") */
+};
+
+/* The table, ended by an entry whose var is NULL. */
+extern const struct psl__env_compat psl__env_compat_table[];
+
+/* Logs one WARN "VAR=value: what" for each variable of the table that is set
+ * (not empty, not its quiet value) for a node of this role, unless the
+ * loaded van read it (psl__env_note_read). Returns how many. */
+int psl__env_compat_warn(int role);
+
+/* Notes that the van asked its host for setting name (van_host.c). */
+void psl__env_note_read(const char *name);
+/* Forgets them (a new van). */
+void psl__env_reads_clear(void);
+
 #endif

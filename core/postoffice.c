@@ -391,6 +391,7 @@ static int start_node(void)
 	}
 	psl__host_init(&po.host);
 	van_errors = psl__van_errors();
+	psl__env_reads_clear();
 	rc = po.lib.ops->init(&po.host, &po.van);
 	if (rc) {
 		po.van = NULL;
@@ -413,6 +414,8 @@ static int start_node(void)
 	memset(&po.caps, 0, sizeof(po.caps));
 	po.caps.size = sizeof(po.caps);
 	po.lib.ops->query(po.van, &po.caps);
+	/* variables of ps-lite, BytePS, StepMesh that neither core nor van use */
+	psl__env_compat_warn(po.role);
 	if (po.cfg.resend && (rc = psl__resender_init(po.cfg.resend_timeout_ms)))
 		return rc;
 

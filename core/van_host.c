@@ -10,6 +10,7 @@
 
 #include "control.h"
 #include "customer.h"
+#include "env.h"
 #include "kv.h"
 #include "log.h"
 #include "postoffice.h"
@@ -37,6 +38,7 @@ static void host_vlog(void *ctx, int level, const char *van, const char *fmt, va
 static const char *host_param(void *ctx, const char *name)
 {
 	(void)ctx;
+	psl__env_note_read(name); /* the van's setting: no compatibility WARN for it */
 	return getenv(name);
 }
 

@@ -202,7 +202,16 @@ int psl__van_open(const char *name, struct psl__van_lib *lib, char *err, size_t 
 				off += (size_t)k;
 		}
 	}
-	if (!strcmp(name, "zmq") || !strcmp(name, "ucx") || !strcmp(name, "fabric"))
+	if (!strcmp(name, "ibverbs"))
+		/* DMLC_ENABLE_RDMA=1 or ibverbs: pslite's own van, built when configure
+		 * finds libibverbs and librdmacm */
+		snprintf(err, errlen,
+			 "van_ibverbs is not built or not installed here (configure found no "
+			 "libibverbs/librdmacm, or it was built with --enable-van-ibverbs=no): "
+			 "looked for %s. Install libibverbs-dev and librdmacm-dev and rebuild, or "
+			 "choose another van with DMLC_ENABLE_RDMA (pslite-info lists them)",
+			 tried);
+	else if (!strcmp(name, "zmq") || !strcmp(name, "ucx") || !strcmp(name, "fabric"))
 		snprintf(err, errlen,
 			 "van '%s' not found: looked for %s. Build it (./configure "
 			 "--enable-van-%s=yes, then make install), set PS_VAN_PATH to the folder "

@@ -18,6 +18,7 @@
 #include <cmocka.h>
 
 #include "env.h"
+#include "log.h"
 #include "pslite.h"
 #include "testutil.h"
 
@@ -30,7 +31,7 @@ static const char *const all_vars[] = {
 	"DMLC_PS_VAN_TYPE",   "PS_VERBOSE",		  "PS_HEARTBEAT_INTERVAL",
 	"PS_HEARTBEAT_TIMEOUT", "PS_RESEND",		  "PS_RESEND_TIMEOUT",
 	"PS_CONNECT_TIMEOUT", "PS_START_TIMEOUT",	  "BYTEPS_ENABLE_MIXED_MODE",
-	"BYTEPS_ORDERED_HOSTS",
+	"BYTEPS_ORDERED_HOSTS", "DMLC_ENABLE_UCX",
 };
 
 static struct psl__config cfg;
@@ -43,6 +44,9 @@ static int setup_worker(void **state)
 	(void)state;
 	for (i = 0; i < sizeof(all_vars) / sizeof(all_vars[0]); i++)
 		unsetenv(all_vars[i]);
+	for (i = 0; psl__env_compat_table[i].var; i++)
+		unsetenv(psl__env_compat_table[i].var);
+	psl__env_reads_clear();
 	setenv("DMLC_ROLE", "worker", 1);
 	setenv("DMLC_PS_ROOT_URI", "127.0.0.1", 1);
 	setenv("DMLC_PS_ROOT_PORT", "9000", 1);
@@ -290,7 +294,8 @@ static void test_bad_other_numbers(void **state)
 		{"PS_CONNECT_TIMEOUT", "1e3", "from 1 to 86400"},
 		{"PS_START_TIMEOUT", "-3", "from 1 to"},
 		{"DMLC_RANK", "-2", "from -1 to"},
-		{"DMLC_NUM_PORTS", "2", "from 1 to 1"},
+		{"DMLC_NUM_PORTS", "0", "positive integer"},
+		{"DMLC_ENABLE_UCX", "2", "from 0 to 1"},
 		{"BYTEPS_ENABLE_MIXED_MODE", "2", "from 0 to 1"},
 		{"DMLC_GROUP_SIZE", "0", "positive integer"},
 		{"DMLC_GROUP_SIZE", "two", "positive integer"},
@@ -373,6 +378,163 @@ static void test_van_choice(void **state)
 	expect_van(NULL, "1", "ibverbs", "DMLC_PS_VAN_TYPE");
 	expect_van("0", "ucx", "zmq", "DMLC_ENABLE_RDMA");
 	expect_van("fabric", "ucx", "fabric", "DMLC_ENABLE_RDMA");
+}
+
+/* ps-lite (byteps branch): DMLC_ENABLE_UCX=1 takes van ucx over DMLC_ENABLE_RDMA */
+static void test_enable_ucx(void **state)
+{
+	char vc[96];
+	(void)state;
+	setenv("DMLC_ENABLE_UCX", "1", 1);
+	setenv("DMLC_ENABLE_RDMA", "fabric", 1);
+	expect_ok();
+	assert_string_equal(cfg.van, "ucx");
+	assert_string_equal(psl__van_choice(&cfg, vc, sizeof(vc)), "DMLC_ENABLE_UCX=1 (ucx)");
+	setenv("DMLC_ENABLE_UCX", "0", 1);
+	expect_ok();
+	assert_string_equal(cfg.van, "fabric");
+}
+
+/* ------------------------------------------------ env_compat.c: WARNs -- */
+
+/* Runs psl__env_compat_warn(role) and returns what it logged (malloc'ed). */
+static char *compat_log(int role, int *n)
+{
+	struct capture c;
+	int saved = psl__log_level;
+	psl__log_level = PSL_LOG_INFO;
+	capture_start(&c);
+	*n = psl__env_compat_warn(role);
+	psl__log_level = saved;
+	return capture_end(&c);
+}
+
+static void test_compat_named_cases(void **state)
+{
+	char *log;
+	int n;
+	(void)state;
+	log = compat_log(PSL_WORKER, &n);
+	assert_int_equal(n, 0);
+	assert_string_equal(log, "");
+	free(log);
+
+	setenv("DMLC_SPLIT_QP_LAG", "2", 1);
+	setenv("BYTEPS_ENABLE_IPC", "1", 1);
+	setenv("DMLC_WORKER_ID", "3", 1);
+	setenv("STEPMESH_CPU_START_OFFSET", "8", 1);
+	setenv("DMLC_NUM_PORTS", "2", 1);
+	setenv("BYTEPS_NUMA_ON", "1", 1); /* a server's: not a worker's (BytePS reads it) */
+	expect_ok(); /* none of them stops a node */
+	assert_int_equal(cfg.num_workers, 2);
+	log = compat_log(PSL_WORKER, &n);
+	assert_int_equal(n, 5);
+	assert_int_equal(count_lines_with(log, "WARN"), 5);
+	assert_int_equal(count_lines_with(log, "DMLC_SPLIT_QP_LAG=2: ignored: each pslite van "
+					       "keeps one connection per peer"),
+			 1);
+	assert_int_equal(count_lines_with(log, "BYTEPS_ENABLE_IPC=1: not supported yet, data "
+					       "goes through the van"),
+			 1);
+	assert_int_equal(count_lines_with(log, "DMLC_WORKER_ID=3: not read by pslite: the "
+					       "scheduler gives ranks in order of registration"),
+			 1);
+	assert_int_equal(count_lines_with(log, "STEPMESH_CPU_START_OFFSET=8: ignored: pslite does "
+					       "not pin its threads"),
+			 1);
+	assert_int_equal(count_lines_with(log, "DMLC_NUM_PORTS=2: ignored: pslite gives a node one "
+					       "port"),
+			 1);
+	assert_int_equal(count_lines_with(log, "BYTEPS_NUMA_ON"), 0);
+	free(log);
+
+	/* a server: BytePS's NUMA variables are warned about, DMLC_WORKER_ID not */
+	log = compat_log(PSL_SERVER, &n);
+	assert_int_equal(n, 5);
+	assert_int_equal(count_lines_with(log, "BYTEPS_NUMA_ON=1: ignored: BytePS's launcher binds "
+					       "workers only"),
+			 1);
+	assert_int_equal(count_lines_with(log, "DMLC_WORKER_ID"), 0);
+	free(log);
+}
+
+/* A value that asks for what pslite does anyway is not warned about. */
+static void test_compat_quiet_values(void **state)
+{
+	char *log;
+	int n;
+	(void)state;
+	setenv("DMLC_SPLIT_QP_LAG", "0", 1);
+	setenv("BYTEPS_ENABLE_IPC", "0", 1);
+	setenv("DMLC_NUM_PORTS", "1", 1);
+	setenv("STEPMESH_BIND_CPU_CORE", "0", 1);
+	setenv("DMLC_LOCAL", "", 1); /* empty is unset */
+	expect_ok();
+	log = compat_log(PSL_WORKER, &n);
+	assert_int_equal(n, 0);
+	assert_string_equal(log, "");
+	free(log);
+}
+
+/* A variable the loaded van read is the van's (van_ibverbs may take the
+ * RDMA depths): no WARN. */
+static void test_compat_van_reads(void **state)
+{
+	char *log;
+	int n;
+	(void)state;
+	setenv("BYTEPS_RDMA_RX_DEPTH", "512", 1);
+	setenv("BYTEPS_RDMA_START_DEPTH", "128", 1);
+	psl__env_note_read("BYTEPS_RDMA_RX_DEPTH");
+	psl__env_note_read("BYTEPS_RDMA_RX_DEPTH");
+	log = compat_log(PSL_WORKER, &n);
+	assert_int_equal(n, 1);
+	assert_int_equal(count_lines_with(log, "BYTEPS_RDMA_RX_DEPTH"), 0);
+	assert_int_equal(count_lines_with(log, "BYTEPS_RDMA_START_DEPTH=128: ignored: queue depths "
+					       "are the van's own settings"),
+			 1);
+	free(log);
+	psl__env_reads_clear();
+	log = compat_log(PSL_WORKER, &n);
+	assert_int_equal(n, 2);
+	free(log);
+}
+
+/* Every variable of the table: one WARN, in each role it names, naming the
+ * variable and its value; none is also read by the core (env.c) */
+static void test_compat_every_variable(void **state)
+{
+	const struct psl__env_compat *e;
+	char want[160], *log;
+	int role, n, expect;
+	size_t i;
+	(void)state;
+	for (e = psl__env_compat_table; e->var; e++) {
+		assert_non_null(e->what);
+		assert_true(strncmp(e->what, "ignored: ", 9) == 0 ||
+			    strncmp(e->what, "not ", 4) == 0);
+		assert_true(e->roles != 0);
+		for (i = 0; i < sizeof(all_vars) / sizeof(all_vars[0]); i++)
+			if (strcmp(e->var, "DMLC_NUM_PORTS"))
+				assert_string_not_equal(e->var, all_vars[i]);
+		setenv(e->var, "7 x\n", 1);
+	}
+	/* (a newline in a value is logged as ?: one line each) */
+	for (role = PSL_SERVER; role <= PSL_SCHEDULER; role++) {
+		expect = 0;
+		log = compat_log(role, &n);
+		for (e = psl__env_compat_table; e->var; e++) {
+			snprintf(want, sizeof(want), "] WARN: %s=7 x?: %s", e->var, e->what);
+			if (e->roles & (1u << role)) {
+				expect++;
+				if (count_lines_with(log, want) != 1)
+					fail_msg("role %d: no line '%s'", role, want);
+			}
+		}
+		assert_int_equal(n, expect);
+		assert_int_equal(count_lines_with(log, "WARN"), expect);
+		free(log);
+	}
 }
 
 static void test_van_bad_names(void **state)
@@ -577,6 +739,9 @@ int main(void)
 		T(test_interface),	       T(test_ordered_hosts_too_long),
 		T(test_first_error_wins),      T(test_parse_int),
 		T(test_roles),		       T(test_resolve_host),
+		T(test_enable_ucx),	       T(test_compat_named_cases),
+		T(test_compat_quiet_values),   T(test_compat_van_reads),
+		T(test_compat_every_variable),
 	};
 	return cmocka_run_group_tests_name("env", tests, NULL, NULL);
 }

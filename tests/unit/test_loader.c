@@ -229,6 +229,7 @@ static void link_van(const char *dir, const char *as, const char *target)
 static void test_open_by_name(void **state)
 {
 	char want[PATH_MAX + 32];
+	struct stat st;
 	(void)state;
 	setenv("PS_VAN_PATH", TEST_VANDIR, 1);
 	assert_int_equal(psl__van_open("good", &lib, err, sizeof(err)), 0);
@@ -248,6 +249,22 @@ static void test_open_by_name(void **state)
 	assert_contains(err, "PS_VAN_PATH");
 	assert_contains(err, "set PS_VAN_PATH to the folder that holds van_nosuchvan.so");
 	assert_null(strchr(err, '\n'));
+
+	/* van_ibverbs (DMLC_ENABLE_RDMA=1) is pslite's own: the message says it is
+	 * not built or installed and why, not to set PS_VAN_PATH */
+	if (stat(PSL_VANDIR "/van_ibverbs.so", &st) == 0) {
+		/* installed on this machine: it would be found */
+	} else {
+		assert_int_equal(psl__van_open("ibverbs", &lib, err, sizeof(err)), -ENOENT);
+		assert_contains(err, "van_ibverbs is not built or not installed here (configure "
+				     "found no libibverbs/librdmacm, or it was built with "
+				     "--enable-van-ibverbs=no): ");
+		snprintf(want, sizeof(want), "%s/van_ibverbs.so", TEST_VANDIR);
+		assert_contains(err, want);
+		assert_contains(err, "DMLC_ENABLE_RDMA");
+		assert_null(strstr(err, "PS_VAN_PATH"));
+		assert_null(strchr(err, '\n'));
+	}
 }
 
 static void test_search_order(void **state)
