@@ -24,13 +24,13 @@ plugins_van_fabric_tests_test_van_fabric_mrcache_SOURCES = \
 	plugins/van_fabric/tests/test_van_fabric_mrcache.c plugins/van_fabric/fab_mrcache.c
 plugins_van_fabric_tests_test_van_fabric_mrcache_CPPFLAGS = $(VAN_CPPFLAGS) \
 	-I$(top_srcdir)/plugins/van_fabric
-plugins_van_fabric_tests_test_van_fabric_mrcache_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+plugins_van_fabric_tests_test_van_fabric_mrcache_CFLAGS = $(TEST_CFLAGS)
 plugins_van_fabric_tests_test_van_fabric_mrcache_LDADD = $(CMOCKA_LIBS)
 plugins_van_fabric_tests_test_van_fabric_proto_SOURCES = \
 	plugins/van_fabric/tests/test_van_fabric_proto.c plugins/van_fabric/fab_proto.c
 plugins_van_fabric_tests_test_van_fabric_proto_CPPFLAGS = $(VAN_CPPFLAGS) \
 	-I$(top_srcdir)/plugins/van_fabric
-plugins_van_fabric_tests_test_van_fabric_proto_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+plugins_van_fabric_tests_test_van_fabric_proto_CFLAGS = $(TEST_CFLAGS)
 plugins_van_fabric_tests_test_van_fabric_proto_LDADD = $(CMOCKA_LIBS)
 endif
 endif

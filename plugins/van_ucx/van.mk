@@ -19,7 +19,7 @@ check_PROGRAMS += plugins/van_ucx/tests/test_van_ucx_proto
 plugins_van_ucx_tests_test_van_ucx_proto_SOURCES = plugins/van_ucx/tests/test_van_ucx_proto.c \
 	plugins/van_ucx/ucx_proto.c plugins/van_ucx/ucx_proto.h
 plugins_van_ucx_tests_test_van_ucx_proto_CPPFLAGS = $(VAN_CPPFLAGS) -I$(top_srcdir)/plugins/van_ucx
-plugins_van_ucx_tests_test_van_ucx_proto_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+plugins_van_ucx_tests_test_van_ucx_proto_CFLAGS = $(TEST_CFLAGS)
 plugins_van_ucx_tests_test_van_ucx_proto_LDADD = $(CMOCKA_LIBS)
 TESTS += plugins/van_ucx/tests/test_van_ucx_proto
 endif
@@ -30,7 +30,7 @@ if HAVE_CMOCKA
 check_PROGRAMS += plugins/van_ucx/tests/test_van_ucx_contract
 plugins_van_ucx_tests_test_van_ucx_contract_SOURCES = plugins/van_ucx/tests/test_van_ucx_contract.c
 plugins_van_ucx_tests_test_van_ucx_contract_CPPFLAGS = $(VAN_CPPFLAGS)
-plugins_van_ucx_tests_test_van_ucx_contract_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+plugins_van_ucx_tests_test_van_ucx_contract_CFLAGS = $(TEST_CFLAGS)
 plugins_van_ucx_tests_test_van_ucx_contract_LDADD = $(CMOCKA_LIBS)
 TESTS += plugins/van_ucx/tests/test_van_ucx_contract
 endif

@@ -1,6 +1,7 @@
 #!/bin/sh
 # Runs the libFuzzer target (./configure --enable-fuzz) for a bounded number
 # of inputs, starting from the driver's seed metas.
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/pslite-fuzz.XXXXXX")

@@ -3,6 +3,7 @@
 # line naming the variable or file and what was expected, a non-zero exit, and
 # no hang, abort, crash or sanitizer report. Runs pslite-bench and startnode
 # (a tiny psl_start program) under a bound; also bad tool arguments.
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
 bench=$b/tools/pslite-bench

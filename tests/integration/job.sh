@@ -3,6 +3,7 @@
 #   job.sh VAN SCENARIO SERVERS WORKERS [TIMEOUT]
 # VAN is what DMLC_ENABLE_RDMA gets (zmq, ucx, fabric, ...); SCENARIO is
 # kvtest's (data, kill, soak). Needs PSL_BUILDDIR (set by make check).
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 van=$1 scenario=$2 S=$3 W=$4 limit=${5:-240}
 what=$scenario

@@ -13,6 +13,7 @@
 #   netns.sh VAN [SCENARIO...]   (default: data cut)
 # Needs root and iproute2; skips (77) where namespaces cannot be made (a
 # container without CAP_NET_ADMIN). Needs PSL_BUILDDIR (set by make check).
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 van=$1
 shift

@@ -4,6 +4,7 @@
 # worker 0 (soak scenario: its pulled data is checked), with 1 scheduler and
 # 2 servers. Every node must end well, and for each message a node had to
 # drop, that node must have logged a line naming the sender and the reason.
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
 log=$(mktemp "${TMPDIR:-/tmp}/pslite-rawzmq.XXXXXX")

@@ -4,6 +4,7 @@
 # it has or makes fails at once with an error, and it ends; nothing waits
 # for answers that may never come. The scheduler, server and the other
 # worker (with a long timeout) must not hang either. Van zmq.
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pslite-schedlost.XXXXXX")

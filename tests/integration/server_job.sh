@@ -21,6 +21,7 @@
 # VAN is what DMLC_ENABLE_RDMA gets (zmq, ucx, fabric, ...): a van gets these
 # tests with a wrapper VAN_server_MODE.sh that calls this. Needs PSL_BUILDDIR
 # and PSL_SRCDIR (set by make check).
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 van=$1 mode=$2 limit=${3:-180}
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}

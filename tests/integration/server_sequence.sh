@@ -17,6 +17,7 @@
 #                barrier misses (PS_BARRIER_WARN_S=1), before the time limit
 #                ends the job.
 # Needs PSL_BUILDDIR and PSL_SRCDIR (set by make check).
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 van=$1 mode=$2 limit=${3:-120}
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}

@@ -6,6 +6,7 @@
 #   3. FI_PROVIDER naming a provider that is not there
 #   4. FI_PROVIDER=efa where there is no EFA device
 # Needs PSL_BUILDDIR (set by make check).
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
 kv=$b/tests/integration/kvtest

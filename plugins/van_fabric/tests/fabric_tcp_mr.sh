@@ -2,6 +2,7 @@
 # kvtest (soak: the same buffers again and again) over van fabric on the tcp
 # provider with every buffer registered (PS_FABRIC_MR=1), as on a provider
 # that needs FI_MR_LOCAL; the registration cache must hit.
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
 log=$(mktemp "${TMPDIR:-/tmp}/pslite-fabric-mr.XXXXXX")

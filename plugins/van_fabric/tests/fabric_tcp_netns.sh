@@ -2,5 +2,6 @@
 # kvtest across network namespaces (veth + bridge) over van fabric on the tcp provider: data, a
 # server whose link is cut mid-job, and data while 1% of the frames are
 # dropped (skips without root or namespaces)
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 FI_PROVIDER=tcp; export FI_PROVIDER
 exec "$PSL_SRCDIR/tests/integration/netns.sh" fabric data cut lossy

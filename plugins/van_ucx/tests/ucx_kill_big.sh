@@ -6,6 +6,7 @@
 # cross-memory attach: with cma, UCX 1.13 aborts a process whose peer dies
 # in the middle of a transfer (docs/van-ucx.md, "Known problems").
 #   ucx_kill_big.sh [UCX_TLS...]
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pslite-killbig.XXXXXX")

@@ -8,6 +8,7 @@
 #   5. two ucx nodes whose UCX_TLS cannot meet (tcp against shared memory):
 #      the error names UCX_TLS, not DMLC_ENABLE_RDMA.
 # Needs PSL_BUILDDIR (set by make check) and both vans built.
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
 tmp=$(mktemp -d "${TMPDIR:-/tmp}/pslite-mismatch.XXXXXX")

@@ -2,5 +2,6 @@
 # kvtest's data scenario over van zmq with PS_BUSY_POLL=1 (the receive thread
 # keeps polling for PS_BUSY_POLL_US after each message), with a short window
 # so that the job also passes through the sleeps between polling spells.
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 PS_BUSY_POLL=1 PS_BUSY_POLL_US=50; export PS_BUSY_POLL PS_BUSY_POLL_US
 exec "$PSL_SRCDIR/tests/integration/job.sh" zmq data 2 2
