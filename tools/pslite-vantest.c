@@ -302,6 +302,7 @@ static void usage(FILE *f)
 		"  --list                   list the cases and what each checks\n"
 		"  --verbose                show the van's log and each case's steps\n"
 		"  --timeout S              seconds a case may take (default 120)\n"
+		"  --exclude PATTERN        do not run the cases PATTERN matches (repeatable)\n"
 		"  --bad-setting NAME=VALUE a value of a setting the van reads that it\n"
 		"                           must refuse (case bad-setting; repeatable)\n"
 		"The van's own settings come from the environment, e.g.\n"
@@ -315,9 +316,11 @@ int main(int argc, char **argv)
 		{"list", no_argument, NULL, 'l'},	   {"verbose", no_argument, NULL, 'v'},
 		{"timeout", required_argument, NULL, 't'}, {"bad-setting", required_argument, NULL, 'b'},
 		{"run-case", required_argument, NULL, 'r'}, {"peer-child", required_argument, NULL, 'p'},
-		{"help", no_argument, NULL, 'h'},	   {NULL, 0, NULL, 0},
+		{"help", no_argument, NULL, 'h'},	   {"exclude", required_argument, NULL, 'x'},
+		{NULL, 0, NULL, 0},
 	};
-	const char *run_one = NULL;
+	const char *run_one = NULL, *excl[16];
+	int nexcl = 0;
 	int peer_port = 0, c, i, j, npass = 0, nfail = 0, nskip = 0;
 	bool list = false, loaded;
 	char err[2048], self[PATH_MAX];
@@ -353,6 +356,13 @@ int main(int argc, char **argv)
 			vt.bad_value[vt.nbad++] = eq + 1;
 			break;
 		}
+		case 'x':
+			if (nexcl == 16) {
+				fprintf(stderr, "pslite-vantest: at most 16 --exclude\n");
+				return 2;
+			}
+			excl[nexcl++] = optarg;
+			break;
 		case 'r':
 			run_one = optarg;
 			break;
@@ -418,6 +428,14 @@ int main(int argc, char **argv)
 			want = !fnmatch(argv[j], name, 0);
 		if (!want)
 			continue;
+		for (j = 0; j < nexcl; j++)
+			if (!fnmatch(excl[j], name, 0))
+				break;
+		if (j < nexcl) {
+			printf("SKIP %s: excluded (--exclude %s)\n", name, excl[j]);
+			nskip++;
+			continue;
+		}
 		if (!loaded && strcmp(name, "load")) {
 			printf("SKIP %s: the van did not load\n", name);
 			nskip++;
