@@ -234,6 +234,8 @@ static int run_case(const char *name, char *why, size_t wl, FILE **out)
 			args[a++] = (char *)vt.self;
 			if (vt.verbose)
 				args[a++] = "--verbose";
+			if (vt.strict)
+				args[a++] = "--strict";
 			for (i = 0; i < vt.nbad; i++) {
 				static char sets[8][512];
 				snprintf(sets[i], sizeof(sets[i]), "%s=%s", vt.bad_name[i],
@@ -303,6 +305,8 @@ static void usage(FILE *f)
 		"  --verbose                show the van's log and each case's steps\n"
 		"  --timeout S              seconds a case may take (default 120)\n"
 		"  --exclude PATTERN        do not run the cases PATTERN matches (repeatable)\n"
+		"  --strict                 sends to a lost peer must complete within 5 s of\n"
+		"                           PSL_VAN_PEER_DOWN (van.h only asks: by fini)\n"
 		"  --bad-setting NAME=VALUE a value of a setting the van reads that it\n"
 		"                           must refuse (case bad-setting; repeatable)\n"
 		"The van's own settings come from the environment, e.g.\n"
@@ -317,6 +321,7 @@ int main(int argc, char **argv)
 		{"timeout", required_argument, NULL, 't'}, {"bad-setting", required_argument, NULL, 'b'},
 		{"run-case", required_argument, NULL, 'r'}, {"peer-child", required_argument, NULL, 'p'},
 		{"help", no_argument, NULL, 'h'},	   {"exclude", required_argument, NULL, 'x'},
+		{"strict", no_argument, NULL, 's'},
 		{NULL, 0, NULL, 0},
 	};
 	const char *run_one = NULL, *excl[16];
@@ -334,6 +339,9 @@ int main(int argc, char **argv)
 			break;
 		case 'v':
 			vt.verbose = true;
+			break;
+		case 's':
+			vt.strict = true;
 			break;
 		case 't':
 			vt.timeout_s = atoi(optarg);

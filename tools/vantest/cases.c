@@ -796,8 +796,11 @@ static int c_peer_down(void)
 	if (rc == 0) {
 		/* it completes by fini at the latest (a van may keep it for a
 		 * peer that comes back, as ZeroMQ does) */
-		if (!WAIT(atomic_load(&s.done), 5000))
+		if (!WAIT(atomic_load(&s.done), 5000)) {
 			vt_note("a send to a node that is down is still pending after 5 s");
+			CHECK(!vt.strict, "--strict: a send to a node reported down is still "
+					  "pending after 5 s");
+		}
 	} else {
 		vt_sleep_ms(100);
 		CHECK(atomic_load(&s.done) == 0, "a send that returned %d got send_done", rc);
@@ -881,10 +884,26 @@ static int c_peer_killed(void)
 	vt_note("PEER_DOWN after %lld ms", (long long)(vt_now_ms() - t0));
 	/* every pending send completes, by fini at the latest (with an error,
 	 * or 0 if it left before) */
-	if (!WAIT(all_done(s, N), 5000))
-		vt_note("sends to the lost peer still pending 5 s after PSL_VAN_PEER_DOWN");
+	if (!WAIT(all_done(s, N), 5000)) {
+		int pending = 0;
+		for (i = 0; i < N; i++)
+			pending += atomic_load(&s[i].done) == 0;
+		vt_note("%d of %d sends to the lost peer still pending 5 s after "
+			"PSL_VAN_PEER_DOWN (they must complete by fini)",
+			pending, N);
+		CHECK(!vt.strict,
+		      "--strict: %d of %d sends to the lost peer still pending 5 s after "
+		      "PSL_VAN_PEER_DOWN",
+		      pending, N);
+	}
 	vt_node_down(&a);
 	CHECK(check_done(s, N, "A", false), "%s", vt_why);
+	{
+		int errs = 0;
+		for (i = 0; i < N; i++)
+			errs += atomic_load(&s[i].status) < 0;
+		vt_note("%d of %d sends completed with an error", errs, N);
+	}
 	atomic_store(&a.t.nrecv, 0);
 	{
 		int r;
@@ -933,7 +952,7 @@ static int c_fini_pending(void)
 		CHECK(atomic_load(&s[i].done) == 1,
 		      "fini returned, but send %d of %d had send_done %d times", i, N,
 		      atomic_load(&s[i].done));
-	vt_note("B got %ld of %d before A's fini", nrecv(&b), N);
+	vt_note("B got %ld of %d by the time A's fini returned", nrecv(&b), N);
 	{
 		int r = finish(&a, &b, true);
 		free_sends(s, N);

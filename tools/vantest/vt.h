@@ -36,6 +36,7 @@ struct vt_opts {
 	const char *bad_name[8], *bad_value[8];
 	int nbad;
 	bool verbose;
+	bool strict; /* sends to a lost peer complete within 5 s of PEER_DOWN */
 	int timeout_s;
 	const char *self; /* this program, to start a peer process */
 };
