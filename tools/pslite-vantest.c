@@ -295,32 +295,35 @@ static int run_case(const char *name, char *why, size_t wl, FILE **out)
 
 static void usage(FILE *f)
 {
-	fprintf(f,
-		"usage: pslite-vantest [OPTIONS] VAN [CASE-PATTERN...]\n"
-		"Checks that a van keeps the promises of the van ABI (pslite/van.h).\n"
-		"VAN: a van's name (found through PS_VAN_PATH and pslite's van folder)\n"
-		"or the path of a van_<name>.so. CASE-PATTERN: shell patterns of the\n"
-		"cases to run (default: all).\n"
-		"  --list                   list the cases and what each checks\n"
-		"  --verbose                show the van's log and each case's steps\n"
-		"  --timeout S              seconds a case may take (default 120)\n"
-		"  --exclude PATTERN        do not run the cases PATTERN matches (repeatable)\n"
-		"  --strict                 sends to a lost peer must complete within 5 s of\n"
-		"                           PSL_VAN_PEER_DOWN (van.h only asks: by fini)\n"
-		"  --bad-setting NAME=VALUE a value of a setting the van reads that it\n"
-		"                           must refuse (case bad-setting; repeatable)\n"
-		"The van's own settings come from the environment, e.g.\n"
-		"  UCX_TLS=tcp pslite-vantest ucx\n"
-		"Exit status: 0 when no case failed, 1 when one did, 2 on bad usage.\n");
+	fprintf(f, "usage: pslite-vantest [OPTIONS] VAN [CASE-PATTERN...]\n"
+		   "Checks that a van keeps the promises of the van ABI (pslite/van.h).\n"
+		   "VAN: a van's name (found through PS_VAN_PATH and pslite's van folder)\n"
+		   "or the path of a van_<name>.so. CASE-PATTERN: shell patterns of the\n"
+		   "cases to run (default: all).\n"
+		   "  --list                   list the cases and what each checks\n"
+		   "  --verbose                show the van's log and each case's steps\n"
+		   "  --timeout S              seconds a case may take (default 120)\n"
+		   "  --exclude PATTERN        do not run the cases PATTERN matches (repeatable)\n"
+		   "  --strict                 sends to a lost peer must complete within 5 s of\n"
+		   "                           PSL_VAN_PEER_DOWN (van.h only asks: by fini)\n"
+		   "  --bad-setting NAME=VALUE a value of a setting the van reads that it\n"
+		   "                           must refuse (case bad-setting; repeatable)\n"
+		   "The van's own settings come from the environment, e.g.\n"
+		   "  UCX_TLS=tcp pslite-vantest ucx\n"
+		   "Exit status: 0 when no case failed, 1 when one did, 2 on bad usage.\n");
 }
 
 int main(int argc, char **argv)
 {
 	static const struct option lo[] = {
-		{"list", no_argument, NULL, 'l'},	   {"verbose", no_argument, NULL, 'v'},
-		{"timeout", required_argument, NULL, 't'}, {"bad-setting", required_argument, NULL, 'b'},
-		{"run-case", required_argument, NULL, 'r'}, {"peer-child", required_argument, NULL, 'p'},
-		{"help", no_argument, NULL, 'h'},	   {"exclude", required_argument, NULL, 'x'},
+		{"list", no_argument, NULL, 'l'},
+		{"verbose", no_argument, NULL, 'v'},
+		{"timeout", required_argument, NULL, 't'},
+		{"bad-setting", required_argument, NULL, 'b'},
+		{"run-case", required_argument, NULL, 'r'},
+		{"peer-child", required_argument, NULL, 'p'},
+		{"help", no_argument, NULL, 'h'},
+		{"exclude", required_argument, NULL, 'x'},
 		{"strict", no_argument, NULL, 's'},
 		{NULL, 0, NULL, 0},
 	};
@@ -354,8 +357,9 @@ int main(int argc, char **argv)
 		case 'b': {
 			char *eq = strchr(optarg, '=');
 			if (!eq || eq == optarg || vt.nbad == 8) {
-				fprintf(stderr, "pslite-vantest: --bad-setting %s: expected NAME=VALUE "
-						"(at most 8)\n",
+				fprintf(stderr,
+					"pslite-vantest: --bad-setting %s: expected NAME=VALUE "
+					"(at most 8)\n",
 					optarg);
 				return 2;
 			}

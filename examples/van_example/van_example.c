@@ -99,9 +99,9 @@ struct inconn { /* from a peer: carries its messages (the thread's own) */
 	int fd;
 	int32_t sender;
 	uint8_t hdr[16];
-	size_t got;	    /* bytes of the current part */
-	int part;	    /* 0 header, 1 lengths, 2 meta, 3.. segment part-3 */
-	struct rxmsg *rx;   /* the message being received */
+	size_t got;	  /* bytes of the current part */
+	int part;	  /* 0 header, 1 lengths, 2 meta, 3.. segment part-3 */
+	struct rxmsg *rx; /* the message being received */
 };
 
 struct rxmsg { /* a received message, handed to the core */
@@ -127,8 +127,8 @@ struct psl_van {
 	bool running, stopping;
 	int wake_fd, listen_fd;
 	int64_t linger_ms, connect_ms, linger_until;
-	struct outconn *out; /* under mu */
-	struct inconn *in;   /* the thread's */
+	struct outconn *out;  /* under mu */
+	struct inconn *in;    /* the thread's */
 	struct sendrec *done; /* completed, for send_done after unlock */
 	struct event *evs, **evtail;
 };
@@ -282,7 +282,8 @@ static void write_out(struct psl_van *v, struct outconn *c)
 {
 	while (c->q) {
 		struct sendrec *r = c->q;
-		struct msghdr mh = {.msg_iov = r->iov + r->cur, .msg_iovlen = (size_t)(r->niov - r->cur)};
+		struct msghdr mh = {.msg_iov = r->iov + r->cur,
+				    .msg_iovlen = (size_t)(r->niov - r->cur)};
 		ssize_t n = sendmsg(c->fd, &mh, MSG_NOSIGNAL | MSG_DONTWAIT); /* no SIGPIPE */
 		if (n < 0) {
 			if (errno == EAGAIN || errno == EINTR)
@@ -451,8 +452,8 @@ static int ex_connect(struct psl_van *v, const struct psl_van_peer *peer, int32_
 	v->out = c;
 	pthread_mutex_unlock(&v->mu);
 	wake(v);
-	LOG(v, PSL_VAN_LOG_DEBUG, "node %d: connecting to %s:%d as node %d", peer->id,
-	    peer->host, peer->port, my_id);
+	LOG(v, PSL_VAN_LOG_DEBUG, "node %d: connecting to %s:%d as node %d", peer->id, peer->host,
+	    peer->port, my_id);
 	return 0;
 }
 
@@ -762,8 +763,8 @@ static void *thread_main(void *arg)
 		for (c = v->out; c; c = c->next) {
 			short want = c->state == C_CONNECTING ? POLLOUT
 				     : c->state == C_GREET    ? POLLIN
-				     : c->state == C_UP	      ? (short)(POLLIN | (c->q ? POLLOUT : 0))
-							      : 0;
+				     : c->state == C_UP ? (short)(POLLIN | (c->q ? POLLOUT : 0))
+							: 0;
 			if (c->state == C_WAIT && c->retry_at - now < timeout)
 				timeout = c->retry_at - now > 0 ? c->retry_at - now : 0;
 			if (!want)
@@ -817,8 +818,9 @@ static void *thread_main(void *arg)
 				rc = rx_read(v, ic);
 			if (rc) {
 				if (rc != -ECONNRESET || ic->part != 0)
-					LOG(v, PSL_VAN_LOG_DEBUG, "closing the connection from node %d: %s",
-					    ic->sender, strerror(-rc));
+					LOG(v, PSL_VAN_LOG_DEBUG,
+					    "closing the connection from node %d: %s", ic->sender,
+					    strerror(-rc));
 				*pic = ic->next;
 				rx_drop(v, ic->rx, rc);
 				close(ic->fd);
@@ -842,8 +844,8 @@ static int ex_init(const struct psl_van_host *host, struct psl_van **out)
 	int rc;
 
 	/* settings first: a bad value is one ERROR line naming it, and -EINVAL */
-	if ((rc = psl_van_param_long(host, VAN_NAME, "PS_CONNECT_TIMEOUT", 60, 1, 86400,
-				     "seconds", &connect_s)) ||
+	if ((rc = psl_van_param_long(host, VAN_NAME, "PS_CONNECT_TIMEOUT", 60, 1, 86400, "seconds",
+				     &connect_s)) ||
 	    (rc = psl_van_param_long(host, VAN_NAME, "PS_EXAMPLE_LINGER_MS", 1000, 0, 600000,
 				     "milliseconds", &linger_ms)))
 		return rc;

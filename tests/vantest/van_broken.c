@@ -84,8 +84,8 @@ static void b_peer_event(void *ctx, int32_t id, int ev, int err, const char *det
 	s->real->peer_event(s->real->ctx, id, ev, err, detail);
 }
 
-static int b_recv_dest(void *ctx, int32_t sender, const void *meta, size_t meta_len,
-		       uint32_t seg, size_t len, struct psl_van_dest *dest)
+static int b_recv_dest(void *ctx, int32_t sender, const void *meta, size_t meta_len, uint32_t seg,
+		       size_t len, struct psl_van_dest *dest)
 {
 	return S(ctx)->real->recv_dest(S(ctx)->real->ctx, sender, meta, meta_len, seg, len, dest);
 }

@@ -64,8 +64,7 @@ static int finish(struct vt_node *a, struct vt_node *b, bool ok)
 
 static bool pair_up(struct vt_node *a, struct vt_node *b)
 {
-	return vt_node_up(a, "A", A_ID, true) && vt_node_up(b, "B", B_ID, true) &&
-	       vt_link(a, b);
+	return vt_node_up(a, "A", A_ID, true) && vt_node_up(b, "B", B_ID, true) && vt_link(a, b);
 }
 
 static long nrecv(struct vt_node *n)
@@ -82,8 +81,8 @@ static bool wait_recv(struct vt_node *n, long want, int ms)
 		return false;
 	}
 	if (!ok)
-		vt_failf(__LINE__, "%s received %ld of %ld messages in %d s", n->t.label,
-			 nrecv(n), want, ms / 1000);
+		vt_failf(__LINE__, "%s received %ld of %ld messages in %d s", n->t.label, nrecv(n),
+			 want, ms / 1000);
 	return ok;
 }
 
@@ -327,8 +326,8 @@ static int both_ways(int n, void (*shape)(int, uint32_t *, size_t *, size_t *), 
 	vt_sleep_ms(50); /* a second send_done would come now */
 	CHECK(check_done(ta.sends, n, "A", true) && check_done(tb.sends, n, "B", true), "%s",
 	      vt_why);
-	CHECK(nrecv(&a) == n && nrecv(&b) == n, "more messages arrived than were sent (%ld, %ld of %d)",
-	      nrecv(&a), nrecv(&b), n);
+	CHECK(nrecv(&a) == n && nrecv(&b) == n,
+	      "more messages arrived than were sent (%ld, %ld of %d)", nrecv(&a), nrecv(&b), n);
 	{
 		int r = finish(&a, &b, true);
 		free_sends(ta.sends, n);
@@ -377,9 +376,8 @@ static int c_segments(void)
 static void shape_empty(int i, uint32_t *nseg, size_t *lens, size_t *meta_len)
 {
 	/* 0-byte segments alone, first, in the middle, last, all of them */
-	static const size_t pat[6][4] = {
-		{0, 0, 0, 0}, {0, 10, 0, 0}, {10, 0, 10, 0}, {10, 10, 0, 0}, {0, 0, 0, 0},
-		{70000, 0, 0, 70000}};
+	static const size_t pat[6][4] = {{0, 0, 0, 0},	 {0, 10, 0, 0}, {10, 0, 10, 0},
+					 {10, 10, 0, 0}, {0, 0, 0, 0},	{70000, 0, 0, 70000}};
 	static const uint32_t ns[6] = {1, 2, 3, 3, 4, 4};
 	uint32_t s;
 	*nseg = ns[i % 6];
@@ -396,10 +394,10 @@ static int c_empty_segments(void)
 static void shape_sizes(int i, uint32_t *nseg, size_t *lens, size_t *meta_len)
 {
 	/* every size alone, then as the middle of three */
-	static const size_t sz[] = {1,	   2,	    7,	     63,      64,      65,
-				    1023,  1024,    4095,    4096,    4097,    8192,
-				    8193,  65535,   65536,   65537,   262144,  1 << 20,
-				    (1 << 20) + 1, 4 << 20, 16 << 20};
+	static const size_t sz[] = {
+		1,	 2,    7,    63,    64,	   65,	  1023,	  1024,	   4095,	  4096,
+		4097,	 8192, 8193, 65535, 65536, 65537, 262144, 1 << 20, (1 << 20) + 1, 4 << 20,
+		16 << 20};
 	enum { N = sizeof(sz) / sizeof(sz[0]) };
 	int k = i % N;
 	if (i < N) {
@@ -461,7 +459,10 @@ static int c_order(void)
 	pthread_join(th2, NULL);
 	pthread_join(th3, NULL);
 	started = 0;
-	CHECK(!t1.rc_bad && !t2.rc_bad && !t3.rc_bad, "a send returned %d", t1.rc_bad ? t1.rc_bad : t2.rc_bad ? t2.rc_bad : t3.rc_bad);
+	CHECK(!t1.rc_bad && !t2.rc_bad && !t3.rc_bad, "a send returned %d",
+	      t1.rc_bad	  ? t1.rc_bad
+	      : t2.rc_bad ? t2.rc_bad
+			  : t3.rc_bad);
 	CHECK(wait_recv(&b, 2 * N, DATA_MS) && wait_recv(&a, N, DATA_MS), "%s", vt_why);
 	CHECK(WAIT(all_done(t1.sends, N) && all_done(t2.sends, N) && all_done(t3.sends, N),
 		   DATA_MS),
@@ -976,8 +977,9 @@ static bool guards_ok(struct vt_host *t, char *why, size_t wl)
 		struct vt_loan *l = &t->loans[i];
 		for (k = 0; k < 64 && ok; k++)
 			if (l->mem[k] != 0xA5 || l->mem[64 + l->len + k] != 0xA5) {
-				snprintf(why, wl, "the van wrote outside lent buffer %d (%zu bytes)",
-					 i, l->len);
+				snprintf(why, wl,
+					 "the van wrote outside lent buffer %d (%zu bytes)", i,
+					 l->len);
 				ok = false;
 			}
 	}
@@ -1015,7 +1017,10 @@ static int c_recv_dest(void)
 		lent += b.t.loans[i].delivered;
 		if (b.t.loans[i].puts == 1 && b.t.loans[i].status == 0 && !b.t.loans[i].delivered) {
 			pthread_mutex_unlock(&b.t.mu);
-			CHECK(0, "loan %d came back with status 0, but no message was delivered into it", i);
+			CHECK(0,
+			      "loan %d came back with status 0, but no message was delivered into "
+			      "it",
+			      i);
 		}
 	}
 	pthread_mutex_unlock(&b.t.mu);
@@ -1127,8 +1132,8 @@ static int c_bad_setting(void)
 		vt_note("%s=%s: init returned %d; log:\n%s", vt.bad_name[i], vt.bad_value[i], rc,
 			t.log);
 		vt_host_free(&t);
-		CHECK(line, "init refused %s=%s (%d) without an ERROR line naming %s", vt.bad_name[i],
-		      vt.bad_value[i], rc, vt.bad_name[i]);
+		CHECK(line, "init refused %s=%s (%d) without an ERROR line naming %s",
+		      vt.bad_name[i], vt.bad_value[i], rc, vt.bad_name[i]);
 		CHECK(nerr == 1, "init refused %s=%s with %d ERROR lines, expected one",
 		      vt.bad_name[i], vt.bad_value[i], nerr);
 	}
@@ -1143,15 +1148,14 @@ const struct vt_case vt_cases[] = {
 	{"load", "loads; ABI major, ops size, name = file name, mandatory ops", c_load},
 	{"init-fini", "init/fini three times, two instances at once, no ERROR logged", c_init_fini},
 	{"query", "query: MEM_HOST, known flags only, transports a string", c_query},
-	{"connect", "bind, connect both ways, one message each way, PEER_UP both sides",
-	 c_connect},
+	{"connect", "bind, connect both ways, one message each way, PEER_UP both sides", c_connect},
 	{"meta-only", "400 messages without segments both ways, meta 24 B to 64 KiB", c_meta_only},
 	{"segments", "1 to 8 segments of 1 B to 300 KB both ways, content checked", c_segments},
 	{"empty-segments", "0-byte segments alone, first, middle, last, all", c_empty_segments},
-	{"sizes", "one segment of 1 B .. 16 MiB (and as the middle of three) both ways",
-	 c_sizes},
-	{"order", "3 streams under load (2 sender threads + the other way), buffers spoiled "
-		  "at send_done",
+	{"sizes", "one segment of 1 B .. 16 MiB (and as the middle of three) both ways", c_sizes},
+	{"order",
+	 "3 streams under load (2 sender threads + the other way), buffers spoiled "
+	 "at send_done",
 	 c_order},
 	{"send-done", "once per send with a cookie, never without one or after an error",
 	 c_send_done},
@@ -1165,15 +1169,15 @@ const struct vt_case vt_cases[] = {
 	 c_reconnect},
 	{"connect-early", "connect and send before the peer listens: delivered once it does",
 	 c_connect_early},
-	{"peer-down", "the peer's fini: PEER_DOWN with -errno; a later send fails, or "
-		      "completes by fini",
+	{"peer-down",
+	 "the peer's fini: PEER_DOWN with -errno; a later send fails, or "
+	 "completes by fini",
 	 c_peer_down},
 	{"peer-killed", "the peer process killed mid-transfer: PEER_DOWN, sends complete by fini",
 	 c_peer_killed},
 	{"fini-pending", "fini with sends pending: every send_done before fini returns",
 	 c_fini_pending},
-	{"recv-dest", "ABI 1.1 lent buffers: written only there, each loan back once",
-	 c_recv_dest},
+	{"recv-dest", "ABI 1.1 lent buffers: written only there, each loan back once", c_recv_dest},
 	{"host-1-0", "a host of ABI 1.0: the van never calls recv_dest", c_host_1_0},
 	{"bad-setting", "--bad-setting NAME=VALUE: init fails with one ERROR line naming NAME",
 	 c_bad_setting},

@@ -137,7 +137,10 @@ static void t_vlog(void *ctx, int level, const char *van, const char *fmt, va_li
 	pthread_mutex_unlock(&t->mu);
 	if (vt.verbose || level <= PSL_VAN_LOG_WARN)
 		fprintf(stderr, "[%s %s %s] %s\n", t->label, van ? van : "?",
-			level == 0 ? "ERROR" : level == 1 ? "WARN" : level == 2 ? "INFO" : "DEBUG",
+			level == 0   ? "ERROR"
+			: level == 1 ? "WARN"
+			: level == 2 ? "INFO"
+				     : "DEBUG",
 			line);
 }
 
@@ -204,13 +207,15 @@ static void check_msg(struct vt_host *t, const struct psl_van_rmsg *m, uint32_t 
 			return;
 		}
 		if (len && !p) {
-			snprintf(why, wl, "message %u/%u: segment %u has no data", *stream, *seq, s);
+			snprintf(why, wl, "message %u/%u: segment %u has no data", *stream, *seq,
+				 s);
 			return;
 		}
 		for (k = 0; k < len; k++)
 			if (p[k] != vt_pat(seed, k)) {
 				snprintf(why, wl,
-					 "message %u/%u: segment %u (%zu bytes) differs from byte %zu "
+					 "message %u/%u: segment %u (%zu bytes) differs from byte "
+					 "%zu "
 					 "(got 0x%02x, sent 0x%02x)",
 					 *stream, *seq, s, len, k, p[k], vt_pat(seed, k));
 				return;
@@ -281,8 +286,8 @@ static void t_recv(void *ctx, struct psl_van_rmsg *m)
 		long k = atomic_fetch_add(&t->echo_sent, 1);
 		struct vt_send *c = k < t->echo_cap ? &t->echo_cookies[k] : NULL;
 		for (s = 0; s < n; s++)
-			segs[s] = (struct psl_van_seg){m->segs[s].data, m->segs[s].len, PSL_MEM_HOST,
-						       -1, NULL};
+			segs[s] = (struct psl_van_seg){m->segs[s].data, m->segs[s].len,
+						       PSL_MEM_HOST, -1, NULL};
 		if (vt_ops->send(t->van, t->echo_to, m->meta, m->meta_len, segs, n, c))
 			atomic_fetch_add(&t->echo_fail, 1);
 	}
@@ -357,8 +362,8 @@ static void t_peer_event(void *ctx, int32_t id, int event, int err, const char *
 
 #define GUARD 64
 
-static int t_recv_dest(void *ctx, int32_t sender, const void *meta, size_t meta_len,
-		       uint32_t seg, size_t len, struct psl_van_dest *dest)
+static int t_recv_dest(void *ctx, int32_t sender, const void *meta, size_t meta_len, uint32_t seg,
+		       size_t len, struct psl_van_dest *dest)
 {
 	struct vt_host *t = H(ctx);
 	int rc = -ENOENT;

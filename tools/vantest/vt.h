@@ -54,22 +54,22 @@ extern char vt_why[1024];
 void vt_failf(int line, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void vt_note(const char *fmt, ...) __attribute__((format(printf, 1, 2))); /* --verbose */
 
-#define CHECK(cond, ...)                                \
-	do {                                            \
-		if (!(cond)) {                          \
-			vt_failf(__LINE__, __VA_ARGS__); \
-			goto out;                       \
-		}                                       \
+#define CHECK(cond, ...)                                                                           \
+	do {                                                                                       \
+		if (!(cond)) {                                                                     \
+			vt_failf(__LINE__, __VA_ARGS__);                                           \
+			goto out;                                                                  \
+		}                                                                                  \
 	} while (0)
 
 /* Polls cond every millisecond for up to ms; true when it held. */
-#define WAIT(cond, ms)                                                     \
-	({                                                                 \
-		int64_t wait_end_ = vt_now_ms() + (ms);                    \
-		bool wait_ok_;                                             \
-		while (!(wait_ok_ = (cond)) && vt_now_ms() < wait_end_)    \
-			vt_sleep_ms(1);                                    \
-		wait_ok_;                                                  \
+#define WAIT(cond, ms)                                                                             \
+	({                                                                                         \
+		int64_t wait_end_ = vt_now_ms() + (ms);                                            \
+		bool wait_ok_;                                                                     \
+		while (!(wait_ok_ = (cond)) && vt_now_ms() < wait_end_)                            \
+			vt_sleep_ms(1);                                                            \
+		wait_ok_;                                                                          \
 	})
 
 int64_t vt_now_ms(void);
@@ -154,7 +154,7 @@ void vt_host_make_1_0(struct vt_host *t);
 void vt_host_release(struct vt_host *t);
 void vt_host_free(struct vt_host *t);
 int vt_host_event(struct vt_host *t, int32_t id, int event); /* index or -1 */
-bool vt_host_ok(struct vt_host *t); /* no callback found an error */
+bool vt_host_ok(struct vt_host *t);			     /* no callback found an error */
 
 /* ---------------------------------------------------------- messages -- */
 
