@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 #include <netinet/in.h>
 #include <arpa/inet.h>
+#include <sys/select.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -773,6 +774,131 @@ out:
 	return VT_FAIL;
 }
 
+/* ----------------------------------------------------------- mismatch -- */
+
+/* A TCP port that behaves as another pslite van's would: it greets
+ * ("PSLVAN1 vtother\n"), then closes the connection when the connector
+ * sends something it does not understand, or says nothing for 5 s. */
+struct fake {
+	int fd, port;
+	pthread_t th;
+	atomic_bool stop;
+};
+
+static void *fake_main(void *arg)
+{
+	struct fake *f = arg;
+	static const char greet[] = "PSLVAN1 vtother\n";
+	int conns[32], n = 0, i;
+	int64_t since[32];
+	while (!atomic_load(&f->stop)) {
+		struct timeval tv = {0, 50000};
+		fd_set rs;
+		int c, maxfd = f->fd;
+		FD_ZERO(&rs);
+		FD_SET(f->fd, &rs);
+		for (i = 0; i < n; i++) {
+			FD_SET(conns[i], &rs);
+			maxfd = conns[i] > maxfd ? conns[i] : maxfd;
+		}
+		if (select(maxfd + 1, &rs, NULL, NULL, &tv) < 0)
+			continue;
+		for (i = 0; i < n; i++) {
+			char junk[256];
+			bool done = vt_now_ms() - since[i] > 5000;
+			if (FD_ISSET(conns[i], &rs))
+				done = recv(conns[i], junk, sizeof(junk), MSG_DONTWAIT) >= 0 ||
+				       done;
+			if (done) {
+				close(conns[i]);
+				conns[i] = conns[--n];
+				since[i] = since[n];
+				i--;
+			}
+		}
+		if (!FD_ISSET(f->fd, &rs) || (c = accept(f->fd, NULL, NULL)) < 0)
+			continue;
+		if (n == 32 || send(c, greet, sizeof(greet) - 1, MSG_NOSIGNAL) < 0) {
+			close(c);
+			continue;
+		}
+		since[n] = vt_now_ms();
+		conns[n++] = c;
+	}
+	for (i = 0; i < n; i++)
+		close(conns[i]);
+	return NULL;
+}
+
+/* A node of another van answers: PSL_VAN_PEER_MISMATCH (err < 0) naming
+ * it, never PEER_UP; a send to it fails or completes with an error */
+static int c_mismatch(void)
+{
+	struct vt_node a = {0};
+	struct fake f = {.fd = -1};
+	struct sockaddr_in sa = {.sin_family = AF_INET};
+	socklen_t sl = sizeof(sa);
+	struct vt_send s;
+	bool started = false;
+	int e, rc;
+
+	memset(&s, 0, sizeof(s));
+	f.fd = socket(AF_INET, SOCK_STREAM, 0);
+	sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	CHECK(f.fd >= 0 && bind(f.fd, (void *)&sa, sizeof(sa)) == 0 && listen(f.fd, 16) == 0 &&
+		      getsockname(f.fd, (void *)&sa, &sl) == 0,
+	      "cannot listen on 127.0.0.1");
+	f.port = ntohs(sa.sin_port);
+	CHECK(pthread_create(&f.th, NULL, fake_main, &f) == 0, "pthread_create");
+	started = true;
+	CHECK(vt_node_up(&a, "A", A_ID, true), "%s", vt_why);
+	rc = vt_connect(&a, B_ID, f.port, A_ID);
+	CHECK(rc == 0 || rc == -EPROTO, "connect to a node of another van returned %d", rc);
+	if (rc == 0) {
+		rc = vt_send_msg(&a, B_ID, 1, 0, 1, (size_t[]){100}, 40, 0, &s);
+		CHECK(rc <= 0, "send returned %d", rc);
+	}
+	CHECK(WAIT(vt_host_event(&a.t, B_ID, PSL_VAN_PEER_MISMATCH) >= 0, EVENT_MS),
+	      "a port that greets as van 'vtother' got no PSL_VAN_PEER_MISMATCH within %d s",
+	      EVENT_MS / 1000);
+	e = vt_host_event(&a.t, B_ID, PSL_VAN_PEER_MISMATCH);
+	CHECK(a.t.evs[e].err < 0, "PSL_VAN_PEER_MISMATCH with err %d (expected -errno)",
+	      a.t.evs[e].err);
+	CHECK(strstr(a.t.evs[e].detail, "vtother"),
+	      "PSL_VAN_PEER_MISMATCH's detail \"%s\" does not name the van that answered "
+	      "(vtother)",
+	      a.t.evs[e].detail);
+	CHECK(vt_host_event(&a.t, B_ID, PSL_VAN_PEER_UP) < 0,
+	      "PSL_VAN_PEER_UP for a node of another van");
+	if (rc == 0) {
+		if (!WAIT(atomic_load(&s.done), 5000))
+			vt_note("the send to a mismatched node is still pending after 5 s");
+	}
+	vt_node_down(&a);
+	CHECK(atomic_load(&s.done) == (rc == 0 ? 1 : 0),
+	      "the send to a mismatched node (send returned %d) got send_done %d times", rc,
+	      atomic_load(&s.done));
+	if (rc == 0 && atomic_load(&s.status) == 0)
+		vt_note("the send to a mismatched node completed with status 0");
+	CHECK(!vt.strict || rc != 0 || atomic_load(&s.status) < 0,
+	      "--strict: the send to a mismatched node completed with status 0");
+	atomic_store(&f.stop, true);
+	pthread_join(f.th, NULL);
+	close(f.fd);
+	vt_send_free(&s);
+	return finish(&a, NULL, true);
+out:
+	if (started) {
+		atomic_store(&f.stop, true);
+		pthread_join(f.th, NULL);
+	}
+	if (f.fd >= 0)
+		close(f.fd);
+	finish(&a, NULL, false);
+	vt_send_free(&s);
+	return VT_FAIL;
+}
+
 /* --------------------------------------------------------- peer-down -- */
 
 /* B's van stops (fini): A reports PSL_VAN_PEER_DOWN with an error; a send
@@ -1169,6 +1295,8 @@ const struct vt_case vt_cases[] = {
 	 c_reconnect},
 	{"connect-early", "connect and send before the peer listens: delivered once it does",
 	 c_connect_early},
+	{"mismatch", "a port greeting as another van: PEER_MISMATCH naming it, no PEER_UP",
+	 c_mismatch},
 	{"peer-down",
 	 "the peer's fini: PEER_DOWN with -errno; a later send fails, or "
 	 "completes by fini",
