@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 
 int psl__log_level = PSL_LOG_INFO;
@@ -59,5 +60,40 @@ void psl__log(int level, const char *fmt, ...)
 	va_list ap;
 	va_start(ap, fmt);
 	psl__vlog(level, NULL, fmt, ap);
+	va_end(ap);
+}
+
+bool psl__ratelimit_ok(struct psl__ratelimit *rl, int *suppressed)
+{
+	long long now = (long long)(psl__now_ms() / 1000);
+	long long was = atomic_load(&rl->second);
+	*suppressed = 0;
+	if (was != now && atomic_compare_exchange_strong(&rl->second, &was, now)) {
+		atomic_store(&rl->count, 0);
+		*suppressed = atomic_exchange(&rl->suppressed, 0);
+	}
+	if (atomic_fetch_add(&rl->count, 1) < PSL_LOG_RATE)
+		return true;
+	atomic_fetch_add(&rl->suppressed, 1);
+	return false;
+}
+
+void psl__vlog_limited(struct psl__ratelimit *rl, int level, const char *tag, const char *fmt,
+		       va_list ap)
+{
+	int sup;
+	if (!psl__ratelimit_ok(rl, &sup))
+		return;
+	if (sup > 0)
+		psl__log(level, "... %d more like the next line suppressed (at most %d a second)",
+			 sup, PSL_LOG_RATE);
+	psl__vlog(level, tag, fmt, ap);
+}
+
+void psl__log_limited(struct psl__ratelimit *rl, int level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	psl__vlog_limited(rl, level, NULL, fmt, ap);
 	va_end(ap);
 }

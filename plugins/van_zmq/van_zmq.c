@@ -19,6 +19,19 @@
  * thread costs a wake-up; the window saves the last one while traffic flows,
  * and an idle node still sleeps. Polling without yielding starved libzmq's
  * io threads on two cores (milliseconds per round trip), so it yields.
+ *
+ * Identities: the ROUTER hands an identity "ps<id>" to its newest connection
+ * (ZMQ_ROUTER_HANDOVER), so that a stranger who claimed a peer's identity
+ * first cannot lock the real peer out; the receive thread remembers which
+ * connection (file descriptor and address) each identity came from, and when
+ * an identity moves to a new connection while the old one is still open, it
+ * says so and closes the old one, so that the peer on it learns at once (its
+ * van reports the connection lost) instead of sending into the void.
+ *
+ * Bounds: each connection queues at most PS_ZMQ_RCVHWM messages on receive
+ * (then TCP pushes back), and a frame larger than PS_ZMQ_MAX_MSG_MB closes
+ * the connection it came on (ZMQ_MAXMSGSIZE); sending one is an error naming
+ * the setting.
  */
 #include "config.h"
 
@@ -66,8 +79,20 @@ struct zpeer {
 	struct zpeer *next; /* graveyard */
 };
 
+/* The connection an identity "ps<id>" last came from (ROUTER, receive
+ * thread only); fd 0 = none seen yet. */
+#define MAX_TRACKED_ID 4096
+struct zrid {
+	int fd;
+	bool early; /* first seen before this node connected to that id */
+	char peer[72];
+};
+
 struct psl_van {
 	const struct psl_van_host *host;
+	struct zrid *rid; /* [MAX_TRACKED_ID] */
+	int rcvhwm;
+	int64_t max_msg; /* bytes, PS_ZMQ_MAX_MSG_MB */
 	void *ctx;
 	void *router;
 	int wake_fd;
@@ -185,6 +210,14 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 			return -EINVAL;
 		}
 		zc += segs[i].len > 0;
+		if ((int64_t)segs[i].len > v->max_msg) {
+			LOG(v, PSL_VAN_LOG_ERROR,
+			    "cannot send segment %u of %zu bytes to node %d: larger than "
+			    "PS_ZMQ_MAX_MSG_MB=%lld MiB, the largest frame a node takes; raise it on "
+			    "every node",
+			    i, segs[i].len, id, (long long)(v->max_msg >> 20));
+			return -EMSGSIZE;
+		}
 	}
 	if (cookie && zc) {
 		t = malloc(sizeof(*t));
@@ -256,6 +289,78 @@ static void zrelease(struct psl_van_rmsg *pub)
 	free(r);
 }
 
+/* "ip:port" of the TCP peer on fd, or "" */
+static void fd_peer(int fd, char *out, size_t len)
+{
+	struct sockaddr_storage a;
+	socklen_t alen = sizeof(a);
+	char host[48];
+	out[0] = 0;
+	if (fd <= 0 || getpeername(fd, (struct sockaddr *)&a, &alen) != 0)
+		return;
+	if (a.ss_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)&a;
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		snprintf(out, len, "%s:%d", host, ntohs(in->sin_port));
+	} else if (a.ss_family == AF_INET6) {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&a;
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		snprintf(out, len, "[%s]:%d", host, ntohs(in6->sin6_port));
+	}
+}
+
+/* A message with identity ps<id> came on the ROUTER's connection fd.
+ * ZMQ_ROUTER_HANDOVER gives an identity to its newest connection. If the
+ * identity's last connection is still open, two peers use it:
+ *  - if that connection spoke before this node connected to node id (before
+ *    id was assigned, or this node knew of it), it was a stranger claiming
+ *    the identity first: the newer connection has it now, and the old one is
+ *    left open and unused (closing it would make its DEALER reconnect and
+ *    take the identity back);
+ *  - otherwise a second peer took over an identity in use: the old
+ *    connection is closed, so that the peer on it (node id, most likely)
+ *    hears at once that its connection is lost instead of sending into the
+ *    void. */
+static void track_identity(struct psl_van *v, int id, int fd)
+{
+	struct zrid *r;
+	char now[72], old[72];
+	bool known;
+	if (id < 0 || id >= MAX_TRACKED_ID || fd <= 0)
+		return;
+	if (!v->rid && !(v->rid = calloc(MAX_TRACKED_ID, sizeof(*v->rid))))
+		return;
+	r = &v->rid[id];
+	if (r->fd == fd)
+		return;
+	pthread_rwlock_rdlock(&v->lock);
+	known = peer_get(v, id) != NULL;
+	pthread_rwlock_unlock(&v->lock);
+	fd_peer(fd, now, sizeof(now));
+	if (r->fd > 0) {
+		fd_peer(r->fd, old, sizeof(old));
+		if (old[0] && !strcmp(old, r->peer) && r->early) {
+			LOG(v, PSL_VAN_LOG_WARN,
+			    "identity ps%d came on a second connection (from %s): the first (from "
+			    "%s) claimed it before node %d was known here, and is ignored from now "
+			    "on (PS_JOB_SECRET keeps strangers out)",
+			    id, now, old, id);
+		} else if (old[0] && !strcmp(old, r->peer)) {
+			LOG(v, PSL_VAN_LOG_WARN,
+			    "identity ps%d came on a second connection (from %s) while its first "
+			    "(from %s) is open: two peers use node id %d; closed the first one "
+			    "(if it was node %d's, that node reports the connection lost; "
+			    "PS_JOB_SECRET keeps strangers out)",
+			    id, now, old, id, id);
+			shutdown(r->fd, SHUT_RDWR);
+		}
+	}
+	LOG(v, PSL_VAN_LOG_DEBUG, "identity ps%d on the connection from %s", id, now);
+	r->fd = fd;
+	r->early = !known;
+	snprintf(r->peer, sizeof(r->peer), "%s", now);
+}
+
 /* Reads one message [identity][meta][data...] from sock. Returns 1 if one
  * was read (delivered or dropped), 0 if none was waiting. */
 static int recv_one(struct psl_van *v, void *sock, struct psl_van_rmsg **out)
@@ -289,6 +394,8 @@ static int recv_one(struct psl_van *v, void *sock, struct psl_van_rmsg **out)
 			zmq_msg_close(f);
 		}
 	}
+	if (sock == v->router && n > 0 && sender != PSL_VAN_ID_NONE)
+		track_identity(v, sender, zmq_msg_get(&frames[0], ZMQ_SRCFD));
 	if (n == 0 || dropped) {
 		LOG(v, PSL_VAN_LOG_WARN,
 		    "dropped a message from %s%d: %s", sender == PSL_VAN_ID_NONE ? "an unregistered peer " : "node ",
@@ -602,7 +709,7 @@ static int param_int(struct psl_van *v, const char *name, const char *def, long 
 static int zinit(const struct psl_van_host *host, struct psl_van **out)
 {
 	struct psl_van *v = calloc(1, sizeof(*v));
-	int maxs, busy, spin_us, rc;
+	int maxs, busy, spin_us, max_mb, rc;
 	if (!v)
 		return -ENOMEM;
 	v->host = host;
@@ -614,10 +721,14 @@ static int zinit(const struct psl_van_host *host, struct psl_van **out)
 	    (rc = param_int(v, "PS_BUSY_POLL", "0", 0, 1, NULL, &busy)) ||
 	    (rc = param_int(v, "PS_BUSY_POLL_US", "200", 0, 1000000, "microseconds", &spin_us)) ||
 	    (rc = param_int(v, "PS_ZMQ_LINGER_MS", "500", -1, 3600000, "milliseconds (-1: for ever)",
-			    &v->linger_ms))) {
+			    &v->linger_ms)) ||
+	    (rc = param_int(v, "PS_ZMQ_RCVHWM", "10000", 1, 100000000, "a number of messages",
+			    &v->rcvhwm)) ||
+	    (rc = param_int(v, "PS_ZMQ_MAX_MSG_MB", "512", 1, 1 << 20, "MiB", &max_mb))) {
 		free(v);
 		return rc;
 	}
+	v->max_msg = (int64_t)max_mb << 20;
 	v->busy_poll = busy != 0;
 	v->spin_ns = v->busy_poll ? (int64_t)spin_us * 1000 : 0;
 	v->ctx = zmq_ctx_new();
@@ -678,8 +789,10 @@ static int zbind(struct psl_van *v, const struct psl_van_bind_req *req,
 	v->router = zmq_socket(v->ctx, ZMQ_ROUTER);
 	if (!v->router)
 		return -errno;
-	set_int(v->router, ZMQ_RCVHWM, 0);
+	set_int(v->router, ZMQ_RCVHWM, v->rcvhwm);
 	set_int(v->router, ZMQ_SNDHWM, 0);
+	set_int(v->router, ZMQ_ROUTER_HANDOVER, 1);
+	zmq_setsockopt(v->router, ZMQ_MAXMSGSIZE, &v->max_msg, sizeof(v->max_msg));
 	set_int(v->router, ZMQ_LINGER, v->linger_ms);
 	if (req->port > 0)
 		snprintf(ep, sizeof(ep), "tcp://%s:%d", host, req->port);
@@ -749,7 +862,8 @@ static int zconnect(struct psl_van *v, const struct psl_van_peer *peer, int32_t 
 		zmq_setsockopt(p->sock, ZMQ_ROUTING_ID, ident, (size_t)n);
 	}
 	set_int(p->sock, ZMQ_SNDHWM, 0);
-	set_int(p->sock, ZMQ_RCVHWM, 0);
+	set_int(p->sock, ZMQ_RCVHWM, v->rcvhwm);
+	zmq_setsockopt(p->sock, ZMQ_MAXMSGSIZE, &v->max_msg, sizeof(v->max_msg));
 	set_int(p->sock, ZMQ_LINGER, v->linger_ms);
 	snprintf(mon_ep, sizeof(mon_ep), "inproc://psl-zmq-mon-%p-%u", (void *)v,
 		 atomic_fetch_add(&v->mon_seq, 1));
@@ -846,6 +960,7 @@ static void zfini(struct psl_van *v)
 		close(v->wake_fd);
 	pthread_rwlock_destroy(&v->lock);
 	free(v->peers);
+	free(v->rid);
 	free(v);
 }
 

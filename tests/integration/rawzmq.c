@@ -704,7 +704,7 @@ static void strangers(void)
 
 	anon = dealer(NULL, s0->hostname, s0->port);
 	kv_meta(&m, true, 2, false);
-	expect(8, "dropped a data message from an unregistered peer", "not a node of this job");
+	expect(8, "dropped a message (data) from an unregistered peer", "not a node of this job");
 	send_meta(anon, &m, f, 2);
 	sleep_ms(260);
 	expect(8, "dropped a malformed message from an unregistered peer", "meta is 20 bytes");
@@ -713,7 +713,7 @@ static void strangers(void)
 
 	ps1001 = dealer("ps1001", s0->hostname, s0->port);
 	kv_meta(&m, true, 2, false);
-	expect(8, "dropped a data message from node 1001", "not a node of this job");
+	expect(8, "dropped a message (data) from node 1001", "not a node of this job");
 	send_meta(ps1001, &m, f, 2);
 	sleep_ms(260);
 	zmq_close(ps1001);
@@ -724,11 +724,39 @@ static void strangers(void)
 	m.barrier_group = 7;
 	m.request = true;
 	m.app_id = 0;
-	expect(1, "from node 1001 for group 7", "not a member of that group");
+	expect(1, "dropped a message (INSTANCE_BARRIER) from node 1001", "not a node of this job");
 	send_meta(ps1001, &m, NULL, 0);
+	sleep_ms(150);
 	registration(&m, &me, 4321);
-	expect(1, "ignored ADD_NODE from node 1001", "does not recover lost nodes");
+	expect(1, "dropped a message (ADD_NODE) from node 1001", "not a node of this job");
 	send_meta(ps1001, &m, NULL, 0);
+
+	/* a node's own id: "ps1" at the scheduler releasing the final barrier
+	 * (group 1, the scheduler's own), "ps8" at server 0 pushing as it */
+	{
+		void *own = dealer("ps1", sched->hostname, sched->port);
+		psl__meta_init(&m);
+		m.cmd = PSL_CMD_BARRIER;
+		m.barrier_group = 1;
+		m.request = false;
+		m.app_id = 0;
+		expect(1, "dropped a message (BARRIER) from node 1", "this node's own id");
+		send_meta(own, &m, NULL, 0);
+		sleep_ms(150);
+		m.cmd = PSL_CMD_INSTANCE_BARRIER;
+		m.barrier_group = 7;
+		m.request = false;
+		expect(1, "dropped a message (INSTANCE_BARRIER) from node 1", "this node's own id");
+		send_meta(own, &m, NULL, 0);
+		sleep_ms(150);
+		zmq_close(own);
+		own = dealer("ps8", s0->hostname, s0->port);
+		kv_meta(&m, true, 2, false);
+		expect(8, "dropped a message (data) from node 8", "this node's own id");
+		send_meta(own, &m, f, 2);
+		sleep_ms(150);
+		zmq_close(own);
+	}
 
 	/* a late registration, done right but after the job is complete */
 	anon_s = dealer(NULL, sched->hostname, sched->port);
@@ -741,10 +769,75 @@ static void strangers(void)
 	zmq_close(anon);
 }
 
+/* RAWZMQ_MODE=preclaim: a stranger beside the scheduler that claims the
+ * identities ps8 and ps9 at the scheduler before any node has an id, sends
+ * a barrier as each, and holds the connections (RAWZMQ_HOLD_S, 15 s): the
+ * real nodes must still get through (rawzmq_ident.sh). */
+static int preclaim(void)
+{
+	const char *uri = getenv("DMLC_PS_ROOT_URI"), *port = getenv("DMLC_PS_ROOT_PORT");
+	int hold = getenv("RAWZMQ_HOLD_S") ? atoi(getenv("RAWZMQ_HOLD_S")) : 15;
+	void *s[2];
+	struct psl__meta m;
+	int i;
+	if (!uri || !port)
+		die("DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT needed");
+	g_ctx = zmq_ctx_new();
+	s[0] = dealer("ps8", uri, atoi(port));
+	s[1] = dealer("ps9", uri, atoi(port));
+	psl__meta_init(&m);
+	m.cmd = PSL_CMD_INSTANCE_BARRIER;
+	m.barrier_group = 7;
+	m.request = true;
+	m.app_id = 0;
+	for (i = 0; i < 2; i++)
+		send_meta(s[i], &m, NULL, 0);
+	printf("rawzmq preclaim: holding ps8 and ps9 at %s:%s for %d s\n", uri, port, hold);
+	sleep_ms(hold * 1000);
+	for (i = 0; i < 2; i++)
+		zmq_close(s[i]);
+	zmq_ctx_term(g_ctx);
+	printf("rawzmq preclaim: done\n");
+	return 0;
+}
+
+/* RAWZMQ_MODE=steal: registers as worker 1, then opens a second connection
+ * to server 0 as worker 0 ("ps9") and pushes as it, and stays away from the
+ * final barrier: the real worker 0 must hear of it at once (its connection
+ * is closed), not hang (rawzmq_ident.sh). */
+static int steal(void)
+{
+	uint64_t key = range_begin(0) + (0x77ull << 40) + 600;
+	uint8_t v[4] = {7, 7, 7, 7};
+	struct frame f[2] = {{&key, 8}, {v, 4}};
+	const struct psl__node *s0;
+	struct psl__meta m;
+	void *s;
+	start();
+	barrier("start-up");
+	s0 = node_of(8);
+	if (!s0)
+		die("no server 0 in the node list");
+	sleep_ms(1000); /* worker 0 is at work */
+	s = dealer("ps9", s0->hostname, s0->port);
+	kv_meta(&m, true, 2, false);
+	send_meta(s, &m, f, 2);
+	printf("rawzmq steal: pushed to server 0 as ps9\n");
+	sleep_ms(10000);
+	zmq_close(s);
+	printf("rawzmq steal: done\n");
+	_exit(0); /* no final barrier, no lingering */
+}
+
 int main(void)
 {
 	int i;
+	const char *mode = getenv("RAWZMQ_MODE");
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (mode && !strcmp(mode, "preclaim"))
+		return preclaim();
+	if (mode && !strcmp(mode, "steal"))
+		return steal();
 	start();
 	barrier("start-up");
 	fake_response_to_worker();
