@@ -829,6 +829,74 @@ static int steal(void)
 	_exit(0); /* no final barrier, no lingering */
 }
 
+/* RAWZMQ_MODE=flood: registers as worker 1, then for RAWZMQ_FLOOD_S (5 s)
+ * sends server 0 and the scheduler well-formed control messages they must
+ * reject (TERMINATE, a BARRIER request to a server, a data message from an
+ * anonymous peer), as fast as they take them; then one frame larger than
+ * PS_ZMQ_MAX_MSG_MB, which must never be answered; then checks a push and
+ * pull and joins the final barrier (rawzmq_flood.sh checks the nodes' log
+ * size and memory). */
+static int flood(void)
+{
+	const struct psl__node *s0;
+	int secs = getenv("RAWZMQ_FLOOD_S") ? atoi(getenv("RAWZMQ_FLOOD_S")) : 5;
+	long sent = 0;
+	int64_t end;
+	struct psl__meta t, b, d;
+	uint64_t key;
+	uint8_t v[4] = {1, 2, 3, 4};
+	struct frame f[2];
+	struct msg r;
+	void *anon;
+	start();
+	barrier("start-up");
+	s0 = node_of(8);
+	key = range_begin(0) + (0x77ull << 40) + 900;
+	f[0] = (struct frame){&key, 8};
+	f[1] = (struct frame){v, 4};
+	anon = dealer(NULL, s0->hostname, s0->port);
+	psl__meta_init(&t);
+	t.cmd = PSL_CMD_TERMINATE;
+	psl__meta_init(&b);
+	b.cmd = PSL_CMD_BARRIER;
+	b.barrier_group = 4;
+	b.request = true;
+	b.app_id = 0;
+	kv_meta(&d, true, 2, false);
+	end = now_ms() + secs * 1000;
+	while (now_ms() < end) {
+		int i;
+		for (i = 0; i < 100; i++) {
+			send_meta(g_dealer[8], &t, NULL, 0);
+			send_meta(g_dealer[8], &b, NULL, 0);
+			send_meta(g_dealer[1], &t, NULL, 0);
+			send_meta(anon, &d, f, 2);
+		}
+		sent += 400;
+	}
+	printf("rawzmq flood: sent %ld rejected control messages in %d s\n", sent, secs);
+	zmq_close(anon);
+	{
+		size_t big = (size_t)(getenv("RAWZMQ_BIG_MB") ? atoi(getenv("RAWZMQ_BIG_MB")) : 2)
+			     << 20;
+		uint8_t *p = calloc(1, big);
+		uint64_t keys[1] = {key};
+		struct psl__meta m;
+		kv_meta(&m, true, 2, false);
+		f[0] = (struct frame){keys, 8};
+		f[1] = (struct frame){p, big};
+		send_meta(g_dealer[8], &m, f, 2);
+		CHECK(!wait_msg(&r, 8, PSL_CMD_EMPTY, m.timestamp, 3000),
+		      "server 0 answered a push with a frame of %zu bytes", big);
+		free(p);
+		printf("rawzmq flood: a frame of %zu bytes was not answered\n", big);
+	}
+	good_push_pull(8, "after the flood");
+	barrier("final");
+	printf("rawzmq worker %d: %s\n", (g_my_id - 8) / 2, g_fail ? "FAILED" : "OK");
+	_exit(g_fail ? 1 : 0);
+}
+
 int main(void)
 {
 	int i;
@@ -838,6 +906,8 @@ int main(void)
 		return preclaim();
 	if (mode && !strcmp(mode, "steal"))
 		return steal();
+	if (mode && !strcmp(mode, "flood"))
+		return flood();
 	start();
 	barrier("start-up");
 	fake_response_to_worker();
