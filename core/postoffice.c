@@ -233,9 +233,10 @@ static int wait_registrations(void)
 					 "only %d of %d servers (DMLC_NUM_SERVER) and %d of %d workers "
 					 "(DMLC_NUM_WORKER) registered within %d s (PS_START_TIMEOUT): "
 					 "start the missing nodes with DMLC_PS_ROOT_URI=%s "
-					 "DMLC_PS_ROOT_PORT=%d, or raise PS_START_TIMEOUT",
+					 "DMLC_PS_ROOT_PORT=%d%s, or raise PS_START_TIMEOUT",
 					 ns, po.cfg.num_servers, nw, po.cfg.num_workers,
-					 po.cfg.start_timeout_s, po.cfg.root_uri, po.cfg.root_port);
+					 po.cfg.start_timeout_s, po.cfg.root_uri, po.cfg.root_port,
+					 po.cfg.secret_len ? " and the same PS_JOB_SECRET" : "");
 				po.start_err = -ETIMEDOUT;
 				break;
 			}

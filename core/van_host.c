@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "control.h"
 #include "customer.h"
 #include "kv.h"
@@ -191,6 +192,18 @@ static void host_recv_dest_put(void *ctx, void *loan, int status)
 		psl__kv_loan_put(loan, status);
 }
 
+static int host_proof(void *ctx, const void *msg, size_t len, uint8_t mac[32])
+{
+	(void)ctx;
+	return psl__auth_mac(msg, len, mac);
+}
+
+static int host_proof_check(void *ctx, const void *msg, size_t len, const uint8_t mac[32])
+{
+	(void)ctx;
+	return psl__auth_check(msg, len, mac);
+}
+
 void psl__host_init(struct psl_van_host *h)
 {
 	memset(h, 0, sizeof(*h));
@@ -205,6 +218,8 @@ void psl__host_init(struct psl_van_host *h)
 	h->peer_event = host_peer_event;
 	h->recv_dest = host_recv_dest;
 	h->recv_dest_put = host_recv_dest_put;
+	h->proof = host_proof;
+	h->proof_check = host_proof_check;
 }
 
 /* ------------------------------------------------------------ loopback -- */

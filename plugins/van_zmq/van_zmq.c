@@ -28,6 +28,15 @@
  * says so and closes the old one, so that the peer on it learns at once (its
  * van reports the connection lost) instead of sending into the void.
  *
+ * Job secret (PS_JOB_SECRET, docs/security.md): each DEALER's identity is
+ * "ps<id>:<nonce>:<proof>" ("ps:<nonce>:<proof>" while registering), the
+ * proof HMAC-SHA256 under the secret (computed by the core, van ABI 1.2)
+ * of "pslite-zmq|<id>|<nonce>", the nonce 16 random bytes of that
+ * connection; the ROUTER drops every message whose identity does not prove
+ * the secret. Nobody who lacks the secret can then claim a node's identity,
+ * and a random nonce per connection cannot be claimed first. Without a
+ * secret the identities are ps-lite's.
+ *
  * Bounds: each connection queues at most PS_ZMQ_RCVHWM messages on receive
  * (then TCP pushes back), and a frame larger than PS_ZMQ_MAX_MSG_MB closes
  * the connection it came on (ZMQ_MAXMSGSIZE); sending one is an error naming
@@ -49,6 +58,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -84,6 +94,8 @@ struct zpeer {
 #define MAX_TRACKED_ID 4096
 struct zrid {
 	int fd;
+	unsigned char ok[128]; /* the last identity whose proof was checked */
+	size_t ok_len;
 	bool early; /* first seen before this node connected to that id */
 	char peer[72];
 };
@@ -92,6 +104,7 @@ struct psl_van {
 	const struct psl_van_host *host;
 	struct zrid *rid; /* [MAX_TRACKED_ID] */
 	int rcvhwm;
+	bool secret; /* the job has a secret: identities carry proofs */
 	int64_t max_msg; /* bytes, PS_ZMQ_MAX_MSG_MB */
 	void *ctx;
 	void *router;
@@ -157,6 +170,94 @@ static int parse_identity(const unsigned char *s, size_t n)
 		if (s[i] < '0' || s[i] > '9')
 			return PSL_VAN_ID_NONE;
 		id = id * 10 + (s[i] - '0');
+	}
+	return id;
+}
+
+static void hexs(const uint8_t *d, size_t n, char *out)
+{
+	static const char x[] = "0123456789abcdef";
+	size_t i;
+	for (i = 0; i < n; i++) {
+		out[2 * i] = x[d[i] >> 4];
+		out[2 * i + 1] = x[d[i] & 15];
+	}
+	out[2 * n] = 0;
+}
+
+/* The identity of a DEALER of node my_id (PSL_VAN_ID_NONE: registering)
+ * into out; returns its length, 0 for none (anonymous), or -errno. */
+static int make_identity(struct psl_van *v, int my_id, char *out, size_t len)
+{
+	uint8_t nonce[16], mac[32];
+	char nh[33], mh[65], idp[16] = "", msg[80];
+	size_t got = 0;
+	if (my_id != PSL_VAN_ID_NONE)
+		snprintf(idp, sizeof(idp), "%d", my_id);
+	if (!v->secret)
+		return idp[0] ? snprintf(out, len, "ps%s", idp) : 0;
+	while (got < sizeof(nonce)) {
+		ssize_t k = getrandom(nonce + got, sizeof(nonce) - got, 0);
+		if (k < 0 && errno != EINTR)
+			return -errno;
+		if (k > 0)
+			got += (size_t)k;
+	}
+	hexs(nonce, sizeof(nonce), nh);
+	snprintf(msg, sizeof(msg), "pslite-zmq|%s|%s", idp, nh);
+	if (v->host->proof(v->host->ctx, msg, strlen(msg), mac))
+		return -EACCES;
+	hexs(mac, sizeof(mac), mh);
+	return snprintf(out, len, "ps%s:%s:%s", idp, nh, mh);
+}
+
+static int unhex(const unsigned char *s, size_t n, uint8_t *out)
+{
+	size_t i;
+	for (i = 0; i < 2 * n; i++) {
+		unsigned char c = s[i];
+		int x = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+		if (x < 0)
+			return -1;
+		if (i % 2 == 0)
+			out[i / 2] = (uint8_t)(x << 4);
+		else
+			out[i / 2] |= (uint8_t)x;
+	}
+	return 0;
+}
+
+/* With a secret: the sender an identity "ps<id>:<nonce>:<proof>" proves,
+ * PSL_VAN_ID_NONE for "ps:...", or -1 when it proves nothing. */
+static int proven_identity(struct psl_van *v, const unsigned char *s, size_t n)
+{
+	size_t i = 2, d;
+	int id = 0;
+	uint8_t mac[32];
+	char msg[80];
+	struct zrid *r = NULL;
+	if (n < 3 || s[0] != 'p' || s[1] != 's')
+		return -1;
+	while (i < n && i < 8 && s[i] >= '0' && s[i] <= '9')
+		id = id * 10 + (s[i++] - '0');
+	d = i - 2;
+	if (n != i + 1 + 32 + 1 + 64 || s[i] != ':' || s[i + 33] != ':')
+		return -1;
+	if (!d)
+		id = PSL_VAN_ID_NONE;
+	else if (id < MAX_TRACKED_ID && v->rid)
+		r = &v->rid[id];
+	if (r && r->ok_len == n && !memcmp(r->ok, s, n))
+		return id;
+	if (unhex(s + i + 34, 32, mac) || unhex(s + i + 1, 16, (uint8_t[16]){0}))
+		return -1;
+	snprintf(msg, sizeof(msg), "pslite-zmq|%.*s|%.32s", (int)d, (const char *)s + 2,
+		 (const char *)s + i + 1);
+	if (v->host->proof_check(v->host->ctx, msg, strlen(msg), mac))
+		return -1;
+	if (r && n <= sizeof(r->ok)) {
+		memcpy(r->ok, s, n);
+		r->ok_len = n;
 	}
 	return id;
 }
@@ -376,7 +477,15 @@ static int recv_one(struct psl_van *v, void *sock, struct psl_van_rmsg **out)
 		zmq_msg_close(&frames[0]);
 		return 0;
 	}
-	sender = parse_identity(zmq_msg_data(&frames[0]), zmq_msg_size(&frames[0]));
+	if (v->secret && sock == v->router) {
+		if (!v->rid)
+			v->rid = calloc(MAX_TRACKED_ID, sizeof(*v->rid));
+		sender = proven_identity(v, zmq_msg_data(&frames[0]), zmq_msg_size(&frames[0]));
+		if (sender < 0)
+			dropped = -1; /* read the rest, then drop it */
+	} else {
+		sender = parse_identity(zmq_msg_data(&frames[0]), zmq_msg_size(&frames[0]));
+	}
 	more = zmq_msg_more(&frames[0]);
 	zmq_msg_close(&frames[0]);
 	while (more) {
@@ -389,10 +498,20 @@ static int recv_one(struct psl_van *v, void *sock, struct psl_van_rmsg **out)
 		more = zmq_msg_more(f);
 		if (n < MAX_FRAMES) {
 			n++;
-		} else {
+		} else if (dropped >= 0) {
 			dropped++;
 			zmq_msg_close(f);
+		} else {
+			zmq_msg_close(f);
 		}
+	}
+	if (dropped < 0) {
+		LOG(v, PSL_VAN_LOG_WARN,
+		    "dropped a message from a peer whose identity proves no PS_JOB_SECRET "
+		    "(a stranger, or a node with another secret or none)");
+		for (i = 0; i < n; i++)
+			zmq_msg_close(&frames[i]);
+		return 1;
 	}
 	if (sock == v->router && n > 0 && sender != PSL_VAN_ID_NONE)
 		track_identity(v, sender, zmq_msg_get(&frames[0], ZMQ_SRCFD));
@@ -729,6 +848,10 @@ static int zinit(const struct psl_van_host *host, struct psl_van **out)
 		return rc;
 	}
 	v->max_msg = (int64_t)max_mb << 20;
+	if (host->size >= PSL_VAN_HOST_SIZE_1_2 && host->proof && host->proof_check) {
+		uint8_t mac[32];
+		v->secret = host->proof(host->ctx, "", 0, mac) == 0;
+	}
 	v->busy_poll = busy != 0;
 	v->spin_ns = v->busy_poll ? (int64_t)spin_us * 1000 : 0;
 	v->ctx = zmq_ctx_new();
@@ -856,10 +979,15 @@ static int zconnect(struct psl_van *v, const struct psl_van_peer *peer, int32_t 
 	p->mon = zmq_socket(v->ctx, ZMQ_PAIR);
 	if (!p->sock || !p->mon)
 		goto fail;
-	if (my_id != PSL_VAN_ID_NONE) {
-		char ident[16];
-		int n = snprintf(ident, sizeof(ident), "ps%d", my_id);
-		zmq_setsockopt(p->sock, ZMQ_ROUTING_ID, ident, (size_t)n);
+	{
+		char ident[160];
+		int n = make_identity(v, my_id, ident, sizeof(ident));
+		if (n < 0) {
+			errno = -n;
+			goto fail;
+		}
+		if (n > 0)
+			zmq_setsockopt(p->sock, ZMQ_ROUTING_ID, ident, (size_t)n);
 	}
 	set_int(p->sock, ZMQ_SNDHWM, 0);
 	set_int(p->sock, ZMQ_RCVHWM, v->rcvhwm);

@@ -801,6 +801,63 @@ static int preclaim(void)
 	return 0;
 }
 
+/* RAWZMQ_MODE=secret: a stranger beside the scheduler of a job with
+ * PS_JOB_SECRET, which it does not know: it registers as a worker from an
+ * anonymous DEALER and from one whose identity carries a made-up proof,
+ * claims ps8 and ps9 with barriers, and waits RAWZMQ_HOLD_S (8 s) for a
+ * node list on its own ROUTER, which must never come (rawzmq_secret.sh). */
+static int secret_stranger(void)
+{
+	const char *uri = getenv("DMLC_PS_ROOT_URI"), *port = getenv("DMLC_PS_ROOT_PORT");
+	int hold = getenv("RAWZMQ_HOLD_S") ? atoi(getenv("RAWZMQ_HOLD_S")) : 8;
+	char ep[128];
+	size_t len = sizeof(ep);
+	void *s[4];
+	struct psl__meta m;
+	struct psl__node me;
+	struct msg r;
+	int i;
+	if (!uri || !port)
+		die("DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT needed");
+	g_ctx = zmq_ctx_new();
+	g_router = zmq_socket(g_ctx, ZMQ_ROUTER);
+	if (zmq_bind(g_router, "tcp://127.0.0.1:*"))
+		die("bind: %s", zmq_strerror(errno));
+	zmq_getsockopt(g_router, ZMQ_LAST_ENDPOINT, ep, &len);
+	g_port = atoi(strrchr(ep, ':') + 1);
+	g_rank = -1;
+	s[0] = dealer(NULL, uri, atoi(port));
+	s[1] = dealer("ps:00112233445566778899aabbccddeeff:"
+		      "0000000000000000000000000000000000000000000000000000000000000000",
+		      uri, atoi(port));
+	s[2] = dealer("ps8", uri, atoi(port));
+	s[3] = dealer("ps9:00112233445566778899aabbccddeeff:"
+		      "1111111111111111111111111111111111111111111111111111111111111111",
+		      uri, atoi(port));
+	registration(&m, &me, g_port);
+	send_meta(s[0], &m, NULL, 0);
+	send_meta(s[1], &m, NULL, 0);
+	psl__meta_init(&m);
+	m.cmd = PSL_CMD_INSTANCE_BARRIER;
+	m.barrier_group = 7;
+	m.request = true;
+	m.app_id = 0;
+	send_meta(s[2], &m, NULL, 0);
+	send_meta(s[3], &m, NULL, 0);
+	printf("rawzmq secret: registered twice and claimed ps8, ps9 at %s:%s\n", uri, port);
+	if (wait_msg(&r, 1, PSL_CMD_ADD_NODE, -1, hold * 1000)) {
+		fprintf(stderr, "rawzmq: FAILED: the scheduler sent a stranger its node list\n");
+		g_fail++;
+		msg_free(&r);
+	}
+	for (i = 0; i < 4; i++)
+		zmq_close(s[i]);
+	zmq_close(g_router);
+	zmq_ctx_term(g_ctx);
+	printf("rawzmq secret: %s\n", g_fail ? "FAILED" : "no node list came (OK)");
+	return g_fail ? 1 : 0;
+}
+
 /* RAWZMQ_MODE=steal: registers as worker 1, then opens a second connection
  * to server 0 as worker 0 ("ps9") and pushes as it, and stays away from the
  * final barrier: the real worker 0 must hear of it at once (its connection
@@ -906,6 +963,8 @@ int main(void)
 		return preclaim();
 	if (mode && !strcmp(mode, "steal"))
 		return steal();
+	if (mode && !strcmp(mode, "secret"))
+		return secret_stranger();
 	if (mode && !strcmp(mode, "flood"))
 		return flood();
 	start();
