@@ -137,6 +137,11 @@ void psl__node_lost(int id, int err, const char *why)
 	cut = id == 1 && po.role != PSL_SCHEDULER && po.state == PSL__READY && !leaving;
 	po.peers[id].dead = true;
 	po.peers[id].down_at_ms = psl__now_ms();
+	if (!leaving && !po.job_lost_err) {
+		po.job_lost_err = cut || id == 1 ? -ENOLINK : err ? err : -EHOSTDOWN;
+		snprintf(po.job_lost_msg, sizeof(po.job_lost_msg), "lost %s: %s",
+			 psl__node_desc(id, d, sizeof(d)), why);
+	}
 	pthread_cond_broadcast(&po.cv);
 	pthread_mutex_unlock(&po.mu);
 	if (leaving)
@@ -151,12 +156,25 @@ void psl__node_lost(int id, int err, const char *why)
 	psl__customers_node_lost(id, err);
 	if (cut)
 		psl__customers_node_lost(0, -ENOLINK);
-	psl__control_forget_node(id);
+	/* the others hear of the loss before a barrier it releases (the final
+	 * one, say) lets them go: they must not take it for a node that left */
 	if (po.role == PSL_SCHEDULER && !leaving)
 		psl__control_announce_lost(id);
+	psl__control_forget_node(id);
 }
 
 /* ------------------------------------------------------------- queries -- */
+
+int psl_job_lost(char *why, size_t len)
+{
+	int rc;
+	pthread_mutex_lock(&po.mu);
+	rc = po.job_lost_err;
+	if (why && len)
+		snprintf(why, len, "%s", rc ? po.job_lost_msg : "");
+	pthread_mutex_unlock(&po.mu);
+	return rc;
+}
 
 enum psl_role psl_my_role(void)
 {
@@ -426,6 +444,8 @@ static int start_node(void)
 	po.my_id = po.me.id;
 	po.got_node_list = false;
 	po.start_err = 0;
+	po.job_lost_err = 0;
+	po.job_lost_msg[0] = 0;
 	atomic_store(&po.van_ts, 0);
 	po.state = PSL__STARTING;
 

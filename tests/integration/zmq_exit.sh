@@ -1,0 +1,2 @@
+#!/bin/sh
+exec "$PSL_SRCDIR/tests/integration/exit_codes.sh" zmq
