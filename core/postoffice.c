@@ -152,6 +152,11 @@ void psl__node_lost(int id, int err, const char *why)
 	else
 		PSL_ERR("lost %s: %s; requests waiting on it fail with \"%s\"",
 			psl__node_desc(id, d, sizeof(d)), why, psl_strerror(err));
+	/* the van lets go of it: what is in flight from it is dropped (a frozen
+	 * server's rendezvous into a worker's buffers, over ucx, held the
+	 * worker's requests until the server woke up) */
+	if (!leaving && id != po.my_id && po.van && po.lib.ops && po.lib.ops->disconnect)
+		po.lib.ops->disconnect(po.van, id);
 	psl__resender_forget(id);
 	psl__customers_node_lost(id, err);
 	if (cut)
