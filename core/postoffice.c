@@ -304,9 +304,10 @@ static int wait_node_list(void)
 			snprintf(po.start_msg, sizeof(po.start_msg),
 				 "registered with the scheduler at %s:%d, but the node list did not "
 				 "come within %d s (PS_START_TIMEOUT): are all %d servers and %d "
-				 "workers started, with the same DMLC_NUM_SERVER and DMLC_NUM_WORKER?",
+				 "workers started, with the same DMLC_NUM_SERVER and DMLC_NUM_WORKER%s?",
 				 po.cfg.root_uri, po.cfg.root_port, po.cfg.start_timeout_s,
-				 po.cfg.num_servers, po.cfg.num_workers);
+				 po.cfg.num_servers, po.cfg.num_workers,
+				 po.cfg.secret_len ? " and the same PS_JOB_SECRET" : "");
 			po.start_err = -ETIMEDOUT;
 			break;
 		}

@@ -1,8 +1,9 @@
 #!/bin/sh
 # Exit codes when the job loses a node, over one van:
 #   exit_codes.sh VAN
-# pslite-bench on 1 scheduler, 1 server, 1 worker; after 3 s the victim is
-# killed (SIGKILL): first the worker, then the scheduler. Every other node
+# pslite-bench on 1 scheduler, 1 server, 1 worker; 2 s after the worker
+# started its loop the victim is killed (SIGKILL): first the worker, then
+# the scheduler. Every other node
 # must exit non-zero (pslite-bench: 3 when all else went well) with one line
 # saying the job lost a node and which, and pslite-run non-zero.
 set -u
@@ -16,12 +17,21 @@ bad() { echo "exit_codes.sh $van: $*" >&2; fail=1; }
 
 for victim in worker scheduler; do
 	log=$dir/$victim
-	VICTIM=$victim timeout -k 10 120 "$b/tools/pslite-run" -s 1 -w 1 --van "$van" --timeout 100 \
-		--keep-going -- sh -c '
-		if [ "$DMLC_ROLE" = "$VICTIM" ]; then
-			"$@" & p=$!; sleep 3; kill -9 $p; wait $p; echo "EXIT killed"; exit 137
+	# the victim is killed 2 s after the worker started its loop (every
+	# node is up then), however long the start takes on a loaded machine
+	VICTIM=$victim EXIT_DIR=$dir timeout -k 10 120 "$b/tools/pslite-run" -s 1 -w 1 --van "$van" \
+		--timeout 100 --keep-going -- sh -c '
+		d=$EXIT_DIR; r=$DMLC_ROLE
+		if [ "$r" = "$VICTIM" ]; then
+			"$@" >"$d/$r.out" 2>&1 & p=$!
+			i=0
+			until cat "$d"/*.out 2>/dev/null | grep -q "pslite-bench: push_pull" || [ $i -ge 600 ]; do
+				sleep 0.1; i=$((i + 1))
+			done
+			sleep 2; kill -9 $p; wait $p; cat "$d/$r.out"; echo "EXIT killed"; exit 137
 		fi
-		"$@"; rc=$?; echo "EXIT $rc"; exit $rc' \
+		( "$@"; echo $? >"$d/$r.rc" ) 2>&1 | tee "$d/$r.out"
+		rc=$(cat "$d/$r.rc"); echo "EXIT $rc"; exit $rc' \
 		sh "$b/tools/pslite-bench" 4096 1 1 --seconds 30 >"$log" 2>&1
 	rc=$?
 	[ $rc -ne 0 ] || bad "$victim killed: pslite-run exited 0"
@@ -40,5 +50,6 @@ for victim in worker scheduler; do
 		echo "exit_codes.sh $van: $victim killed: $who exited ${code:-?}"
 	done
 	[ $fail -eq 0 ] || { echo "----- $victim killed -----" >&2; tail -n 40 "$log" >&2; }
+	rm -f "$dir"/*.out "$dir"/*.rc
 done
 exit $fail

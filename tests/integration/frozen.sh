@@ -2,8 +2,8 @@
 # A frozen server over one van, with heartbeats:
 #   frozen.sh VAN
 # pslite-bench on 1 scheduler, 1 server, 1 worker with PS_HEARTBEAT_INTERVAL=1
-# PS_HEARTBEAT_TIMEOUT=6; after 3 s the server is frozen (SIGSTOP) and never
-# resumed. The heartbeats declare it lost: the worker's requests must fail at
+# PS_HEARTBEAT_TIMEOUT=6; 2 s after the worker started its loop the server is
+# frozen (SIGSTOP) and never resumed. The heartbeats declare it lost: the worker's requests must fail at
 # once, the barriers (the scheduler's final one included) end with an error,
 # and the scheduler and the worker exit non-zero, all while the server stays
 # frozen (it is killed at the end).
@@ -32,7 +32,13 @@ i=0
 while [ ! -s "$dir/server.pid" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
 spid=$(cat "$dir/server.pid" 2>/dev/null)
 [ -n "$spid" ] || bad "the server did not start"
-sleep 3
+# frozen 2 s after the worker started its loop (every node is up then)
+i=0
+until grep -q "^\[worker 0\] pslite-bench: push_pull" "$log" || [ $i -ge 900 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+sleep 2
 [ -n "$spid" ] && kill -STOP "$spid"
 start=$(date +%s)
 # the scheduler and the worker must end while the server stays frozen
