@@ -173,6 +173,7 @@ static int assign_ids(void)
 static void broadcast_node_list(void)
 {
 	int total = po.nreg, i, rc;
+	char body[PSL__AUTH_BODY_MAX]; /* the node list's proof, with a secret */
 	struct psl__node *list = calloc((size_t)total + 1, sizeof(*list));
 	int *order = malloc(sizeof(int) * (size_t)total);
 	struct psl__meta m;
@@ -203,7 +204,6 @@ static void broadcast_node_list(void)
 		m.node_size = total + 1;
 		m.recver = order[i];
 		if (psl__auth_on()) {
-			char body[PSL__AUTH_BODY_MAX];
 			const char *nonce = nonce_of(&po.peers[order[i]].node);
 			if (!nonce || psl__auth_list_body(list, total + 1, nonce, body)) {
 				PSL_WARN("no proof of PS_JOB_SECRET for node %d's node list",

@@ -864,13 +864,14 @@ static int secret_stranger(void)
  * is closed), not hang (rawzmq_ident.sh). */
 static int steal(void)
 {
-	uint64_t key = range_begin(0) + (0x77ull << 40) + 600;
+	uint64_t key;
 	uint8_t v[4] = {7, 7, 7, 7};
 	struct frame f[2] = {{&key, 8}, {v, 4}};
 	const struct psl__node *s0;
 	struct psl__meta m;
 	void *s;
 	start();
+	key = range_begin(0) + (0x77ull << 40) + 600; /* (g_nservers is known now) */
 	barrier("start-up");
 	s0 = node_of(8);
 	if (!s0)
