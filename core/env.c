@@ -212,6 +212,51 @@ static int parse_van(struct psl__config *c, char *err, size_t errlen)
 
 static int config_load(struct psl__config *c, char *err, size_t errlen);
 
+/* PS_JOB_SECRET or PS_JOB_SECRET_FILE (not both). */
+static int load_secret(struct psl__config *c, char *err, size_t errlen)
+{
+	const char *v = env_get("PS_JOB_SECRET"), *f = env_get("PS_JOB_SECRET_FILE");
+	size_t n;
+	c->secret_len = 0;
+	if (v && f) {
+		snprintf(err, errlen, "PS_JOB_SECRET and PS_JOB_SECRET_FILE are both set: expected "
+				      "one of them");
+		return -EINVAL;
+	}
+	if (v) {
+		n = strlen(v);
+		if (n < 8 || n > sizeof(c->secret)) {
+			snprintf(err, errlen, "PS_JOB_SECRET: %zu bytes, expected 8 to %zu", n,
+				 sizeof(c->secret));
+			return -EINVAL;
+		}
+		memcpy(c->secret, v, n);
+		c->secret_len = n;
+	} else if (f) {
+		FILE *fp = fopen(f, "rb");
+		int e;
+		if (!fp) {
+			e = errno;
+			snprintf(err, errlen, "PS_JOB_SECRET_FILE=%s: cannot open it: %s", f,
+				 strerror(e));
+			return -e;
+		}
+		n = fread(c->secret, 1, sizeof(c->secret), fp);
+		e = fgetc(fp) != EOF;
+		fclose(fp);
+		while (n && (c->secret[n - 1] == '\n' || c->secret[n - 1] == '\r'))
+			n--;
+		if (e || n < 8) {
+			snprintf(err, errlen, "PS_JOB_SECRET_FILE=%s: expected 8 to %zu bytes of "
+					      "secret in it",
+				 f, sizeof(c->secret) - 1);
+			return -EINVAL;
+		}
+		c->secret_len = n;
+	}
+	return 0;
+}
+
 int psl__config_load(struct psl__config *c, char *err, size_t errlen)
 {
 	int rc = config_load(c, err, errlen);
@@ -323,6 +368,8 @@ static int config_load(struct psl__config *c, char *err, size_t errlen)
 		strcpy(c->ordered_hosts, v);
 	}
 	if ((rc = parse_van(c, err, errlen)))
+		return rc;
+	if ((rc = load_secret(c, err, errlen)))
 		return rc;
 
 	if (c->role == PSL_SCHEDULER) {

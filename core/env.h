@@ -30,6 +30,10 @@ struct psl__config {
 	int barrier_warn_s;	     /* PS_BARRIER_WARN_S, 0 = off */
 	bool mixed_mode;	     /* BYTEPS_ENABLE_MIXED_MODE */
 	char ordered_hosts[1024];    /* BYTEPS_ORDERED_HOSTS */
+	/* PS_JOB_SECRET, or the content of PS_JOB_SECRET_FILE (a final newline
+	 * dropped); secret_len 0 = no secret (ps-lite's behaviour and wire) */
+	unsigned char secret[256];
+	size_t secret_len;
 };
 
 /* Parses and validates the environment. On error returns -EINVAL (or

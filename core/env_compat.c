@@ -202,7 +202,7 @@ int psl__env_compat_warn(int role)
 			continue; /* what pslite does anyway */
 		if (van_read(e->var))
 			continue; /* the van's own setting */
-		PSL_WARN("%s=%s: %s", e->var, one_line(v, buf, sizeof(buf)), e->what);
+		PSL_LOG(PSL_LOG_WARN, "%s=%s: %s", e->var, one_line(v, buf, sizeof(buf)), e->what);
 		n++;
 	}
 	return n;

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "log.h"
 
 int psl__log_level = PSL_LOG_INFO;
@@ -59,5 +60,42 @@ void psl__log(int level, const char *fmt, ...)
 	va_list ap;
 	va_start(ap, fmt);
 	psl__vlog(level, NULL, fmt, ap);
+	va_end(ap);
+}
+
+bool psl__ratelimit_ok(struct psl__ratelimit *rl, int *suppressed)
+{
+	const long long step = 1000 / PSL_LOG_RATE, span = step * PSL_LOG_BURST;
+	long long now = (long long)psl__now_ms(), tat = atomic_load(&rl->tat), next;
+
+	*suppressed = 0;
+	do {
+		next = (tat > now ? tat : now) + step;
+		if (next - now > span) {
+			atomic_fetch_add(&rl->suppressed, 1);
+			return false;
+		}
+	} while (!atomic_compare_exchange_weak(&rl->tat, &tat, next));
+	*suppressed = atomic_exchange(&rl->suppressed, 0);
+	return true;
+}
+
+void psl__vlog_limited(struct psl__ratelimit *rl, int level, const char *tag, const char *fmt,
+		       va_list ap)
+{
+	int sup;
+	if (!psl__ratelimit_ok(rl, &sup))
+		return;
+	if (sup > 0)
+		psl__log(level, "... %d more like the next line suppressed (at most %d a second)",
+			 sup, PSL_LOG_RATE);
+	psl__vlog(level, tag, fmt, ap);
+}
+
+void psl__log_limited(struct psl__ratelimit *rl, int level, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	psl__vlog_limited(rl, level, NULL, fmt, ap);
 	va_end(ap);
 }

@@ -3,6 +3,9 @@
 #define PSL_CORE_LOG_H
 
 #include <stdarg.h>
+#include <stdatomic.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 enum {
 	PSL_LOG_ERROR = 0,
@@ -25,8 +28,40 @@ void psl__vlog(int level, const char *tag, const char *fmt, va_list ap);
 		if ((level) <= psl__log_level)        \
 			psl__log((level), __VA_ARGS__); \
 	} while (0)
+/*
+ * Rate limit of one call site: a burst of PSL_LOG_BURST lines, then at most
+ * PSL_LOG_RATE lines a second (a generic cell rate: one atomic "theoretical
+ * arrival time"); what is suppressed is counted and said by the site's next
+ * line ("... N more like the next one suppressed"). Every warning a peer can
+ * cause goes through it (PSL_WARN does), so that a flood of rejected
+ * messages cannot flood the log, while a handful of distinct problems at
+ * once are all shown.
+ */
+#define PSL_LOG_RATE 10
+#define PSL_LOG_BURST 30
+struct psl__ratelimit {
+	atomic_llong tat; /* ms: when the site's budget is whole again */
+	atomic_int suppressed;
+};
+/* Whether the site may log now; *suppressed gets how many lines it dropped
+ * since it last logged (0 most of the time). */
+bool psl__ratelimit_ok(struct psl__ratelimit *rl, int *suppressed);
+/* Logs at level through rl; for a site that logs with its own tag (vans). */
+void psl__vlog_limited(struct psl__ratelimit *rl, int level, const char *tag, const char *fmt,
+		       va_list ap);
+void psl__log_limited(struct psl__ratelimit *rl, int level, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+#define PSL_LOG_LIMITED(level, ...)                                     \
+	do {                                                            \
+		static struct psl__ratelimit psl__rl_;                  \
+		if ((level) <= psl__log_level)                          \
+			psl__log_limited(&psl__rl_, (level), __VA_ARGS__); \
+	} while (0)
+
 #define PSL_ERR(...) PSL_LOG(PSL_LOG_ERROR, __VA_ARGS__)
-#define PSL_WARN(...) PSL_LOG(PSL_LOG_WARN, __VA_ARGS__)
+/* Warnings are rate-limited per call site (PSL_LOG_RATE a second). */
+#define PSL_WARN(...) PSL_LOG_LIMITED(PSL_LOG_WARN, __VA_ARGS__)
 #define PSL_INFO(...) PSL_LOG(PSL_LOG_INFO, __VA_ARGS__)
 #define PSL_DBG(...) PSL_LOG(PSL_LOG_DEBUG, __VA_ARGS__)
 #define PSL_TRACE(...) PSL_LOG(PSL_LOG_TRACE, __VA_ARGS__)

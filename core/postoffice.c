@@ -137,6 +137,11 @@ void psl__node_lost(int id, int err, const char *why)
 	cut = id == 1 && po.role != PSL_SCHEDULER && po.state == PSL__READY && !leaving;
 	po.peers[id].dead = true;
 	po.peers[id].down_at_ms = psl__now_ms();
+	if (!leaving && !po.job_lost_err) {
+		po.job_lost_err = cut || id == 1 ? -ENOLINK : err ? err : -EHOSTDOWN;
+		snprintf(po.job_lost_msg, sizeof(po.job_lost_msg), "lost %s: %s",
+			 psl__node_desc(id, d, sizeof(d)), why);
+	}
 	pthread_cond_broadcast(&po.cv);
 	pthread_mutex_unlock(&po.mu);
 	if (leaving)
@@ -147,16 +152,34 @@ void psl__node_lost(int id, int err, const char *why)
 	else
 		PSL_ERR("lost %s: %s; requests waiting on it fail with \"%s\"",
 			psl__node_desc(id, d, sizeof(d)), why, psl_strerror(err));
+	/* the van lets go of it: what is in flight from it is dropped (a frozen
+	 * server's rendezvous into a worker's buffers, over ucx, held the
+	 * worker's requests until the server woke up) */
+	if (!leaving && id != po.my_id && po.van && po.lib.ops && po.lib.ops->disconnect)
+		po.lib.ops->disconnect(po.van, id);
 	psl__resender_forget(id);
 	psl__customers_node_lost(id, err);
 	if (cut)
 		psl__customers_node_lost(0, -ENOLINK);
-	psl__control_forget_node(id);
+	/* the others hear of the loss before a barrier it releases (the final
+	 * one, say) lets them go: they must not take it for a node that left */
 	if (po.role == PSL_SCHEDULER && !leaving)
 		psl__control_announce_lost(id);
+	psl__control_forget_node(id);
 }
 
 /* ------------------------------------------------------------- queries -- */
+
+int psl_job_lost(char *why, size_t len)
+{
+	int rc;
+	pthread_mutex_lock(&po.mu);
+	rc = po.job_lost_err;
+	if (why && len)
+		snprintf(why, len, "%s", rc ? po.job_lost_msg : "");
+	pthread_mutex_unlock(&po.mu);
+	return rc;
+}
 
 enum psl_role psl_my_role(void)
 {
@@ -233,9 +256,10 @@ static int wait_registrations(void)
 					 "only %d of %d servers (DMLC_NUM_SERVER) and %d of %d workers "
 					 "(DMLC_NUM_WORKER) registered within %d s (PS_START_TIMEOUT): "
 					 "start the missing nodes with DMLC_PS_ROOT_URI=%s "
-					 "DMLC_PS_ROOT_PORT=%d, or raise PS_START_TIMEOUT",
+					 "DMLC_PS_ROOT_PORT=%d%s, or raise PS_START_TIMEOUT",
 					 ns, po.cfg.num_servers, nw, po.cfg.num_workers,
-					 po.cfg.start_timeout_s, po.cfg.root_uri, po.cfg.root_port);
+					 po.cfg.start_timeout_s, po.cfg.root_uri, po.cfg.root_port,
+					 po.cfg.secret_len ? " and the same PS_JOB_SECRET" : "");
 				po.start_err = -ETIMEDOUT;
 				break;
 			}
@@ -280,9 +304,10 @@ static int wait_node_list(void)
 			snprintf(po.start_msg, sizeof(po.start_msg),
 				 "registered with the scheduler at %s:%d, but the node list did not "
 				 "come within %d s (PS_START_TIMEOUT): are all %d servers and %d "
-				 "workers started, with the same DMLC_NUM_SERVER and DMLC_NUM_WORKER?",
+				 "workers started, with the same DMLC_NUM_SERVER and DMLC_NUM_WORKER%s?",
 				 po.cfg.root_uri, po.cfg.root_port, po.cfg.start_timeout_s,
-				 po.cfg.num_servers, po.cfg.num_workers);
+				 po.cfg.num_servers, po.cfg.num_workers,
+				 po.cfg.secret_len ? " and the same PS_JOB_SECRET" : "");
 			po.start_err = -ETIMEDOUT;
 			break;
 		}
@@ -428,6 +453,8 @@ static int start_node(void)
 	po.my_id = po.me.id;
 	po.got_node_list = false;
 	po.start_err = 0;
+	po.job_lost_err = 0;
+	po.job_lost_msg[0] = 0;
 	atomic_store(&po.van_ts, 0);
 	po.state = PSL__STARTING;
 

@@ -79,6 +79,10 @@ struct psl__po {
 	bool timer_stop;
 
 	int64_t sched_last_heartbeat_ms;
+
+	/* the job's first loss this node knew of (psl_job_lost) */
+	int job_lost_err;
+	char job_lost_msg[320];
 };
 
 extern struct psl__po psl__po;

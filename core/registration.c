@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "control.h"
 #include "control_int.h"
 #include "customer.h"
@@ -20,16 +21,46 @@
 
 #define po psl__po
 
+/* With PS_JOB_SECRET: this node's registration nonce (the node list's proof
+ * is bound to it), and at the scheduler the nonce of each registered node. */
+static char my_nonce[33];
+struct reg_nonce {
+	char host[PSL_HOST_MAX];
+	int port;
+	char nonce[33];
+};
+static struct reg_nonce *reg_nonces;
+static int nreg_nonces;
+
 int psl__control_register(void)
 {
 	struct psl__meta m;
+	char body[PSL__AUTH_BODY_MAX];
+	int rc;
 	psl__meta_init(&m);
 	m.cmd = PSL_CMD_ADD_NODE;
 	m.node_size = 1;
 	m.nodes = &po.me;
 	m.request = false;
 	m.recver = 1;
+	if (psl__auth_on()) {
+		if (!my_nonce[0] && (rc = psl__auth_nonce_hex(my_nonce, 16)))
+			return rc;
+		if ((rc = psl__auth_register_body(&po.me, my_nonce, body)))
+			return rc;
+		m.body = body;
+		m.body_size = (int)strlen(body);
+	}
 	return psl__send_control(&m, true);
+}
+
+static const char *nonce_of(const struct psl__node *n)
+{
+	int i;
+	for (i = 0; i < nreg_nonces; i++)
+		if (reg_nonces[i].port == n->port && !strcmp(reg_nonces[i].host, n->hostname))
+			return reg_nonces[i].nonce;
+	return NULL;
 }
 
 static int host_count(const char *h)
@@ -142,6 +173,7 @@ static int assign_ids(void)
 static void broadcast_node_list(void)
 {
 	int total = po.nreg, i, rc;
+	char body[PSL__AUTH_BODY_MAX]; /* the node list's proof, with a secret */
 	struct psl__node *list = calloc((size_t)total + 1, sizeof(*list));
 	int *order = malloc(sizeof(int) * (size_t)total);
 	struct psl__meta m;
@@ -171,6 +203,16 @@ static void broadcast_node_list(void)
 		m.nodes = list;
 		m.node_size = total + 1;
 		m.recver = order[i];
+		if (psl__auth_on()) {
+			const char *nonce = nonce_of(&po.peers[order[i]].node);
+			if (!nonce || psl__auth_list_body(list, total + 1, nonce, body)) {
+				PSL_WARN("no proof of PS_JOB_SECRET for node %d's node list",
+					 order[i]);
+				continue;
+			}
+			m.body = body;
+			m.body_size = (int)strlen(body);
+		}
 		if (psl__send_control(&m, true))
 			PSL_WARN("cannot send the node list to node %d", order[i]);
 	}
@@ -213,6 +255,25 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 		return;
 	}
 	n = &m->nodes[0];
+	if (psl__auth_on()) {
+		char nonce[33];
+		struct reg_nonce *r;
+		if (psl__auth_register_check(m, nonce)) {
+			PSL_WARN("ignored a registration from the %s at %s:%d: it carries no valid "
+				 "proof of PS_JOB_SECRET (every node of the job needs the same secret)",
+				 psl__role_name(n->role), n->hostname, n->port);
+			return;
+		}
+		pthread_mutex_lock(&po.mu);
+		if (!nonce_of(n) && (r = realloc(reg_nonces, sizeof(*r) * (size_t)(nreg_nonces + 1)))) {
+			reg_nonces = r;
+			r += nreg_nonces++;
+			snprintf(r->host, sizeof(r->host), "%s", n->hostname);
+			r->port = n->port;
+			memcpy(r->nonce, nonce, 33);
+		}
+		pthread_mutex_unlock(&po.mu);
+	}
 	pthread_mutex_lock(&po.mu);
 	if (po.state != PSL__STARTING || po.got_node_list || po.nreg >= total) {
 		pthread_mutex_unlock(&po.mu);
@@ -268,6 +329,12 @@ void psl__node_take_list(const struct psl__meta *m)
 		return;
 	}
 	pthread_mutex_unlock(&po.mu);
+	if (psl__auth_on() && (!my_nonce[0] || psl__auth_list_check(m, my_nonce))) {
+		PSL_WARN("ignored a node list without a valid proof of PS_JOB_SECRET (does the "
+			 "scheduler at %s:%d have the same secret?)",
+			 po.cfg.root_uri, po.cfg.root_port);
+		return;
+	}
 	for (i = 0; i < m->node_size; i++) {
 		const struct psl__node *n = &m->nodes[i];
 		if (n->id == PSL_EMPTY || n->hostname[0] == 0 || n->port <= 0) {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "auth.h"
 #include "control.h"
 #include "customer.h"
 #include "env.h"
@@ -26,12 +27,19 @@ unsigned psl__van_errors(void)
 	return atomic_load(&van_errors);
 }
 
+/* A van's warnings are mostly about what peers sent: rate-limited like the
+ * core's, per format string (the van's call site). */
 static void host_vlog(void *ctx, int level, const char *van, const char *fmt, va_list ap)
 {
+	static struct psl__ratelimit sites[64];
 	(void)ctx;
 	if (level == PSL_VAN_LOG_ERROR)
 		atomic_fetch_add(&van_errors, 1);
-	if (level <= psl__log_level)
+	if (level > psl__log_level)
+		return;
+	if (level == PSL_VAN_LOG_WARN)
+		psl__vlog_limited(&sites[((uintptr_t)fmt >> 3) % 64], level, van, fmt, ap);
+	else
 		psl__vlog(level, van, fmt, ap);
 }
 
@@ -56,17 +64,34 @@ static void host_peer_event(void *ctx, int32_t id, int event, int err, const cha
 	psl__control_peer_event(id, event, err, detail);
 }
 
-/* At most a few warnings a second about malformed input, so that a flood of
- * garbage cannot flood the log. */
-static bool warn_allowed(void)
+/* Whether a message the van received from sender may be used: a node hears
+ * only from registered peers of its job, never from its own id (it sends to
+ * itself without the van), and the scheduler hears anonymous peers only for
+ * registration (and the resender's ACK of the node list, which a node sends
+ * before its connection has its new identity). Returns NULL or why not. */
+static const char *sender_refused(int sender, int cmd)
 {
-	static atomic_long window;
-	static atomic_int count;
-	long now = (long)(psl__now_ms() / 1000);
-	if (atomic_exchange(&window, now) != now)
-		atomic_store(&count, 0);
-	return atomic_fetch_add(&count, 1) < 5;
+	if (sender == PSL_EMPTY) {
+		if (psl__po.role == PSL_SCHEDULER &&
+		    (cmd == PSL_CMD_ADD_NODE || cmd == PSL_CMD_ACK))
+			return NULL;
+		return psl__po.role == PSL_SCHEDULER
+			       ? "a peer without an id may only register"
+			       : "not a node of this job (no id)";
+	}
+	if (sender == psl__po.my_id)
+		return "it claims this node's own id";
+	if (sender == PSL_VAN_ID_SCHEDULER)
+		return NULL; /* a server's or worker's scheduler */
+	if (sender < 8 || sender > psl__po.max_id || !psl__po.peers ||
+	    !psl__po.peers[sender].known)
+		return psl__po.role == PSL_SCHEDULER && !psl__po.got_node_list
+			       ? "not a node of this job (the scheduler has not assigned that id)"
+			       : "not a node of this job";
+	return NULL;
 }
+
+static void loop_release(struct psl_van_rmsg *raw);
 
 static void trace_msg(const char *dir, const struct psl__meta *m, uint32_t nseg, int peer)
 {
@@ -85,13 +110,26 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 
 	rc = psl__meta_decode(raw->meta, raw->meta_len, &m, why, sizeof(why));
 	if (rc) {
-		if (warn_allowed()) {
-			char d[96];
-			PSL_WARN("dropped a malformed message from %s: %s",
-				 psl__node_desc(raw->sender, d, sizeof(d)), why);
-		}
+		char d[96];
+		PSL_WARN("dropped a malformed message from %s: %s",
+			 psl__node_desc(raw->sender, d, sizeof(d)), why);
 		psl__raw_release(raw);
 		return;
+	}
+	if (raw->release != loop_release) {
+		const char *no = sender_refused(raw->sender, m.cmd);
+		if (no) {
+			char d[96];
+			if (raw->sender == psl__po.my_id)
+				snprintf(d, sizeof(d), "node %d", raw->sender);
+			else
+				psl__node_desc(raw->sender, d, sizeof(d));
+			PSL_WARN("dropped a message (%s) from %s: %s",
+				 m.cmd == PSL_CMD_EMPTY ? "data" : psl__cmd_name(m.cmd), d, no);
+			psl__meta_clear(&m);
+			psl__raw_release(raw);
+			return;
+		}
 	}
 	m.sender = raw->sender;
 	m.recver = psl__po.my_id;
@@ -119,16 +157,6 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 	if (m.cmd != PSL_CMD_EMPTY) {
 		psl__control_handle(&m, raw->nseg);
 		psl__meta_clear(&m);
-		psl__raw_release(raw);
-		return;
-	}
-	if (m.sender != 1 && !(m.sender >= 8 && m.sender <= psl__po.max_id &&
-			       psl__po.peers[m.sender].known)) {
-		if (warn_allowed()) {
-			char d[96];
-			PSL_WARN("dropped a data message from %s: not a node of this job",
-				 psl__node_desc(m.sender, d, sizeof(d)));
-		}
 		psl__raw_release(raw);
 		return;
 	}
@@ -166,6 +194,18 @@ static void host_recv_dest_put(void *ctx, void *loan, int status)
 		psl__kv_loan_put(loan, status);
 }
 
+static int host_proof(void *ctx, const void *msg, size_t len, uint8_t mac[32])
+{
+	(void)ctx;
+	return psl__auth_mac(msg, len, mac);
+}
+
+static int host_proof_check(void *ctx, const void *msg, size_t len, const uint8_t mac[32])
+{
+	(void)ctx;
+	return psl__auth_check(msg, len, mac);
+}
+
 void psl__host_init(struct psl_van_host *h)
 {
 	memset(h, 0, sizeof(*h));
@@ -180,6 +220,8 @@ void psl__host_init(struct psl_van_host *h)
 	h->peer_event = host_peer_event;
 	h->recv_dest = host_recv_dest;
 	h->recv_dest_put = host_recv_dest_put;
+	h->proof = host_proof;
+	h->proof_check = host_proof_check;
 }
 
 /* ------------------------------------------------------------ loopback -- */

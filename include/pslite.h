@@ -64,6 +64,19 @@ PSL_EXPORT int psl_start(int customer_id, bool do_barrier);
  * psl_start. */
 PSL_EXPORT int psl_finalize(int customer_id, bool do_barrier);
 
+/* Whether this node's job lost a node: 0 if every node of the job stayed
+ * (as far as this node heard), else the first loss this node knew of:
+ * -ENOLINK if it lost the scheduler, otherwise the error the lost node's
+ * requests failed with (-ECONNRESET: its connection was lost, -ETIMEDOUT:
+ * its heartbeats stopped, ...), and one line in why (len bytes, may be
+ * NULL) naming the node and the reason ("lost worker 0 (id 9, host:port):
+ * connection lost ..."). A server or worker also hears of the nodes the
+ * scheduler lost. Nodes that leave after the final barrier are no loss.
+ * Valid from psl_start until the next psl_start, after psl_finalize too:
+ * a program should exit non-zero when it is not 0 (pslite-bench does), as
+ * psl_finalize can succeed without the lost node. */
+PSL_EXPORT int psl_job_lost(char *why, size_t len);
+
 /* Block until every node of group (PSL_GROUP_*) has called it. */
 PSL_EXPORT int psl_barrier(int customer_id, int group);
 

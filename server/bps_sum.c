@@ -205,13 +205,23 @@ static const struct psl__bps_kernels avx2_f16c_table =
 static const struct psl__bps_kernels *best;
 static pthread_once_t best_once = PTHREAD_ONCE_INIT;
 
+#ifdef PSL_BPS_X86
+#include <cpuid.h>
+/* (CPUID, not __builtin_cpu_supports("f16c"): clang 14 does not know it) */
+static int cpu_has_f16c(void)
+{
+	unsigned a, b, c, d;
+	return __get_cpuid(1, &a, &b, &c, &d) && (c & bit_F16C);
+}
+#endif
+
 static void pick_best(void)
 {
 	best = &generic_table;
 #ifdef PSL_BPS_X86
 	__builtin_cpu_init();
 	if (__builtin_cpu_supports("avx2"))
-		best = __builtin_cpu_supports("f16c") ? &avx2_f16c_table : &avx2_table;
+		best = cpu_has_f16c() ? &avx2_f16c_table : &avx2_table;
 #endif
 }
 

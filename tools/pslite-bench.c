@@ -731,6 +731,20 @@ static int recv_buffer_barrier(void)
 	return rc;
 }
 
+/* The job lost a node (or this node the scheduler): one line, and the exit
+ * code 3, even when finalize went well without it. */
+static int job_lost(const char *role, int exit_code)
+{
+	char why[400];
+	int rc = psl_job_lost(why, sizeof(why));
+	if (!rc)
+		return exit_code;
+	exit_code = exit_code ? exit_code : 3;
+	fprintf(stderr, "pslite-bench (%s): exits with %d: the job lost a node (%s): %s\n",
+		role ? role : "?", exit_code, psl_strerror(rc), why);
+	return exit_code;
+}
+
 int main(int argc, char **argv)
 {
 	int rc, i, nthread, exit_code = 0, my_rank;
@@ -765,7 +779,7 @@ int main(int argc, char **argv)
 			nanosleep(&ts, NULL);
 		rc = psl_finalize(0, true);
 		node_report(role, my_rank);
-		return rc ? 1 : 0;
+		return job_lost(role, rc ? 1 : 0);
 	}
 	if (psl_is_server()) {
 		struct psl_kv_server *srv;
@@ -796,7 +810,7 @@ int main(int argc, char **argv)
 		if (!exit_code && rc)
 			exit_code = 1;
 		node_report(role, my_rank);
-		return exit_code;
+		return job_lost(role, exit_code);
 	}
 	if (psl_is_worker()) {
 		struct wctx *w = calloc((size_t)nthread, sizeof(*w));
@@ -877,5 +891,5 @@ int main(int argc, char **argv)
 	if (rc && !exit_code)
 		exit_code = 1;
 	node_report(role, my_rank);
-	return exit_code;
+	return job_lost(role, exit_code);
 }

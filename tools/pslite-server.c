@@ -35,6 +35,7 @@ static void tune_malloc(void)
 
 int main(int argc, char **argv)
 {
+	char why[400];
 	int rc;
 
 	if (argc > 1) {
@@ -53,6 +54,14 @@ int main(int argc, char **argv)
 	if (rc) {
 		fprintf(stderr, "pslite-server: %s\n", psl_strerror(rc));
 		return rc == -EINVAL ? 2 : 1;
+	}
+	/* finalize can succeed without a node the job lost: that is still a
+	 * failed job (exit 3, as pslite-bench) */
+	rc = psl_job_lost(why, sizeof(why));
+	if (rc) {
+		fprintf(stderr, "pslite-server: exits with 3: the job lost a node (%s): %s\n",
+			psl_strerror(rc), why);
+		return 3;
 	}
 	return 0;
 }

@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define PSL_VAN_ABI_MAJOR 1
-#define PSL_VAN_ABI_MINOR 1
+#define PSL_VAN_ABI_MINOR 2
 #define PSL_VAN_ABI_MAKE(maj, min) ((((uint32_t)(maj)) << 16) | (uint32_t)(min))
 #define PSL_VAN_ABI_VERSION PSL_VAN_ABI_MAKE(PSL_VAN_ABI_MAJOR, PSL_VAN_ABI_MINOR)
 #define PSL_VAN_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
@@ -181,9 +181,24 @@ struct psl_van_host {
 	int (*recv_dest)(void *ctx, int32_t sender, const void *meta, size_t meta_len,
 			 uint32_t seg, size_t len, struct psl_van_dest *dest);
 	void (*recv_dest_put)(void *ctx, void *loan, int status);
+
+	/* ABI 1.2; a van checks size >= PSL_VAN_HOST_SIZE_1_2 before using
+	 * these. The job secret (PS_JOB_SECRET, docs/security.md): a van proves
+	 * on each connection it opens that its node knows the secret, and
+	 * checks the proof on each connection it accepts, without ever sending
+	 * the secret. proof() writes HMAC-SHA256(secret, msg) into mac and
+	 * returns 0, or returns -ENOENT when the job has no secret: the van
+	 * then speaks exactly as without these (ps-lite's wire). proof_check()
+	 * returns 0 when mac is msg's proof, -EACCES when it is not, -ENOENT
+	 * without a secret. What msg holds is the van's own affair; it should
+	 * hold a fresh random nonce of the connection, the sender's node id and
+	 * the van's name, so that a proof is worth nothing elsewhere. */
+	int (*proof)(void *ctx, const void *msg, size_t len, uint8_t mac[32]);
+	int (*proof_check)(void *ctx, const void *msg, size_t len, const uint8_t mac[32]);
 };
 
 #define PSL_VAN_HOST_SIZE_1_1 (offsetof(struct psl_van_host, recv_dest_put) + sizeof(void *))
+#define PSL_VAN_HOST_SIZE_1_2 (offsetof(struct psl_van_host, proof_check) + sizeof(void *))
 
 /* A peer to connect to, as it appears in the node list. */
 struct psl_van_peer {

@@ -52,3 +52,11 @@ EXTRA_DIST += plugins/van_fabric/van.m4 $(FABRIC_TESTS) $(FABRIC_SERVER_TESTS) d
 if BUILD_VAN_FABRIC
 TESTS += $(FABRIC_TESTS) $(FABRIC_SERVER_TESTS)
 endif
+
+# exit codes after a lost node, a frozen server (tests/integration/exit_codes.sh,
+# frozen.sh)
+FABRIC_LOSS_TESTS = plugins/van_fabric/tests/fabric_tcp_exit.sh plugins/van_fabric/tests/fabric_tcp_frozen.sh
+EXTRA_DIST += $(FABRIC_LOSS_TESTS)
+if BUILD_VAN_FABRIC
+TESTS += $(FABRIC_LOSS_TESTS)
+endif

@@ -370,6 +370,23 @@ void psl__ucx_in_io(struct ucx_in *in, uint32_t events)
 void psl__ucx_in_tick(struct psl_van *v, int64_t now)
 {
 	uint32_t k;
+	int32_t gone[32];
+	int ngone, g;
+	pthread_mutex_lock(&v->mu);
+	ngone = v->ngone;
+	memcpy(gone, v->gone, sizeof(gone[0]) * (size_t)ngone);
+	v->ngone = 0;
+	pthread_mutex_unlock(&v->mu);
+	/* the core disconnected these nodes (lost): their connections to this
+	 * node end, and what they were still sending is dropped after the
+	 * grace (UCX_LOAN_GRACE_MS), lent buffers going back to the core */
+	for (g = 0; g < ngone; g++)
+		for (k = 0; k < v->nins; k++)
+			if (v->ins[k]->node_id == gone[g] && v->ins[k]->state == IN_READY) {
+				LOG(v, PSL_VAN_LOG_DEBUG, "closing the connection from %s (node %d): "
+				    "disconnected", v->ins[k]->desc, gone[g]);
+				in_close(v->ins[k]);
+			}
 	for (k = 0; k < v->nins; k++) {
 		struct ucx_in *in = v->ins[k];
 		if (in->closed_at && now >= in->closed_at + UCX_LOAN_GRACE_MS) {

@@ -561,6 +561,12 @@ int psl__ucx_boot_tick(struct psl_van *v)
 			else
 				pending_close = true;
 		}
+		/* disconnected by the core (its node is lost): cancel what is
+		 * in flight on it now, then retire as usual */
+		if (retired && o->force && state != OUT_FAILED) {
+			psl__ucx_out_fail(o, PSL_VAN_PEER_DOWN, -ECONNRESET, "disconnected");
+			state = OUT_FAILED;
+		}
 		/* a retired connection that sends still wait for keeps connecting */
 		if (retired && (state == OUT_READY || state == OUT_FAILED ||
 				atomic_load(&o->posted) == 0)) {

@@ -101,6 +101,8 @@ struct ucx_out {
 	struct ucx_send *q_head, **q_tail; /* sends waiting for OUT_READY */
 	uint32_t qlen;
 	bool retired; /* replaced or disconnected: no events, close once flushed */
+	bool force;   /* disconnected (its node is lost): closed at once,
+		       * cancelling what is in flight */
 
 	atomic_bool ep_error; /* UCX's error callback fired */
 	atomic_int posted;    /* sends posted on ep and not yet finished */
@@ -275,6 +277,10 @@ struct psl_van {
 	atomic_bool inbox_full;
 	atomic_bool boot_dirty;
 	int64_t next_timer;
+	/* nodes disconnected by the core (lost): their inbound connections
+	 * are closed by the progress thread (v->mu) */
+	int32_t gone[32];
+	int ngone;
 
 	pthread_rwlock_t lock; /* peers[] */
 	struct ucx_out **peers;

@@ -66,3 +66,11 @@ if BUILD_VAN_ZMQ
 TESTS += plugins/van_ucx/tests/ucx_mismatch.sh
 endif
 endif
+
+# exit codes after a lost node, a frozen server (tests/integration/exit_codes.sh,
+# frozen.sh)
+UCX_LOSS_TESTS = plugins/van_ucx/tests/ucx_tcp_exit.sh plugins/van_ucx/tests/ucx_tcp_frozen.sh
+EXTRA_DIST += $(UCX_LOSS_TESTS)
+if BUILD_VAN_UCX
+TESTS += $(UCX_LOSS_TESTS)
+endif

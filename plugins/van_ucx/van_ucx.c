@@ -715,7 +715,14 @@ static int udisconnect(struct psl_van *v, int32_t id)
 		return -ENOENT;
 	pthread_mutex_lock(&o->mu);
 	o->retired = true;
+	o->force = true;
 	pthread_mutex_unlock(&o->mu);
+	/* and what comes from it: a frozen node's rendezvous into lent buffers
+	 * would hold its requests until it wakes up */
+	pthread_mutex_lock(&v->mu);
+	if (v->ngone < (int)(sizeof(v->gone) / sizeof(v->gone[0])))
+		v->gone[v->ngone++] = id;
+	pthread_mutex_unlock(&v->mu);
 	atomic_store(&v->boot_dirty, true);
 	psl__ucx_wake(v);
 	return 0;

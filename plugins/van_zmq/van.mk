@@ -30,3 +30,11 @@ EXTRA_DIST += plugins/van_zmq/van.m4 $(ZMQ_INTEGRATION_TESTS) $(ZMQ_SERVER_TESTS
 if BUILD_VAN_ZMQ
 TESTS += $(ZMQ_INTEGRATION_TESTS) $(ZMQ_SERVER_TESTS)
 endif
+
+# exit codes after a lost node, a frozen server (tests/integration/exit_codes.sh,
+# frozen.sh)
+ZMQ_LOSS_TESTS = plugins/van_zmq/tests/zmq_exit.sh plugins/van_zmq/tests/zmq_frozen.sh
+EXTRA_DIST += $(ZMQ_LOSS_TESTS)
+if BUILD_VAN_ZMQ
+TESTS += $(ZMQ_LOSS_TESTS)
+endif

@@ -19,6 +19,28 @@
  * thread costs a wake-up; the window saves the last one while traffic flows,
  * and an idle node still sleeps. Polling without yielding starved libzmq's
  * io threads on two cores (milliseconds per round trip), so it yields.
+ *
+ * Identities: the ROUTER hands an identity "ps<id>" to its newest connection
+ * (ZMQ_ROUTER_HANDOVER), so that a stranger who claimed a peer's identity
+ * first cannot lock the real peer out; the receive thread remembers which
+ * connection (file descriptor and address) each identity came from, and when
+ * an identity moves to a new connection while the old one is still open, it
+ * says so and closes the old one, so that the peer on it learns at once (its
+ * van reports the connection lost) instead of sending into the void.
+ *
+ * Job secret (PS_JOB_SECRET, docs/security.md): each DEALER's identity is
+ * "ps<id>:<nonce>:<proof>" ("ps:<nonce>:<proof>" while registering), the
+ * proof HMAC-SHA256 under the secret (computed by the core, van ABI 1.2)
+ * of "pslite-zmq|<id>|<nonce>", the nonce 16 random bytes of that
+ * connection; the ROUTER drops every message whose identity does not prove
+ * the secret. Nobody who lacks the secret can then claim a node's identity,
+ * and a random nonce per connection cannot be claimed first. Without a
+ * secret the identities are ps-lite's.
+ *
+ * Bounds: each connection queues at most PS_ZMQ_RCVHWM messages on receive
+ * (then TCP pushes back), and a frame larger than PS_ZMQ_MAX_MSG_MB closes
+ * the connection it came on (ZMQ_MAXMSGSIZE); sending one is an error naming
+ * the setting.
  */
 
 #define _GNU_SOURCE 1
@@ -35,6 +57,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <sys/eventfd.h>
+#include <sys/random.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -66,8 +89,23 @@ struct zpeer {
 	struct zpeer *next; /* graveyard */
 };
 
+/* The connection an identity "ps<id>" last came from (ROUTER, receive
+ * thread only); fd 0 = none seen yet. */
+#define MAX_TRACKED_ID 4096
+struct zrid {
+	int fd;
+	unsigned char ok[128]; /* the last identity whose proof was checked */
+	size_t ok_len;
+	bool early; /* first seen before this node connected to that id */
+	char peer[72];
+};
+
 struct psl_van {
 	const struct psl_van_host *host;
+	struct zrid *rid; /* [MAX_TRACKED_ID] */
+	int rcvhwm;
+	bool secret; /* the job has a secret: identities carry proofs */
+	int64_t max_msg; /* bytes, PS_ZMQ_MAX_MSG_MB */
 	void *ctx;
 	void *router;
 	int wake_fd;
@@ -123,6 +161,94 @@ static int parse_identity(const unsigned char *s, size_t n)
 	return id;
 }
 
+static void hexs(const uint8_t *d, size_t n, char *out)
+{
+	static const char x[] = "0123456789abcdef";
+	size_t i;
+	for (i = 0; i < n; i++) {
+		out[2 * i] = x[d[i] >> 4];
+		out[2 * i + 1] = x[d[i] & 15];
+	}
+	out[2 * n] = 0;
+}
+
+/* The identity of a DEALER of node my_id (PSL_VAN_ID_NONE: registering)
+ * into out; returns its length, 0 for none (anonymous), or -errno. */
+static int make_identity(struct psl_van *v, int my_id, char *out, size_t len)
+{
+	uint8_t nonce[16], mac[32];
+	char nh[33], mh[65], idp[16] = "", msg[80];
+	size_t got = 0;
+	if (my_id != PSL_VAN_ID_NONE)
+		snprintf(idp, sizeof(idp), "%d", my_id);
+	if (!v->secret)
+		return idp[0] ? snprintf(out, len, "ps%s", idp) : 0;
+	while (got < sizeof(nonce)) {
+		ssize_t k = getrandom(nonce + got, sizeof(nonce) - got, 0);
+		if (k < 0 && errno != EINTR)
+			return -errno;
+		if (k > 0)
+			got += (size_t)k;
+	}
+	hexs(nonce, sizeof(nonce), nh);
+	snprintf(msg, sizeof(msg), "pslite-zmq|%s|%s", idp, nh);
+	if (v->host->proof(v->host->ctx, msg, strlen(msg), mac))
+		return -EACCES;
+	hexs(mac, sizeof(mac), mh);
+	return snprintf(out, len, "ps%s:%s:%s", idp, nh, mh);
+}
+
+static int unhex(const unsigned char *s, size_t n, uint8_t *out)
+{
+	size_t i;
+	for (i = 0; i < 2 * n; i++) {
+		unsigned char c = s[i];
+		int x = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : -1;
+		if (x < 0)
+			return -1;
+		if (i % 2 == 0)
+			out[i / 2] = (uint8_t)(x << 4);
+		else
+			out[i / 2] |= (uint8_t)x;
+	}
+	return 0;
+}
+
+/* With a secret: the sender an identity "ps<id>:<nonce>:<proof>" proves,
+ * PSL_VAN_ID_NONE for "ps:...", or -1 when it proves nothing. */
+static int proven_identity(struct psl_van *v, const unsigned char *s, size_t n)
+{
+	size_t i = 2, d;
+	int id = 0;
+	uint8_t mac[32];
+	char msg[80];
+	struct zrid *r = NULL;
+	if (n < 3 || s[0] != 'p' || s[1] != 's')
+		return -1;
+	while (i < n && i < 8 && s[i] >= '0' && s[i] <= '9')
+		id = id * 10 + (s[i++] - '0');
+	d = i - 2;
+	if (n != i + 1 + 32 + 1 + 64 || s[i] != ':' || s[i + 33] != ':')
+		return -1;
+	if (!d)
+		id = PSL_VAN_ID_NONE;
+	else if (id < MAX_TRACKED_ID && v->rid)
+		r = &v->rid[id];
+	if (r && r->ok_len == n && !memcmp(r->ok, s, n))
+		return id;
+	if (unhex(s + i + 34, 32, mac) || unhex(s + i + 1, 16, (uint8_t[16]){0}))
+		return -1;
+	snprintf(msg, sizeof(msg), "pslite-zmq|%.*s|%.32s", (int)d, (const char *)s + 2,
+		 (const char *)s + i + 1);
+	if (v->host->proof_check(v->host->ctx, msg, strlen(msg), mac))
+		return -1;
+	if (r && n <= sizeof(r->ok)) {
+		memcpy(r->ok, s, n);
+		r->ok_len = n;
+	}
+	return id;
+}
+
 /* ---------------------------------------------------------------- send -- */
 
 static void zfree(void *data, void *hint)
@@ -172,6 +298,14 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 			return -EINVAL;
 		}
 		zc += segs[i].len > 0;
+		if ((int64_t)segs[i].len > v->max_msg) {
+			LOG(v, PSL_VAN_LOG_ERROR,
+			    "cannot send segment %u of %zu bytes to node %d: larger than "
+			    "PS_ZMQ_MAX_MSG_MB=%lld MiB, the largest frame a node takes; raise it on "
+			    "every node",
+			    i, segs[i].len, id, (long long)(v->max_msg >> 20));
+			return -EMSGSIZE;
+		}
 	}
 	if (cookie && zc) {
 		t = malloc(sizeof(*t));
@@ -243,6 +377,78 @@ static void zrelease(struct psl_van_rmsg *pub)
 	free(r);
 }
 
+/* "ip:port" of the TCP peer on fd, or "" */
+static void fd_peer(int fd, char *out, size_t len)
+{
+	struct sockaddr_storage a;
+	socklen_t alen = sizeof(a);
+	char host[48];
+	out[0] = 0;
+	if (fd <= 0 || getpeername(fd, (struct sockaddr *)&a, &alen) != 0)
+		return;
+	if (a.ss_family == AF_INET) {
+		struct sockaddr_in *in = (struct sockaddr_in *)&a;
+		inet_ntop(AF_INET, &in->sin_addr, host, sizeof(host));
+		snprintf(out, len, "%s:%d", host, ntohs(in->sin_port));
+	} else if (a.ss_family == AF_INET6) {
+		struct sockaddr_in6 *in6 = (struct sockaddr_in6 *)&a;
+		inet_ntop(AF_INET6, &in6->sin6_addr, host, sizeof(host));
+		snprintf(out, len, "[%s]:%d", host, ntohs(in6->sin6_port));
+	}
+}
+
+/* A message with identity ps<id> came on the ROUTER's connection fd.
+ * ZMQ_ROUTER_HANDOVER gives an identity to its newest connection. If the
+ * identity's last connection is still open, two peers use it:
+ *  - if that connection spoke before this node connected to node id (before
+ *    id was assigned, or this node knew of it), it was a stranger claiming
+ *    the identity first: the newer connection has it now, and the old one is
+ *    left open and unused (closing it would make its DEALER reconnect and
+ *    take the identity back);
+ *  - otherwise a second peer took over an identity in use: the old
+ *    connection is closed, so that the peer on it (node id, most likely)
+ *    hears at once that its connection is lost instead of sending into the
+ *    void. */
+static void track_identity(struct psl_van *v, int id, int fd)
+{
+	struct zrid *r;
+	char now[72], old[72];
+	bool known;
+	if (id < 0 || id >= MAX_TRACKED_ID || fd <= 0)
+		return;
+	if (!v->rid && !(v->rid = calloc(MAX_TRACKED_ID, sizeof(*v->rid))))
+		return;
+	r = &v->rid[id];
+	if (r->fd == fd)
+		return;
+	pthread_rwlock_rdlock(&v->lock);
+	known = peer_get(v, id) != NULL;
+	pthread_rwlock_unlock(&v->lock);
+	fd_peer(fd, now, sizeof(now));
+	if (r->fd > 0) {
+		fd_peer(r->fd, old, sizeof(old));
+		if (old[0] && !strcmp(old, r->peer) && r->early) {
+			LOG(v, PSL_VAN_LOG_WARN,
+			    "identity ps%d came on a second connection (from %s): the first (from "
+			    "%s) claimed it before node %d was known here, and is ignored from now "
+			    "on (PS_JOB_SECRET keeps strangers out)",
+			    id, now, old, id);
+		} else if (old[0] && !strcmp(old, r->peer)) {
+			LOG(v, PSL_VAN_LOG_WARN,
+			    "identity ps%d came on a second connection (from %s) while its first "
+			    "(from %s) is open: two peers use node id %d; closed the first one "
+			    "(if it was node %d's, that node reports the connection lost; "
+			    "PS_JOB_SECRET keeps strangers out)",
+			    id, now, old, id, id);
+			shutdown(r->fd, SHUT_RDWR);
+		}
+	}
+	LOG(v, PSL_VAN_LOG_DEBUG, "identity ps%d on the connection from %s", id, now);
+	r->fd = fd;
+	r->early = !known;
+	snprintf(r->peer, sizeof(r->peer), "%s", now);
+}
+
 /* Reads one message [identity][meta][data...] from sock. Returns 1 if one
  * was read (delivered or dropped), 0 if none was waiting. */
 static int recv_one(struct psl_van *v, void *sock, struct psl_van_rmsg **out)
@@ -258,7 +464,15 @@ static int recv_one(struct psl_van *v, void *sock, struct psl_van_rmsg **out)
 		zmq_msg_close(&frames[0]);
 		return 0;
 	}
-	sender = parse_identity(zmq_msg_data(&frames[0]), zmq_msg_size(&frames[0]));
+	if (v->secret && sock == v->router) {
+		if (!v->rid)
+			v->rid = calloc(MAX_TRACKED_ID, sizeof(*v->rid));
+		sender = proven_identity(v, zmq_msg_data(&frames[0]), zmq_msg_size(&frames[0]));
+		if (sender < 0)
+			dropped = -1; /* read the rest, then drop it */
+	} else {
+		sender = parse_identity(zmq_msg_data(&frames[0]), zmq_msg_size(&frames[0]));
+	}
 	more = zmq_msg_more(&frames[0]);
 	zmq_msg_close(&frames[0]);
 	while (more) {
@@ -271,11 +485,23 @@ static int recv_one(struct psl_van *v, void *sock, struct psl_van_rmsg **out)
 		more = zmq_msg_more(f);
 		if (n < MAX_FRAMES) {
 			n++;
-		} else {
+		} else if (dropped >= 0) {
 			dropped++;
+			zmq_msg_close(f);
+		} else {
 			zmq_msg_close(f);
 		}
 	}
+	if (dropped < 0) {
+		LOG(v, PSL_VAN_LOG_WARN,
+		    "dropped a message from a peer whose identity proves no PS_JOB_SECRET "
+		    "(a stranger, or a node with another secret or none)");
+		for (i = 0; i < n; i++)
+			zmq_msg_close(&frames[i]);
+		return 1;
+	}
+	if (sock == v->router && n > 0 && sender != PSL_VAN_ID_NONE)
+		track_identity(v, sender, zmq_msg_get(&frames[0], ZMQ_SRCFD));
 	if (n == 0 || dropped) {
 		LOG(v, PSL_VAN_LOG_WARN,
 		    "dropped a message from %s%d: %s", sender == PSL_VAN_ID_NONE ? "an unregistered peer " : "node ",
@@ -573,7 +799,7 @@ static int param_int(struct psl_van *v, const char *name, long def, long min, lo
 static int zinit(const struct psl_van_host *host, struct psl_van **out)
 {
 	struct psl_van *v = calloc(1, sizeof(*v));
-	int maxs, busy, spin_us, rc;
+	int maxs, busy, spin_us, max_mb, rc;
 	if (!v)
 		return -ENOMEM;
 	v->host = host;
@@ -586,9 +812,17 @@ static int zinit(const struct psl_van_host *host, struct psl_van **out)
 	    (rc = param_int(v, "PS_BUSY_POLL_US", PSL_VAN_BUSY_POLL_US_DEFAULT, 0, 1000000,
 			    "microseconds", &spin_us)) ||
 	    (rc = param_int(v, "PS_ZMQ_LINGER_MS", 500, -1, 3600000, "milliseconds (-1: for ever)",
-			    &v->linger_ms))) {
+			    &v->linger_ms)) ||
+	    (rc = param_int(v, "PS_ZMQ_RCVHWM", 10000, 1, 100000000, "a number of messages",
+			    &v->rcvhwm)) ||
+	    (rc = param_int(v, "PS_ZMQ_MAX_MSG_MB", 512, 1, 1 << 20, "MiB", &max_mb))) {
 		free(v);
 		return rc;
+	}
+	v->max_msg = (int64_t)max_mb << 20;
+	if (host->size >= PSL_VAN_HOST_SIZE_1_2 && host->proof && host->proof_check) {
+		uint8_t mac[32];
+		v->secret = host->proof(host->ctx, "", 0, mac) == 0;
 	}
 	v->busy_poll = busy != 0;
 	v->spin_ns = v->busy_poll ? (int64_t)spin_us * 1000 : 0;
@@ -650,8 +884,10 @@ static int zbind(struct psl_van *v, const struct psl_van_bind_req *req,
 	v->router = zmq_socket(v->ctx, ZMQ_ROUTER);
 	if (!v->router)
 		return -errno;
-	set_int(v->router, ZMQ_RCVHWM, 0);
+	set_int(v->router, ZMQ_RCVHWM, v->rcvhwm);
 	set_int(v->router, ZMQ_SNDHWM, 0);
+	set_int(v->router, ZMQ_ROUTER_HANDOVER, 1);
+	zmq_setsockopt(v->router, ZMQ_MAXMSGSIZE, &v->max_msg, sizeof(v->max_msg));
 	set_int(v->router, ZMQ_LINGER, v->linger_ms);
 	if (req->port > 0)
 		snprintf(ep, sizeof(ep), "tcp://%s:%d", host, req->port);
@@ -715,13 +951,19 @@ static int zconnect(struct psl_van *v, const struct psl_van_peer *peer, int32_t 
 	p->mon = zmq_socket(v->ctx, ZMQ_PAIR);
 	if (!p->sock || !p->mon)
 		goto fail;
-	if (my_id != PSL_VAN_ID_NONE) {
-		char ident[16];
-		int n = snprintf(ident, sizeof(ident), "ps%d", my_id);
-		zmq_setsockopt(p->sock, ZMQ_ROUTING_ID, ident, (size_t)n);
+	{
+		char ident[160];
+		int n = make_identity(v, my_id, ident, sizeof(ident));
+		if (n < 0) {
+			errno = -n;
+			goto fail;
+		}
+		if (n > 0)
+			zmq_setsockopt(p->sock, ZMQ_ROUTING_ID, ident, (size_t)n);
 	}
 	set_int(p->sock, ZMQ_SNDHWM, 0);
-	set_int(p->sock, ZMQ_RCVHWM, 0);
+	set_int(p->sock, ZMQ_RCVHWM, v->rcvhwm);
+	zmq_setsockopt(p->sock, ZMQ_MAXMSGSIZE, &v->max_msg, sizeof(v->max_msg));
 	set_int(p->sock, ZMQ_LINGER, v->linger_ms);
 	snprintf(mon_ep, sizeof(mon_ep), "inproc://psl-zmq-mon-%p-%u", (void *)v,
 		 atomic_fetch_add(&v->mon_seq, 1));
@@ -818,6 +1060,7 @@ static void zfini(struct psl_van *v)
 		close(v->wake_fd);
 	pthread_rwlock_destroy(&v->lock);
 	free(v->peers);
+	free(v->rid);
 	free(v);
 }
 

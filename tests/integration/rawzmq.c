@@ -704,7 +704,7 @@ static void strangers(void)
 
 	anon = dealer(NULL, s0->hostname, s0->port);
 	kv_meta(&m, true, 2, false);
-	expect(8, "dropped a data message from an unregistered peer", "not a node of this job");
+	expect(8, "dropped a message (data) from an unregistered peer", "not a node of this job");
 	send_meta(anon, &m, f, 2);
 	sleep_ms(260);
 	expect(8, "dropped a malformed message from an unregistered peer", "meta is 20 bytes");
@@ -713,7 +713,7 @@ static void strangers(void)
 
 	ps1001 = dealer("ps1001", s0->hostname, s0->port);
 	kv_meta(&m, true, 2, false);
-	expect(8, "dropped a data message from node 1001", "not a node of this job");
+	expect(8, "dropped a message (data) from node 1001", "not a node of this job");
 	send_meta(ps1001, &m, f, 2);
 	sleep_ms(260);
 	zmq_close(ps1001);
@@ -724,11 +724,39 @@ static void strangers(void)
 	m.barrier_group = 7;
 	m.request = true;
 	m.app_id = 0;
-	expect(1, "from node 1001 for group 7", "not a member of that group");
+	expect(1, "dropped a message (INSTANCE_BARRIER) from node 1001", "not a node of this job");
 	send_meta(ps1001, &m, NULL, 0);
+	sleep_ms(150);
 	registration(&m, &me, 4321);
-	expect(1, "ignored ADD_NODE from node 1001", "does not recover lost nodes");
+	expect(1, "dropped a message (ADD_NODE) from node 1001", "not a node of this job");
 	send_meta(ps1001, &m, NULL, 0);
+
+	/* a node's own id: "ps1" at the scheduler releasing the final barrier
+	 * (group 1, the scheduler's own), "ps8" at server 0 pushing as it */
+	{
+		void *own = dealer("ps1", sched->hostname, sched->port);
+		psl__meta_init(&m);
+		m.cmd = PSL_CMD_BARRIER;
+		m.barrier_group = 1;
+		m.request = false;
+		m.app_id = 0;
+		expect(1, "dropped a message (BARRIER) from node 1", "this node's own id");
+		send_meta(own, &m, NULL, 0);
+		sleep_ms(150);
+		m.cmd = PSL_CMD_INSTANCE_BARRIER;
+		m.barrier_group = 7;
+		m.request = false;
+		expect(1, "dropped a message (INSTANCE_BARRIER) from node 1", "this node's own id");
+		send_meta(own, &m, NULL, 0);
+		sleep_ms(150);
+		zmq_close(own);
+		own = dealer("ps8", s0->hostname, s0->port);
+		kv_meta(&m, true, 2, false);
+		expect(8, "dropped a message (data) from node 8", "this node's own id");
+		send_meta(own, &m, f, 2);
+		sleep_ms(150);
+		zmq_close(own);
+	}
 
 	/* a late registration, done right but after the job is complete */
 	anon_s = dealer(NULL, sched->hostname, sched->port);
@@ -741,10 +769,205 @@ static void strangers(void)
 	zmq_close(anon);
 }
 
+/* RAWZMQ_MODE=preclaim: a stranger beside the scheduler that claims the
+ * identities ps8 and ps9 at the scheduler before any node has an id, sends
+ * a barrier as each, and holds the connections (RAWZMQ_HOLD_S, 15 s): the
+ * real nodes must still get through (rawzmq_ident.sh). */
+static int preclaim(void)
+{
+	const char *uri = getenv("DMLC_PS_ROOT_URI"), *port = getenv("DMLC_PS_ROOT_PORT");
+	int hold = getenv("RAWZMQ_HOLD_S") ? atoi(getenv("RAWZMQ_HOLD_S")) : 15;
+	void *s[2];
+	struct psl__meta m;
+	int i;
+	if (!uri || !port)
+		die("DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT needed");
+	g_ctx = zmq_ctx_new();
+	s[0] = dealer("ps8", uri, atoi(port));
+	s[1] = dealer("ps9", uri, atoi(port));
+	psl__meta_init(&m);
+	m.cmd = PSL_CMD_INSTANCE_BARRIER;
+	m.barrier_group = 7;
+	m.request = true;
+	m.app_id = 0;
+	for (i = 0; i < 2; i++)
+		send_meta(s[i], &m, NULL, 0);
+	printf("rawzmq preclaim: holding ps8 and ps9 at %s:%s for %d s\n", uri, port, hold);
+	sleep_ms(hold * 1000);
+	for (i = 0; i < 2; i++)
+		zmq_close(s[i]);
+	zmq_ctx_term(g_ctx);
+	printf("rawzmq preclaim: done\n");
+	return 0;
+}
+
+/* RAWZMQ_MODE=secret: a stranger beside the scheduler of a job with
+ * PS_JOB_SECRET, which it does not know: it registers as a worker from an
+ * anonymous DEALER and from one whose identity carries a made-up proof,
+ * claims ps8 and ps9 with barriers, and waits RAWZMQ_HOLD_S (8 s) for a
+ * node list on its own ROUTER, which must never come (rawzmq_secret.sh). */
+static int secret_stranger(void)
+{
+	const char *uri = getenv("DMLC_PS_ROOT_URI"), *port = getenv("DMLC_PS_ROOT_PORT");
+	int hold = getenv("RAWZMQ_HOLD_S") ? atoi(getenv("RAWZMQ_HOLD_S")) : 8;
+	char ep[128];
+	size_t len = sizeof(ep);
+	void *s[4];
+	struct psl__meta m;
+	struct psl__node me;
+	struct msg r;
+	int i;
+	if (!uri || !port)
+		die("DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT needed");
+	g_ctx = zmq_ctx_new();
+	g_router = zmq_socket(g_ctx, ZMQ_ROUTER);
+	if (zmq_bind(g_router, "tcp://127.0.0.1:*"))
+		die("bind: %s", zmq_strerror(errno));
+	zmq_getsockopt(g_router, ZMQ_LAST_ENDPOINT, ep, &len);
+	g_port = atoi(strrchr(ep, ':') + 1);
+	g_rank = -1;
+	s[0] = dealer(NULL, uri, atoi(port));
+	s[1] = dealer("ps:00112233445566778899aabbccddeeff:"
+		      "0000000000000000000000000000000000000000000000000000000000000000",
+		      uri, atoi(port));
+	s[2] = dealer("ps8", uri, atoi(port));
+	s[3] = dealer("ps9:00112233445566778899aabbccddeeff:"
+		      "1111111111111111111111111111111111111111111111111111111111111111",
+		      uri, atoi(port));
+	registration(&m, &me, g_port);
+	send_meta(s[0], &m, NULL, 0);
+	send_meta(s[1], &m, NULL, 0);
+	psl__meta_init(&m);
+	m.cmd = PSL_CMD_INSTANCE_BARRIER;
+	m.barrier_group = 7;
+	m.request = true;
+	m.app_id = 0;
+	send_meta(s[2], &m, NULL, 0);
+	send_meta(s[3], &m, NULL, 0);
+	printf("rawzmq secret: registered twice and claimed ps8, ps9 at %s:%s\n", uri, port);
+	if (wait_msg(&r, 1, PSL_CMD_ADD_NODE, -1, hold * 1000)) {
+		fprintf(stderr, "rawzmq: FAILED: the scheduler sent a stranger its node list\n");
+		g_fail++;
+		msg_free(&r);
+	}
+	for (i = 0; i < 4; i++)
+		zmq_close(s[i]);
+	zmq_close(g_router);
+	zmq_ctx_term(g_ctx);
+	printf("rawzmq secret: %s\n", g_fail ? "FAILED" : "no node list came (OK)");
+	return g_fail ? 1 : 0;
+}
+
+/* RAWZMQ_MODE=steal: registers as worker 1, then opens a second connection
+ * to server 0 as worker 0 ("ps9") and pushes as it, and stays away from the
+ * final barrier: the real worker 0 must hear of it at once (its connection
+ * is closed), not hang (rawzmq_ident.sh). */
+static int steal(void)
+{
+	uint64_t key;
+	uint8_t v[4] = {7, 7, 7, 7};
+	struct frame f[2] = {{&key, 8}, {v, 4}};
+	const struct psl__node *s0;
+	struct psl__meta m;
+	void *s;
+	start();
+	key = range_begin(0) + (0x77ull << 40) + 600; /* (g_nservers is known now) */
+	barrier("start-up");
+	s0 = node_of(8);
+	if (!s0)
+		die("no server 0 in the node list");
+	sleep_ms(1000); /* worker 0 is at work */
+	s = dealer("ps9", s0->hostname, s0->port);
+	kv_meta(&m, true, 2, false);
+	send_meta(s, &m, f, 2);
+	printf("rawzmq steal: pushed to server 0 as ps9\n");
+	sleep_ms(10000);
+	zmq_close(s);
+	printf("rawzmq steal: done\n");
+	_exit(0); /* no final barrier, no lingering */
+}
+
+/* RAWZMQ_MODE=flood: registers as worker 1, then for RAWZMQ_FLOOD_S (5 s)
+ * sends server 0 and the scheduler well-formed control messages they must
+ * reject (TERMINATE, a BARRIER request to a server, a data message from an
+ * anonymous peer), as fast as they take them; then one frame larger than
+ * PS_ZMQ_MAX_MSG_MB, which must never be answered; then checks a push and
+ * pull and joins the final barrier (rawzmq_flood.sh checks the nodes' log
+ * size and memory). */
+static int flood(void)
+{
+	const struct psl__node *s0;
+	int secs = getenv("RAWZMQ_FLOOD_S") ? atoi(getenv("RAWZMQ_FLOOD_S")) : 5;
+	long sent = 0;
+	int64_t end;
+	struct psl__meta t, b, d;
+	uint64_t key;
+	uint8_t v[4] = {1, 2, 3, 4};
+	struct frame f[2];
+	struct msg r;
+	void *anon;
+	start();
+	barrier("start-up");
+	s0 = node_of(8);
+	key = range_begin(0) + (0x77ull << 40) + 900;
+	f[0] = (struct frame){&key, 8};
+	f[1] = (struct frame){v, 4};
+	anon = dealer(NULL, s0->hostname, s0->port);
+	psl__meta_init(&t);
+	t.cmd = PSL_CMD_TERMINATE;
+	psl__meta_init(&b);
+	b.cmd = PSL_CMD_BARRIER;
+	b.barrier_group = 4;
+	b.request = true;
+	b.app_id = 0;
+	kv_meta(&d, true, 2, false);
+	end = now_ms() + secs * 1000;
+	while (now_ms() < end) {
+		int i;
+		for (i = 0; i < 100; i++) {
+			send_meta(g_dealer[8], &t, NULL, 0);
+			send_meta(g_dealer[8], &b, NULL, 0);
+			send_meta(g_dealer[1], &t, NULL, 0);
+			send_meta(anon, &d, f, 2);
+		}
+		sent += 400;
+	}
+	printf("rawzmq flood: sent %ld rejected control messages in %d s\n", sent, secs);
+	zmq_close(anon);
+	{
+		size_t big = (size_t)(getenv("RAWZMQ_BIG_MB") ? atoi(getenv("RAWZMQ_BIG_MB")) : 2)
+			     << 20;
+		uint8_t *p = calloc(1, big);
+		uint64_t keys[1] = {key};
+		struct psl__meta m;
+		kv_meta(&m, true, 2, false);
+		f[0] = (struct frame){keys, 8};
+		f[1] = (struct frame){p, big};
+		send_meta(g_dealer[8], &m, f, 2);
+		CHECK(!wait_msg(&r, 8, PSL_CMD_EMPTY, m.timestamp, 3000),
+		      "server 0 answered a push with a frame of %zu bytes", big);
+		free(p);
+		printf("rawzmq flood: a frame of %zu bytes was not answered\n", big);
+	}
+	good_push_pull(8, "after the flood");
+	barrier("final");
+	printf("rawzmq worker %d: %s\n", (g_my_id - 8) / 2, g_fail ? "FAILED" : "OK");
+	_exit(g_fail ? 1 : 0);
+}
+
 int main(void)
 {
 	int i;
+	const char *mode = getenv("RAWZMQ_MODE");
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (mode && !strcmp(mode, "preclaim"))
+		return preclaim();
+	if (mode && !strcmp(mode, "steal"))
+		return steal();
+	if (mode && !strcmp(mode, "secret"))
+		return secret_stranger();
+	if (mode && !strcmp(mode, "flood"))
+		return flood();
 	start();
 	barrier("start-up");
 	fake_response_to_worker();

@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
@@ -31,7 +32,8 @@ static const char *const all_vars[] = {
 	"DMLC_PS_VAN_TYPE",   "PS_VERBOSE",		  "PS_HEARTBEAT_INTERVAL",
 	"PS_HEARTBEAT_TIMEOUT", "PS_RESEND",		  "PS_RESEND_TIMEOUT",
 	"PS_CONNECT_TIMEOUT", "PS_START_TIMEOUT",	  "BYTEPS_ENABLE_MIXED_MODE",
-	"BYTEPS_ORDERED_HOSTS", "DMLC_ENABLE_UCX",
+	"BYTEPS_ORDERED_HOSTS", "DMLC_ENABLE_UCX",	  "PS_JOB_SECRET",
+	"PS_JOB_SECRET_FILE",
 };
 
 static struct psl__config cfg;
@@ -722,6 +724,34 @@ static void test_resolve_host(void **state)
 	assert_contains(e, "DMLC_INTERFACE=nosuchif0");
 }
 
+/* PS_JOB_SECRET, PS_JOB_SECRET_FILE */
+static void test_job_secret(void **state)
+{
+	char path[] = "/tmp/pslite-secret-XXXXXX";
+	int fd;
+	(void)state;
+	expect_ok();
+	assert_int_equal(cfg.secret_len, 0);
+	setenv("PS_JOB_SECRET", "open-sesame", 1);
+	expect_ok();
+	assert_int_equal(cfg.secret_len, 11);
+	assert_memory_equal(cfg.secret, "open-sesame", 11);
+	setenv("PS_JOB_SECRET", "short", 1);
+	expect_error(-EINVAL, "PS_JOB_SECRET", "5 bytes", "expected 8 to 256", NULL);
+	fd = mkstemp(path);
+	assert_true(fd >= 0);
+	assert_int_equal(write(fd, "from-a-file\n", 12), 12);
+	close(fd);
+	setenv("PS_JOB_SECRET_FILE", path, 1);
+	expect_error(-EINVAL, "PS_JOB_SECRET and PS_JOB_SECRET_FILE are both set", NULL);
+	unsetenv("PS_JOB_SECRET");
+	expect_ok();
+	assert_int_equal(cfg.secret_len, 11);
+	assert_memory_equal(cfg.secret, "from-a-file", 11);
+	unlink(path);
+	expect_error(-ENOENT, "PS_JOB_SECRET_FILE=", "cannot open it", NULL);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup_worker, NULL)
 
 int main(void)
@@ -742,6 +772,7 @@ int main(void)
 		T(test_enable_ucx),	       T(test_compat_named_cases),
 		T(test_compat_quiet_values),   T(test_compat_van_reads),
 		T(test_compat_every_variable),
+		T(test_job_secret),
 	};
 	return cmocka_run_group_tests_name("env", tests, NULL, NULL);
 }

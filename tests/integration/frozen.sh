@@ -1,0 +1,71 @@
+#!/bin/sh
+# A frozen server over one van, with heartbeats:
+#   frozen.sh VAN
+# pslite-bench on 1 scheduler, 1 server, 1 worker with PS_HEARTBEAT_INTERVAL=1
+# PS_HEARTBEAT_TIMEOUT=6; 2 s after the worker started its loop the server is
+# frozen (SIGSTOP) and never resumed. The heartbeats declare it lost: the worker's requests must fail at
+# once, the barriers (the scheduler's final one included) end with an error,
+# and the scheduler and the worker exit non-zero, all while the server stays
+# frozen (it is killed at the end).
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
+set -u
+van=$1
+b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/pslite-frozen.XXXXXX")
+log=$dir/log
+ulimit -c 0 2>/dev/null
+fail=0
+bad() { echo "frozen.sh $van: $*" >&2; fail=1; }
+spid=
+cleanup() {
+	[ -n "$spid" ] && kill -9 "$spid" 2>/dev/null
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+
+PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=6 FROZEN_DIR=$dir \
+timeout -k 10 150 "$b/tools/pslite-run" -s 1 -w 1 --van "$van" --timeout 140 --keep-going -- \
+	sh -c 'if [ "$DMLC_ROLE" = server ]; then echo $$ >"$FROZEN_DIR/server.pid"; exec "$@"; fi
+		"$@"; rc=$?; echo "EXIT $rc"; exit $rc' \
+	sh "$b/tools/pslite-bench" "${FROZEN_BYTES:-4096}" 1 1 --seconds 60 >"$log" 2>&1 &
+run=$!
+i=0
+while [ ! -s "$dir/server.pid" ] && [ $i -lt 300 ]; do sleep 0.1; i=$((i + 1)); done
+spid=$(cat "$dir/server.pid" 2>/dev/null)
+[ -n "$spid" ] || bad "the server did not start"
+# frozen 2 s after the worker started its loop (every node is up then)
+i=0
+until grep -q "^\[worker 0\] pslite-bench: push_pull" "$log" || [ $i -ge 900 ]; do
+	sleep 0.1
+	i=$((i + 1))
+done
+sleep 2
+[ -n "$spid" ] && kill -STOP "$spid"
+start=$(date +%s)
+# the scheduler and the worker must end while the server stays frozen
+i=0
+while [ $i -lt 900 ]; do
+	grep -q "^\[scheduler\] EXIT" "$log" && grep -q "^\[worker 0\] EXIT" "$log" && break
+	sleep 0.1
+	i=$((i + 1))
+done
+took=$(($(date +%s) - start))
+for who in scheduler "worker 0"; do
+	code=$(sed -n "s/^\[$who\] EXIT \([0-9]*\)$/\1/p" "$log")
+	if [ -z "$code" ]; then
+		bad "$who did not end within $took s of the server's freeze"
+	elif [ "$code" -eq 0 ]; then
+		bad "$who exited 0"
+	fi
+	echo "frozen.sh $van: $who exited ${code:-?} $took s after the freeze"
+done
+grep "^\[worker 0\]" "$log" | grep -q "lost server 0" || bad "the worker did not report server 0 lost"
+grep "^\[scheduler\]" "$log" | grep -q "lost server 0" || bad "the scheduler did not report server 0 lost"
+kill -9 "$spid" 2>/dev/null
+spid=
+wait $run
+if [ $fail -ne 0 ]; then
+	echo "----- output of the job -----" >&2
+	grep -v "Application goodput" "$log" | tail -n 60 >&2
+fi
+exit $fail
