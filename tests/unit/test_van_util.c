@@ -342,7 +342,5 @@ int main(void)
 		cmocka_unit_test_setup(test_clock, setup),
 		cmocka_unit_test_setup(test_le, setup),
 	};
-	if (getenv("TEST_FILTER"))
-		cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1046,7 +1046,5 @@ int main(void)
 		cmocka_unit_test(test_connect_before_peer_listens),
 	};
 	alarm(300); /* a van that hangs fails the test instead of make check */
-	if (getenv("TEST_FILTER")) /* e.g. TEST_FILTER='test_peer*' */
-		cmocka_set_test_filter(getenv("TEST_FILTER"));
 	return cmocka_run_group_tests(tests, load_van, unload_van);
 }
