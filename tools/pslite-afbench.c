@@ -75,12 +75,15 @@ static inline uint32_t output_word(const uint32_t *in, size_t n, size_t j, int r
 
 /* ---------------------------------------------------------------- server -- */
 
+/* (the callback gets the server as an argument: batches can arrive before
+ * psl_kv_batch_server_new returns) */
 static struct psl_kv_batch_server *g_srv;
 static atomic_long g_batches;
 static uint32_t *g_outbuf; /* loop mode: one compute buffer */
 static size_t g_outcap;
 
-static void serve(const struct psl_kv_batch_req *req, uint32_t *buf, size_t cap)
+static void serve(struct psl_kv_batch_server *srv, const struct psl_kv_batch_req *req,
+		  uint32_t *buf, size_t cap)
 {
 	int rank = psl_my_rank(), rc;
 	const uint32_t *in = req->npush ? req->push[0].vals : NULL;
@@ -96,7 +99,7 @@ static void serve(const struct psl_kv_batch_req *req, uint32_t *buf, size_t cap)
 		heap = true;
 	}
 	if (!out || !buf) {
-		psl_kv_batch_respond_error(g_srv, id, -ENOMEM);
+		psl_kv_batch_respond_error(srv, id, -ENOMEM);
 		goto out;
 	}
 	for (i = 0; i < req->npull; i++) {
@@ -112,25 +115,25 @@ static void serve(const struct psl_kv_batch_req *req, uint32_t *buf, size_t cap)
 	atomic_fetch_add(&g_batches, 1);
 	if (req->cmd == CMD_NO_KEY) {
 		/* a missing key is refused and the batch stays held */
-		rc = psl_kv_batch_respond(g_srv, id, out, req->npull);
+		rc = psl_kv_batch_respond(srv, id, out, req->npull);
 		if (rc != -EINVAL)
 			FAIL("an answer without the pulled key gave %s, expected EINVAL",
 			     psl_strerror(rc));
-		rc = psl_kv_batch_respond_error(g_srv, id, -ENOTSUP);
+		rc = psl_kv_batch_respond_error(srv, id, -ENOTSUP);
 		if (rc)
 			FAIL("psl_kv_batch_respond_error: %s", psl_strerror(rc));
 		goto out;
 	}
-	rc = psl_kv_batch_respond(g_srv, id, out, req->npull);
+	rc = psl_kv_batch_respond(srv, id, out, req->npull);
 	if (rc)
 		FAIL("psl_kv_batch_respond: %s", psl_strerror(rc));
 	if (g_checks && atomic_load(&g_batches) <= 3) {
 		/* req is gone: its id must be refused now, as must an unknown one */
-		rc = psl_kv_batch_respond(g_srv, id, out, req->npull);
+		rc = psl_kv_batch_respond(srv, id, out, req->npull);
 		if (rc != -ENOENT)
 			FAIL("answering batch %" PRIu64 " twice gave %s, expected ENOENT", id,
 			     psl_strerror(rc));
-		rc = psl_kv_batch_respond_error(g_srv, 0xdeadbeefull << 20, -EIO);
+		rc = psl_kv_batch_respond_error(srv, 0xdeadbeefull << 20, -EIO);
 		if (rc != -ENOENT)
 			FAIL("answering an unknown batch gave %s, expected ENOENT",
 			     psl_strerror(rc));
@@ -144,9 +147,8 @@ out:
 static void on_batch(struct psl_kv_batch_server *s, const struct psl_kv_batch_req *req,
 		     void *arg)
 {
-	(void)s;
 	(void)arg;
-	serve(req, NULL, 0);
+	serve(s, req, NULL, 0);
 }
 
 static void *compute_loop(void *arg)
@@ -161,7 +163,7 @@ static void *compute_loop(void *arg)
 			FAIL("psl_kv_batch_next: %s", psl_strerror(rc));
 			break;
 		}
-		serve(req, g_outbuf, g_outcap);
+		serve(g_srv, req, g_outbuf, g_outcap);
 	}
 	return NULL;
 }

@@ -1,0 +1,2 @@
+#!/bin/sh
+exec "$PSL_SRCDIR/tests/integration/af_run.sh" zmq
