@@ -375,7 +375,8 @@ PSL_EXPORT int psl_kv_batch_next(struct psl_kv_batch_server *s, int timeout_ms,
 PSL_EXPORT int psl_kv_batch_respond(struct psl_kv_batch_server *s, uint64_t id,
 				    const struct psl_kv_tensor *out, size_t nout);
 /* Same without copying out: its buffers must stay valid until done(done_arg)
- * is called (once, from any thread). */
+ * is called (once, from any thread). If the call fails before answering
+ * (-ENOENT, -EINVAL), done is not called and out is not used. */
 PSL_EXPORT int psl_kv_batch_zrespond(struct psl_kv_batch_server *s, uint64_t id,
 				     const struct psl_kv_tensor *out, size_t nout,
 				     void (*done)(void *done_arg), void *done_arg);

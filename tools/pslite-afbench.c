@@ -79,29 +79,68 @@ static inline uint32_t output_word(const uint32_t *in, size_t n, size_t j, int r
  * psl_kv_batch_server_new returns) */
 static struct psl_kv_batch_server *g_srv;
 static atomic_long g_batches;
-static uint32_t *g_outbuf; /* loop mode: one compute buffer */
-static size_t g_outcap;
 
-static void serve(struct psl_kv_batch_server *srv, const struct psl_kv_batch_req *req,
-		  uint32_t *buf, size_t cap)
+/* Output buffers, reused: answers are sent from them without a copy
+ * (psl_kv_batch_zrespond) and they come back here when the van is done. */
+struct obuf {
+	struct obuf *next;
+	size_t cap; /* words */
+	uint32_t w[];
+};
+static struct obuf *g_pool;
+static pthread_mutex_t g_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static struct obuf *obuf_get(size_t words)
+{
+	struct obuf **pp, *o;
+	pthread_mutex_lock(&g_pool_mu);
+	for (pp = &g_pool; (o = *pp); pp = &o->next)
+		if (o->cap >= words)
+			break;
+	if (o)
+		*pp = o->next;
+	pthread_mutex_unlock(&g_pool_mu);
+	if (!o && (o = malloc(sizeof(*o) + words * 4 + 4)))
+		o->cap = words;
+	return o;
+}
+
+static void obuf_put(void *p)
+{
+	struct obuf *o = p;
+	pthread_mutex_lock(&g_pool_mu);
+	o->next = g_pool;
+	g_pool = o;
+	pthread_mutex_unlock(&g_pool_mu);
+}
+
+static void pool_free(void)
+{
+	struct obuf *o;
+	while ((o = g_pool)) {
+		g_pool = o->next;
+		free(o);
+	}
+}
+
+static void serve(struct psl_kv_batch_server *srv, const struct psl_kv_batch_req *req)
 {
 	int rank = psl_my_rank(), rc;
 	const uint32_t *in = req->npush ? req->push[0].vals : NULL;
 	size_t n = req->npush ? req->push[0].len : 0, i, j, off = 0, need = 0;
 	struct psl_kv_tensor *out = calloc(req->npull + 1, sizeof(*out));
 	uint64_t id = req->id;
-	bool heap = false;
+	struct obuf *ob = NULL;
+	uint32_t *buf;
 
 	for (i = 0; i < req->npull; i++)
 		need += req->pull[i].len + (req->cmd == CMD_TOO_BIG);
-	if (need > cap) {
-		buf = malloc(need * 4 + 4);
-		heap = true;
-	}
-	if (!out || !buf) {
+	ob = obuf_get(need);
+	if (!out || !ob) {
 		psl_kv_batch_respond_error(srv, id, -ENOMEM);
 		goto out;
 	}
+	buf = ob->w;
 	for (i = 0; i < req->npull; i++) {
 		size_t len = req->pull[i].len + (req->cmd == CMD_TOO_BIG);
 		for (j = 0; j < len; j++)
@@ -124,9 +163,11 @@ static void serve(struct psl_kv_batch_server *srv, const struct psl_kv_batch_req
 			FAIL("psl_kv_batch_respond_error: %s", psl_strerror(rc));
 		goto out;
 	}
-	rc = psl_kv_batch_respond(srv, id, out, req->npull);
+	rc = psl_kv_batch_zrespond(srv, id, out, req->npull, obuf_put, ob);
 	if (rc)
-		FAIL("psl_kv_batch_respond: %s", psl_strerror(rc));
+		FAIL("psl_kv_batch_zrespond: %s", psl_strerror(rc));
+	else
+		ob = NULL; /* comes back through obuf_put */
 	if (g_checks && atomic_load(&g_batches) <= 3) {
 		/* req is gone: its id must be refused now, as must an unknown one */
 		rc = psl_kv_batch_respond(srv, id, out, req->npull);
@@ -140,15 +181,15 @@ static void serve(struct psl_kv_batch_server *srv, const struct psl_kv_batch_req
 	}
 out:
 	free(out);
-	if (heap)
-		free(buf);
+	if (ob)
+		obuf_put(ob);
 }
 
 static void on_batch(struct psl_kv_batch_server *s, const struct psl_kv_batch_req *req,
 		     void *arg)
 {
 	(void)arg;
-	serve(s, req, NULL, 0);
+	serve(s, req);
 }
 
 static void *compute_loop(void *arg)
@@ -163,7 +204,7 @@ static void *compute_loop(void *arg)
 			FAIL("psl_kv_batch_next: %s", psl_strerror(rc));
 			break;
 		}
-		serve(g_srv, req, g_outbuf, g_outcap);
+		serve(g_srv, req);
 	}
 	return NULL;
 }
@@ -174,11 +215,9 @@ static int run_server(void)
 	int rc;
 	size_t max = g_checks ? CHECK_MAX_TENSORS : 0;
 
-	g_outcap = g_pull_bytes / 4 + 1;
-	g_outbuf = malloc(g_outcap * 4);
 	rc = psl_kv_batch_server_new(0, PSL_UINT32, max, g_loop ? NULL : on_batch, NULL, &g_srv);
-	if (rc || !g_outbuf) {
-		FAIL("psl_kv_batch_server_new: %s", psl_strerror(rc ? rc : -ENOMEM));
+	if (rc) {
+		FAIL("psl_kv_batch_server_new: %s", psl_strerror(rc));
 		return psl_finalize(0, true);
 	}
 	if (g_loop)
@@ -187,7 +226,7 @@ static int run_server(void)
 	if (g_loop)
 		pthread_join(th, NULL);
 	psl_kv_batch_server_free(g_srv);
-	free(g_outbuf);
+	pool_free();
 	if (!g_quiet)
 		printf("afbench server: %ld batches served\n", atomic_load(&g_batches));
 	return rc;
