@@ -333,10 +333,13 @@ static struct bat *take(struct psl_kv_batch_server *s, uint64_t id)
 	return b;
 }
 
+/* A zero-copy answer's state: the caller's done, and the keys frames (the
+ * van may send them after respond returns). */
 struct zdone {
 	atomic_int refs;
 	void (*done)(void *);
 	void *arg;
+	uint64_t keys[];
 };
 
 static void zdone_put(void *p)
@@ -394,7 +397,7 @@ static int respond(struct psl_kv_batch_server *s, uint64_t id, const struct psl_
 		match[j] = k;
 	}
 	if (!copy) {
-		z = malloc(sizeof(*z));
+		z = malloc(sizeof(*z) + (b->pub.npull + 1) * sizeof(uint64_t));
 		if (!z) {
 			rc = -ENOMEM;
 			goto unlock;
@@ -415,15 +418,18 @@ static int respond(struct psl_kv_batch_server *s, uint64_t id, const struct psl_
 		if (q->meta.push) {
 			rc = psl_kv_respond(q, NULL);
 		} else {
-			const struct psl_kv_tensor *t = &out[match[j++]];
+			const struct psl_kv_tensor *t = &out[match[j]];
 			struct psl_kv res = {.keys = &t->key, .num_keys = 1, .vals = t->vals,
 					     .num_vals = t->len};
 			if (copy) {
 				rc = psl_kv_respond(q, &res);
 			} else {
+				z->keys[j] = t->key;
+				res.keys = &z->keys[j];
 				atomic_fetch_add(&z->refs, 1);
 				rc = psl_kv_zrespond(q, &res, zdone_put, z);
 			}
+			j++;
 		}
 		if (rc && !first_err)
 			first_err = rc;
