@@ -50,8 +50,8 @@ done
 echo
 echo "| run | p50 us | p99 us | (medians of $ROUNDS rounds) |"
 echo "|---|---|---|---|"
-for tag in $(sed 's/^{"tag":"\([^"]*\)".*/\1/' "$res" | sort -u | tr ' ' '_'); do
-	t=$(echo "$tag" | tr '_' ' ')
+for tag in $(sed 's/^{"tag":"\([^"]*\)".*/\1/' "$res" | sort -u | tr ' ' '+'); do
+	t=$(echo "$tag" | tr '+' ' ')
 	p50=$(grep "\"tag\":\"$t\"" "$res" | sed 's/.*"p50_us":\([0-9.]*\).*/\1/' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 	p99=$(grep "\"tag\":\"$t\"" "$res" | sed 's/.*"p99_us":\([0-9.]*\).*/\1/' | sort -g | awk '{a[NR]=$1} END {print a[int((NR+1)/2)]}')
 	echo "| $t | $p50 | $p99 | |"
