@@ -601,10 +601,13 @@ static void kvw_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 	r = psl__req_find_locked(c, m->timestamp);
 	if (!r || !psl__req_awaits_locked(c, r, m->sender)) {
 		pthread_mutex_unlock(&c->mu);
-		PSL_WARN("dropped a response from %s for request %d of app %d customer %d: no such "
-			 "request is waiting for that node",
-			 psl__node_desc(m->sender, d, sizeof(d)), m->timestamp, c->app_id,
-			 c->customer_id);
+		/* (a late error answer is no news: a batch's server answers each
+		 * of its messages, and the first error already failed it) */
+		PSL_LOG(m->option < 0 && raw->nseg == 0 ? PSL_LOG_DEBUG : PSL_LOG_WARN,
+			"dropped a response from %s for request %d of app %d customer %d: no "
+			"such request is waiting for that node",
+			psl__node_desc(m->sender, d, sizeof(d)), m->timestamp, c->app_id,
+			c->customer_id);
 		psl__raw_release(raw);
 		return;
 	}

@@ -126,6 +126,7 @@ static void serve(struct psl_kv_batch_server *srv, const struct psl_kv_batch_req
 	size_t n = req->npush ? req->push[0].len : 0, i, off = 0, need = 0;
 	struct psl_kv_tensor *out = calloc(req->npull + 1, sizeof(*out));
 	uint64_t id = req->id;
+	size_t npull = req->npull; /* (req is gone once answered) */
 	struct obuf *ob = NULL;
 	uint32_t *buf;
 	uint64_t t0;
@@ -174,7 +175,7 @@ static void serve(struct psl_kv_batch_server *srv, const struct psl_kv_batch_req
 		ob = NULL; /* comes back through obuf_put */
 	if (g_checks && atomic_load(&g_batches) <= 3) {
 		/* req is gone: its id must be refused now, as must an unknown one */
-		rc = psl_kv_batch_respond(srv, id, out, req->npull);
+		rc = psl_kv_batch_respond(srv, id, out, npull);
 		if (rc != -ENOENT)
 			FAIL("answering batch %" PRIu64 " twice gave %s, expected ENOENT", id,
 			     psl_strerror(rc));
