@@ -17,6 +17,10 @@
  *   KVWorker<Val>                   struct psl_kv_worker (psl_kv_push, _pull, ...)
  *   KVServer<Val>                   struct psl_kv_server (handler + psl_kv_respond)
  *   SimpleApp                       struct psl_simple_app
+ *   StepMesh's AFTensorWorker       psl_kv_batch_pushpull (ZBatchPushPull)
+ *   StepMesh's AFTensorServer       struct psl_kv_batch_server (get_batch:
+ *                                   psl_kv_batch_next; respond:
+ *                                   psl_kv_batch_respond)
  */
 #ifndef PSLITE_H
 #define PSLITE_H
