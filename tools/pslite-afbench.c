@@ -19,6 +19,8 @@
  *   --push-bytes B      bytes pushed per micro-batch (default 458752)
  *   --pull-bytes B      bytes pulled per micro-batch and server (default 917504)
  *   --serve loop|callback
+ *   --route broadcast|keys  StepMesh's routing (default), or by key range: the
+ *                       input goes to each server under a key of its range
  *   --check-every N     check the data of every N-th step (default 1; 0: never)
  *   --checks            also run the failure checks (a batch over the server's
  *                       limit, an answer larger than the pull buffer, a server
@@ -42,7 +44,7 @@
 
 static long g_steps = 1000, g_warmup = 50, g_mb = 3, g_check_every = 1;
 static size_t g_push_bytes = 458752, g_pull_bytes = 917504;
-static bool g_loop = true, g_json, g_quiet, g_checks;
+static bool g_loop = true, g_json, g_quiet, g_checks, g_route_keys;
 static int g_fail;
 
 /* the failure checks' commands */
@@ -246,6 +248,7 @@ static int run_server(void)
 struct mb {
 	struct psl_kv_batch b;
 	struct psl_kv_tensor push;
+	struct psl_kv_tensor *pushes; /* --route keys: one per server */
 	struct psl_kv_tensor *pull; /* one per server */
 	uint32_t *in, *out;
 	uint32_t seed;
@@ -364,6 +367,24 @@ static int run_worker(void)
 		m->b.npush = 1;
 		m->b.pull = m->pull;
 		m->b.npull = (size_t)S;
+		if (g_route_keys) {
+			/* each server gets the input and is asked for its output
+			 * under a key of its own range */
+			m->pushes = calloc((size_t)S, sizeof(*m->pushes));
+			if (!m->pushes) {
+				FAIL("out of memory");
+				goto done;
+			}
+			for (r = 0; r < S; r++) {
+				uint64_t b, e;
+				psl_server_key_range(r, &b, &e);
+				m->pushes[r] = m->push;
+				m->pushes[r].key = b + m->push.key;
+				m->pull[r].key = b + m->push.key;
+			}
+			m->b.push = m->pushes;
+			m->b.npush = (size_t)S;
+		}
 	}
 	if (g_checks && rank == 0)
 		worker_checks(w, &mbs[0], S);
@@ -386,7 +407,8 @@ static int run_worker(void)
 		t0 = now_ns();
 		for (i = 0; i < g_mb; i++) {
 			mbs[i].ts = psl_kv_batch_pushpull(w, &mbs[i].b, CMD_NORMAL,
-							  PSL_KV_BATCH_BROADCAST, NULL, NULL);
+							  g_route_keys ? 0 : PSL_KV_BATCH_BROADCAST,
+							  NULL, NULL);
 			if (mbs[i].ts < 0) {
 				FAIL("step %ld: psl_kv_batch_pushpull: %s", step,
 				     psl_strerror(mbs[i].ts));
@@ -446,6 +468,7 @@ done:
 		free(mbs[i].in);
 		free(mbs[i].out);
 		free(mbs[i].pull);
+		free(mbs[i].pushes);
 	}
 	free(mbs);
 	free(lat);
@@ -458,7 +481,8 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: pslite-afbench [--steps N] [--warmup N] [--micro-batches N] "
-		"[--push-bytes B] [--pull-bytes B] [--serve loop|callback] [--check-every N] "
+		"[--push-bytes B] [--pull-bytes B] [--serve loop|callback] [--route broadcast|keys] "
+		"[--check-every N] "
 		"[--checks] [--json] [--quiet]\n"
 		"(run under pslite-run or with ps-lite's DMLC_* environment)\n");
 	return 2;
@@ -493,6 +517,11 @@ int main(int argc, char **argv)
 			g_checks = true;
 		} else if (!n) {
 			return usage();
+		} else if (!strcmp(a, "--route")) {
+			if (strcmp(n, "keys") && strcmp(n, "broadcast"))
+				return usage();
+			g_route_keys = !strcmp(n, "keys");
+			i++;
 		} else if (!strcmp(a, "--serve")) {
 			if (strcmp(n, "loop") && strcmp(n, "callback"))
 				return usage();
