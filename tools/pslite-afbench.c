@@ -357,11 +357,14 @@ static int run_worker(void)
 			FAIL("out of memory");
 			goto done;
 		}
-		m->push = (struct psl_kv_tensor){.key = ((uint64_t)rank << 16) | (uint64_t)i,
+		/* every worker uses the same keys (its data differs): a server
+		 * that mixed two workers' batches would answer with the wrong
+		 * worker's data */
+		m->push = (struct psl_kv_tensor){.key = (uint64_t)i,
 						 .vals = m->in, .len = push_words};
 		for (r = 0; r < S; r++)
 			m->pull[r] = (struct psl_kv_tensor){
-				.key = ((uint64_t)rank << 16) | (uint64_t)i,
+				.key = (uint64_t)i,
 				.vals = m->out + (size_t)r * pull_words, .len = pull_words};
 		m->b.push = &m->push;
 		m->b.npush = 1;
