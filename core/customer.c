@@ -118,6 +118,13 @@ void psl__customer_remove(struct psl__customer *c)
 {
 	struct psl__customer **pp;
 
+	/* wait while c is still registered: the answers (or the node-lost
+	 * failures) its outstanding requests wait for must reach it */
+	pthread_mutex_lock(&c->mu);
+	while (c->pending > 0)
+		pthread_cond_wait(&c->cv, &c->mu);
+	pthread_mutex_unlock(&c->mu);
+
 	pthread_mutex_lock(&reg_mu);
 	for (pp = &customers; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
@@ -126,11 +133,6 @@ void psl__customer_remove(struct psl__customer *c)
 		}
 	}
 	pthread_mutex_unlock(&reg_mu);
-
-	pthread_mutex_lock(&c->mu);
-	while (c->pending > 0)
-		pthread_cond_wait(&c->cv, &c->mu);
-	pthread_mutex_unlock(&c->mu);
 	psl__tracker_free(c);
 	pthread_mutex_destroy(&c->mu);
 	pthread_cond_destroy(&c->cv);

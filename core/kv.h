@@ -6,6 +6,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "customer.h"
 #include "message.h"
 #include "pslite.h"
 #include "van_host.h"
@@ -27,6 +28,26 @@ static inline void *psl__kv_copy_data(struct psl__kv_copy *cp)
 {
 	return cp + 1;
 }
+
+/* A KV worker (kv_worker.c; batches: kv_batch.c). */
+struct psl_kv_worker {
+	struct psl__customer c;
+	enum psl_dtype dt;
+	size_t esz;
+};
+
+/* What a worker request's priv is (its first int). */
+enum { PSL__KV_PULL = 1, PSL__KV_TRIGGER = 2, PSL__KV_BATCH = 3 };
+
+/* kv_batch.c: a batch request's answer (c->mu held; returns true if the
+ * request is complete), van destination, loan return and completion. */
+bool psl__kvb_on_answer_locked(struct psl_kv_worker *w, struct psl__req *r,
+			       const struct psl__meta *m, struct psl_van_rmsg *raw, bool *kept);
+int psl__kvb_recv_dest_locked(struct psl_kv_worker *w, struct psl__req *r,
+			      const struct psl__meta *m, uint32_t seg, size_t len,
+			      struct psl_van_dest *dest);
+void psl__kvb_loan_back_locked(struct psl__req *r, int idx);
+void psl__kvb_on_complete(struct psl_kv_worker *w, struct psl__req *r);
 
 /* Meta fields common to KV messages: CPU device, data types. */
 void psl__kv_meta_data(struct psl__meta *m, enum psl_dtype dt, bool keys, bool lens);

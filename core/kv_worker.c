@@ -14,19 +14,13 @@
 #include "postoffice.h"
 #include "van_host.h"
 
-struct psl_kv_worker {
-	struct psl__customer c;
-	enum psl_dtype dt;
-	size_t esz;
-};
-
 /* What one server's slice of a request covers. */
 struct slice {
 	size_t k0, k1; /* keys [k0, k1) */
 	size_t v0, v1; /* values [v0, v1) (elements) */
 };
 
-enum { KIND_PULL = 1, KIND_TRIGGER = 2 };
+enum { KIND_PULL = PSL__KV_PULL, KIND_TRIGGER = PSL__KV_TRIGGER };
 
 /* Per-request state of a pull: where the answers go. */
 struct pull {
@@ -48,7 +42,7 @@ struct pull {
 struct loan {
 	struct psl__customer *c;
 	struct psl__req *r; /* stays PENDING while lent */
-	int rank;
+	int rank;	     /* pull: the server's rank; batch: the message */
 };
 
 /* The push half of a push-pull, when the pull half must wait for it (with
@@ -607,11 +601,23 @@ static void kvw_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 	r = psl__req_find_locked(c, m->timestamp);
 	if (!r || !psl__req_awaits_locked(c, r, m->sender)) {
 		pthread_mutex_unlock(&c->mu);
-		PSL_WARN("dropped a response from %s for request %d of app %d customer %d: no such "
-			 "request is waiting for that node",
-			 psl__node_desc(m->sender, d, sizeof(d)), m->timestamp, c->app_id,
-			 c->customer_id);
+		/* (a late error answer is no news: a batch's server answers each
+		 * of its messages, and the first error already failed it) */
+		PSL_LOG(m->option < 0 && raw->nseg == 0 ? PSL_LOG_DEBUG : PSL_LOG_WARN,
+			"dropped a response from %s for request %d of app %d customer %d: no "
+			"such request is waiting for that node",
+			psl__node_desc(m->sender, d, sizeof(d)), m->timestamp, c->app_id,
+			c->customer_id);
 		psl__raw_release(raw);
+		return;
+	}
+	if (r->priv && ((struct pull *)r->priv)->kind == PSL__KV_BATCH) {
+		done = psl__kvb_on_answer_locked(w, r, m, raw, &kept);
+		pthread_mutex_unlock(&c->mu);
+		if (!kept)
+			psl__raw_release(raw);
+		if (done)
+			psl__req_finish(c, r);
 		return;
 	}
 	if (m->option < 0 && m->option >= -4095 && raw->nseg == 0) {
@@ -641,6 +647,10 @@ static void kvw_on_complete(struct psl__customer *c, struct psl__req *r)
 
 	if (!p)
 		return;
+	if (p->kind == PSL__KV_BATCH) {
+		psl__kvb_on_complete(w, r);
+		return;
+	}
 	if (p->kind == KIND_TRIGGER) { /* the push half of a push-pull is done */
 		struct trigger *t = r->priv;
 		r->priv = NULL;
@@ -700,13 +710,27 @@ static int kvw_recv_dest(struct psl__customer *c, const struct psl__meta *m, uin
 	struct pull *p;
 	struct loan *l;
 
-	if (m->request || m->simple_app || m->push || seg != 1 || !len || len % w->esz)
+	if (m->request || m->simple_app || seg != 1 || !len || len % w->esz)
 		return -EINVAL;
 	if (!(l = malloc(sizeof(*l))))
 		return -ENOMEM;
 	pthread_mutex_lock(&c->mu);
 	r = psl__req_find_locked(c, m->timestamp);
 	p = r ? r->priv : NULL;
+	if (p && p->kind == PSL__KV_BATCH) {
+		rc = psl__kvb_recv_dest_locked(w, r, m, seg, len, dest);
+		if (rc >= 0) {
+			l->c = c;
+			l->r = r;
+			l->rank = rc;
+			dest->loan = l;
+			l = NULL;
+			rc = 0;
+		}
+		goto out;
+	}
+	if (m->push)
+		goto out;
 	if (!p || p->kind != KIND_PULL || !psl__req_awaits_locked(c, r, m->sender) || rank < 0 ||
 	    rank >= p->nservers || p->part[rank].raw || p->part[rank].lent ||
 	    len > p->out->cap * w->esz || !p->out->vals)
@@ -738,7 +762,10 @@ void psl__kv_loan_put(void *loan, int status)
 	bool done;
 
 	pthread_mutex_lock(&c->mu);
-	((struct pull *)l->r->priv)->part[l->rank].lent = false;
+	if (((struct pull *)l->r->priv)->kind == PSL__KV_BATCH)
+		psl__kvb_loan_back_locked(l->r, l->rank);
+	else
+		((struct pull *)l->r->priv)->part[l->rank].lent = false;
 	/* the data did not come: the answer (if it comes again) is copied */
 	done = psl__req_loan_back_locked(c, l->r, 0);
 	pthread_mutex_unlock(&c->mu);

@@ -17,6 +17,10 @@
  *   KVWorker<Val>                   struct psl_kv_worker (psl_kv_push, _pull, ...)
  *   KVServer<Val>                   struct psl_kv_server (handler + psl_kv_respond)
  *   SimpleApp                       struct psl_simple_app
+ *   StepMesh's AFTensorWorker       psl_kv_batch_pushpull (ZBatchPushPull)
+ *   StepMesh's AFTensorServer       struct psl_kv_batch_server (get_batch:
+ *                                   psl_kv_batch_next; respond:
+ *                                   psl_kv_batch_respond)
  */
 #ifndef PSLITE_H
 #define PSLITE_H
@@ -273,6 +277,128 @@ PSL_EXPORT int psl_kv_respond_error(struct psl_kv_request *req, int err);
  * Each hold needs one release; req is still answered exactly once. */
 PSL_EXPORT int psl_kv_request_hold(struct psl_kv_request *req);
 PSL_EXPORT void psl_kv_request_release(struct psl_kv_request *req);
+
+/* ------------------------------------------------------- batch (AF) -- */
+
+/*
+ * Batch push-pull for Attention-FFN serving (StepMesh's ZBatchPushPull): one
+ * call sends several tensors to the servers and completes once, when every
+ * answer is in place. Zero-copy both ways: pushed values are sent from the
+ * caller's buffers, answers are received into the caller's pull buffers
+ * (straight from the van where it can, else copied once on completion).
+ *
+ * On the wire a batch is ordinary ps-lite KV requests, one per tensor and
+ * server, all with the batch's timestamp: a push carries keys [key] and the
+ * tensor's values; a pull carries keys [key] and no values (meta addr and
+ * val_len give the room the worker has). The meta's option marks the batch:
+ * PSL_KV_BATCH_OPTION(count, index) where count is the number of messages
+ * this server gets for the batch and index the message's place among them;
+ * servers echo it in their answers.
+ *
+ * Routing (flags):
+ *   0                     each tensor goes to the server whose key range
+ *                         (psl_server_key_range) holds its key;
+ *   PSL_KV_BATCH_BROADCAST StepMesh's routing: every push tensor goes to every
+ *                         server, and the pull tensors are split in
+ *                         num_servers equal groups, group i pulled from
+ *                         server rank i (npull must be a multiple of
+ *                         num_servers).
+ */
+
+/* One tensor: a key and len values of the worker's (or server's) dtype. */
+struct psl_kv_tensor {
+	uint64_t key;
+	void *vals;
+	size_t len;	  /* values: to send (push) or room for (pull) */
+	size_t received;  /* pull: how many values arrived (set on completion) */
+};
+
+/* Monotonic nanosecond timestamps (CLOCK_MONOTONIC) of one batch. */
+struct psl_kv_batch_times {
+	uint64_t submit_ns;    /* the call started */
+	uint64_t sent_ns;      /* every message was handed to the van */
+	uint64_t answered_ns;  /* the last answer arrived */
+	uint64_t completed_ns; /* the answers are in place, just before cb */
+};
+
+/* A batch as the worker describes it. The descriptor, its tensor arrays and
+ * their buffers must stay valid (push values unchanged) until completion;
+ * pull[i].received and times are written before cb runs or psl_kv_wait
+ * returns. */
+struct psl_kv_batch {
+	const struct psl_kv_tensor *push;
+	size_t npush;
+	struct psl_kv_tensor *pull;
+	size_t npull;
+	struct psl_kv_batch_times times;
+};
+
+#define PSL_KV_BATCH_BROADCAST 1
+/* Most messages one server gets for one batch (count in the option). */
+#define PSL_KV_BATCH_MAX 16384
+#define PSL_KV_BATCH_OPTION(count, index) (0x40000000 | ((count) << 15) | (index))
+
+/* Sends batch b (see above); returns the request's timestamp for
+ * psl_kv_wait, or a negative errno: -EINVAL (bad descriptor, pull count not
+ * a multiple of the servers with BROADCAST, key beyond the last server),
+ * -E2BIG (more than PSL_KV_BATCH_MAX messages for one server). The request
+ * fails with -EMSGSIZE if an answer is larger than its pull buffer, -EPROTO
+ * if it is not the tensor asked for, or with the server's error. A batch
+ * with no tensors completes at once. */
+PSL_EXPORT int psl_kv_batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int cmd,
+				     int flags, psl_kv_cb cb, void *arg);
+
+/* The server side: an FFN server receives whole batches, one worker's batch
+ * at a time (a batch is the messages of one worker with one timestamp; it is
+ * never mixed with another), holds them as long as it likes and answers each
+ * once, in any order. */
+struct psl_kv_batch_req {
+	uint64_t id;	/* for psl_kv_batch_respond */
+	int sender;	/* the worker's node id */
+	int cmd;
+	int timestamp;
+	size_t npush;
+	const struct psl_kv_tensor *push; /* received values (8-byte aligned);
+					     valid until the batch is answered */
+	size_t npull;
+	const struct psl_kv_tensor *pull; /* keys asked for, len = the room the
+					     worker has, vals NULL */
+};
+
+struct psl_kv_batch_server;
+
+/* Called with each complete batch on a pslite receive thread. It may answer
+ * at once or keep req and answer later from any thread. */
+typedef void (*psl_kv_batch_cb)(struct psl_kv_batch_server *s,
+				const struct psl_kv_batch_req *req, void *arg);
+
+/* A batch server for app app_id. cb NULL: batches queue for
+ * psl_kv_batch_next. max_tensors (0: PSL_KV_BATCH_MAX) is the most tensors a
+ * batch may have: a larger one is refused with -E2BIG to the worker. */
+PSL_EXPORT int psl_kv_batch_server_new(int app_id, enum psl_dtype dtype, size_t max_tensors,
+				       psl_kv_batch_cb cb, void *arg,
+				       struct psl_kv_batch_server **out);
+/* Answers what it still holds with -ESHUTDOWN, then frees it. */
+PSL_EXPORT void psl_kv_batch_server_free(struct psl_kv_batch_server *s);
+/* Blocks until a batch is complete (queue mode): 0 and *req set, -ETIMEDOUT
+ * after timeout_ms (< 0: no limit), -ESHUTDOWN once the node finalizes. */
+PSL_EXPORT int psl_kv_batch_next(struct psl_kv_batch_server *s, int timeout_ms,
+				 const struct psl_kv_batch_req **req);
+/* Answers batch id: each pull tensor gets the output tensor with its key
+ * (out[], matched in order; outputs are copied before return). Pushes are
+ * acknowledged. Returns -ENOENT for an unknown or already answered batch,
+ * -EINVAL (batch not answered) if a pull has no output with its key. After a
+ * successful call req is gone. */
+PSL_EXPORT int psl_kv_batch_respond(struct psl_kv_batch_server *s, uint64_t id,
+				    const struct psl_kv_tensor *out, size_t nout);
+/* Same without copying out: its buffers must stay valid until done(done_arg)
+ * is called (once, from any thread). If the call fails before answering
+ * (-ENOENT, -EINVAL), done is not called and out is not used. */
+PSL_EXPORT int psl_kv_batch_zrespond(struct psl_kv_batch_server *s, uint64_t id,
+				     const struct psl_kv_tensor *out, size_t nout,
+				     void (*done)(void *done_arg), void *done_arg);
+/* Fails batch id at its worker with err (a negative errno). */
+PSL_EXPORT int psl_kv_batch_respond_error(struct psl_kv_batch_server *s, uint64_t id, int err);
 
 /* ----------------------------------------------------------- simple app -- */
 

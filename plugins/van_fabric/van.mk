@@ -60,3 +60,9 @@ EXTRA_DIST += $(FABRIC_LOSS_TESTS)
 if BUILD_VAN_FABRIC
 TESTS += $(FABRIC_LOSS_TESTS)
 endif
+
+# Attention-FFN batches (tests/integration/af_run.sh)
+EXTRA_DIST += plugins/van_fabric/tests/af_fabric_tcp.sh
+if BUILD_VAN_FABRIC
+TESTS += plugins/van_fabric/tests/af_fabric_tcp.sh
+endif

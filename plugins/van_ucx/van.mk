@@ -74,3 +74,9 @@ EXTRA_DIST += $(UCX_LOSS_TESTS)
 if BUILD_VAN_UCX
 TESTS += $(UCX_LOSS_TESTS)
 endif
+
+# Attention-FFN batches (tests/integration/af_run.sh)
+EXTRA_DIST += plugins/van_ucx/tests/af_ucx_tcp.sh
+if BUILD_VAN_UCX
+TESTS += plugins/van_ucx/tests/af_ucx_tcp.sh
+endif

@@ -38,3 +38,9 @@ EXTRA_DIST += $(ZMQ_LOSS_TESTS)
 if BUILD_VAN_ZMQ
 TESTS += $(ZMQ_LOSS_TESTS)
 endif
+
+# Attention-FFN batches (tests/integration/af_run.sh)
+EXTRA_DIST += plugins/van_zmq/tests/af_zmq.sh
+if BUILD_VAN_ZMQ
+TESTS += plugins/van_zmq/tests/af_zmq.sh
+endif
