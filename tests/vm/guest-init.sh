@@ -31,7 +31,6 @@ mount --move /dev /newroot/dev
 mount -t tmpfs -o mode=755 tmpfs /newroot/run
 mkdir -p /newroot/run/pslvm/ctl /newroot/dev/shm /newroot/dev/pts
 mount -t tmpfs -o mode=1777 tmpfs /newroot/dev/shm
-mount -t tmpfs -o mode=1777 tmpfs /newroot/tmp
 mount -t devpts devpts /newroot/dev/pts
 mount -t 9p -o "$o,cache=none" pslctl /newroot/run/pslvm/ctl || die "cannot mount the control share"
 # rw shares: lines "TAG PATH" in ctl/shares.
