@@ -134,6 +134,7 @@ state=$(cat "$ctl/state" 2>/dev/null)
 why=$(grep -a -m1 'PSLVM-FAIL' "$ctl/console.log" 2>/dev/null | sed 's/.*PSLVM-FAIL: //')
 if [ -z "$state" ]; then
 	[ -n "$why" ] || why=$(tail -n 2 "$ctl/qemu.err" 2>/dev/null | tr '\n' ' ')
+	[ -n "$why" ] || why=$(grep -a -m1 'Kernel panic' "$ctl/console.log" 2>/dev/null | tr -d '\r' | sed 's/^\[[ 0-9.]*\] //')
 	[ -n "$why" ] || why="no sign of life (console: $(tail -n 1 "$ctl/console.log" 2>/dev/null | tr -d '\r'))"
 	[ "$qrc" = 124 ] || [ "$qrc" = 137 ] && why="it did not boot within $((limit + 240)) s"
 	skip "the VM did not boot: $why"
