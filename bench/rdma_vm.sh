@@ -53,6 +53,7 @@ export PS_VAN_PATH=${PS_VAN_PATH:-$vp}
 ip=10.0.2.15
 work=$(mktemp -d)
 trap 'kill $(jobs -p) 2>/dev/null; rm -rf "$work"' EXIT
+cd "$work" || exit 1 # tools may leave files (fi_pingpong: *.btr) in their directory
 port=$((20000 + $$ % 20000))
 # the traps of docs/rdma-vm.md
 export UCX_IB_GID_INDEX=0 FI_UNIVERSE_SIZE=16
