@@ -60,6 +60,8 @@ if grep -q "FAILED\|AddressSanitizer\|runtime error:\|LeakSanitizer" "$log"; the
 	echo "job.sh: a node reported a failure or a sanitizer error" >&2
 	fail=1
 fi
+# PSL_JOB_LOG: where to keep the job's output (for callers' own checks)
+[ -n "${PSL_JOB_LOG:-}" ] && cp "$log" "$PSL_JOB_LOG"
 if [ $fail -ne 0 ]; then
 	echo "----- output of the job ($van/$what) -----" >&2
 	tail -n 200 "$log" >&2
