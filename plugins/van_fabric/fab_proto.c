@@ -179,7 +179,9 @@ struct fab_oq_ent *fab_oq_pop(struct fab_oq *q)
 
 /* --------------------------------------------------------- FI_PROVIDER -- */
 
-/* does the comma list contain a component of prov (split at ';')? */
+/* does the comma list contain prov's whole name ("verbs;ofi_rxm", as
+ * libfabric's own FI_PROVIDER takes it) or one of its components (split at
+ * ';')? */
 static bool list_has(const char *list, const char *prov)
 {
 	const char *p = list;
@@ -187,6 +189,8 @@ static bool list_has(const char *list, const char *prov)
 		const char *e = strchr(p, ',');
 		size_t l = e ? (size_t)(e - p) : strlen(p);
 		const char *q = prov;
+		if (l == strlen(prov) && !strncmp(p, prov, l))
+			return true;
 		while (*q) {
 			const char *qe = strchr(q, ';');
 			size_t ql = qe ? (size_t)(qe - q) : strlen(q);

@@ -184,6 +184,10 @@ static void test_prov_match(void **state)
 	assert_true(fab_prov_match("", "sockets"));
 	assert_true(fab_prov_match("tcp", "tcp;ofi_rxm"));
 	assert_true(fab_prov_match("ofi_rxm", "tcp;ofi_rxm"));
+	assert_true(fab_prov_match("tcp;ofi_rxm", "tcp;ofi_rxm"));
+	assert_true(fab_prov_match("efa,verbs;ofi_rxm", "verbs;ofi_rxm"));
+	assert_false(fab_prov_match("verbs;ofi_rxm", "tcp;ofi_rxm"));
+	assert_false(fab_prov_match("^verbs;ofi_rxm", "verbs;ofi_rxm"));
 	assert_false(fab_prov_match("tc", "tcp;ofi_rxm"));
 	assert_false(fab_prov_match("tcp", "sockets"));
 	assert_true(fab_prov_match("efa,sockets", "sockets"));
