@@ -194,6 +194,7 @@ struct psl_van {
 	struct ibv_comp_channel *comp;
 	struct ibv_mrc mrc;
 	bool mrc_ready;
+	int pagemap_fd;
 	struct ibv_pool *pool;
 	char bind_host[128];
 	int port;
@@ -218,6 +219,8 @@ int ibv_dev_memlock_check(struct psl_van *v);
 int ibv_dev_attach(struct psl_van *v, struct ibv_context *ctx);
 const char *ibv_dev_reg_hint(int err);
 int ibv_mrc_reg_cb(void *ctx, void *addr, size_t len, void **mr);
+bool ibv_mrc_stamp_cb(void *ctx, uintptr_t start, uintptr_t end, uint64_t *stamp);
+void ibv_dev_pagemap_open(struct psl_van *v);
 void ibv_mrc_dereg_cb(void *ctx, void *mr);
 
 /* ibv_conn.c */

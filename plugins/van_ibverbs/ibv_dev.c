@@ -221,6 +221,8 @@ int ibv_dev_attach(struct psl_van *v, struct ibv_context *ctx)
 			  ibv_mrc_dereg_cb, v);
 	if (rc)
 		goto fail_comp;
+	if (v->pagemap_fd >= 0)
+		v->mrc.stamp = ibv_mrc_stamp_cb;
 	rc = ibv_pool_new(v->pd, &v->pool);
 	if (rc)
 		goto fail_mrc;
@@ -238,4 +240,54 @@ fail_pd:
 	ibv_dealloc_pd(v->pd);
 	v->pd = NULL;
 	return rc;
+}
+
+/* The registration cache's fingerprint: the page frame numbers of the first,
+ * middle and last page (from /proc/self/pagemap, readable with them where the
+ * process has CAP_SYS_ADMIN). A registration pins its pages, so the same
+ * addresses showing other frames means the memory was freed and mapped again:
+ * the cached registration describes the old pages and must go. */
+static bool pfn_of(int fd, uintptr_t addr, long pg, uint64_t *pfn)
+{
+	uint64_t e;
+	if (pread(fd, &e, sizeof(e), (off_t)(addr / (uintptr_t)pg) * 8) != sizeof(e))
+		return false;
+	*pfn = (e >> 63) ? (e & ((1ull << 55) - 1)) : 0;
+	return true;
+}
+
+bool ibv_mrc_stamp_cb(void *ctx, uintptr_t start, uintptr_t end, uint64_t *stamp)
+{
+	struct psl_van *v = ctx;
+	long pg = sysconf(_SC_PAGESIZE);
+	uint64_t a, b, c;
+	uintptr_t last;
+	if (v->pagemap_fd < 0 || pg <= 0 || end <= start)
+		return false;
+	last = (end - 1) & ~((uintptr_t)pg - 1);
+	if (!pfn_of(v->pagemap_fd, start, pg, &a) || !pfn_of(v->pagemap_fd, last, pg, &b) ||
+	    !pfn_of(v->pagemap_fd, start + ((last - start) / 2 & ~((uintptr_t)pg - 1)), pg, &c))
+		return false;
+	*stamp = a * 0x9e3779b97f4a7c15ull ^ b * 0xc2b2ae3d27d4eb4full ^ c;
+	return true;
+}
+
+/* Opens /proc/self/pagemap when it shows frame numbers to this process. */
+void ibv_dev_pagemap_open(struct psl_van *v)
+{
+	static uint64_t probe = 1;
+	long pg = sysconf(_SC_PAGESIZE);
+	uint64_t pfn = 0;
+	v->pagemap_fd = open("/proc/self/pagemap", O_RDONLY | O_CLOEXEC);
+	if (v->pagemap_fd < 0)
+		return;
+	probe++;
+	if (pg <= 0 || !pfn_of(v->pagemap_fd, (uintptr_t)&probe, pg, &pfn) || pfn == 0) {
+		close(v->pagemap_fd);
+		v->pagemap_fd = -1;
+		LOG(v, PSL_VAN_LOG_DEBUG,
+		    "registration cache: page frames not visible to this process; a buffer "
+		    "freed and allocated again at the same address keeps its old registration "
+		    "(PS_IBV_MR_CACHE=0 registers every send)");
+	}
 }

@@ -254,19 +254,48 @@ int ibv_mrc_get(struct ibv_mrc *c, const void *addr, size_t len, struct ibv_mrc_
 	if (c->enabled) {
 		/* entries are sorted by start: look at those starting at or below a */
 		for (i = 0; i < c->n && c->e[i]->start <= a; i++) {
+			uint64_t st;
 			e = c->e[i];
-			if (!e->dead && e->end >= end) {
-				e->refs++;
-				e->used = ++c->clock;
-				c->hits++;
-				pthread_mutex_unlock(&c->mu);
-				*out = e;
-				return 0;
+			if (e->dead || e->end < end)
+				continue;
+			if (e->stamped && c->stamp &&
+			    (!c->stamp(c->ctx, e->start, e->end, &st) || st != e->stamp)) {
+				/* other pages behind these addresses now: drop it */
+				remove_at(c, i);
+				c->stale++;
+				if (e->refs) {
+					e->dead = true;
+				} else if (ngone < 8) {
+					gone[ngone++] = e;
+				} else {
+					e->dead = true; /* dropped at the next put */
+					e->refs++;
+					pthread_mutex_unlock(&c->mu);
+					ibv_mrc_put(c, e);
+					pthread_mutex_lock(&c->mu);
+				}
+				i = (size_t)-1; /* restart: the array moved */
+				continue;
 			}
+			e->refs++;
+			e->used = ++c->clock;
+			c->hits++;
+			pthread_mutex_unlock(&c->mu);
+			for (i = 0; i < ngone; i++) {
+				c->dereg(c->ctx, gone[i]->mr);
+				free(gone[i]);
+			}
+			*out = e;
+			return 0;
 		}
 	}
 	c->misses++;
 	pthread_mutex_unlock(&c->mu);
+	for (i = 0; i < ngone; i++) {
+		c->dereg(c->ctx, gone[i]->mr);
+		free(gone[i]);
+	}
+	ngone = 0;
 
 	start = a & ~((uintptr_t)pg - 1);
 	end = (end + (uintptr_t)pg - 1) & ~((uintptr_t)pg - 1);
@@ -282,6 +311,8 @@ int ibv_mrc_get(struct ibv_mrc *c, const void *addr, size_t len, struct ibv_mrc_
 	e->end = end;
 	e->mr = mr;
 	e->refs = 1;
+	if (c->stamp)
+		e->stamped = c->stamp(c->ctx, start, end, &e->stamp);
 	pthread_mutex_lock(&c->mu);
 	e->used = ++c->clock;
 	if (!c->enabled) {

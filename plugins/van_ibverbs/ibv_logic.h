@@ -110,13 +110,19 @@ long ibv_plan(const uint64_t *lens, uint32_t nseg, uint32_t meta_len, size_t cap
  * when dereg_mem names it (held entries at their last put). Thread-safe. */
 typedef int (*ibv_mrc_reg_fn)(void *ctx, void *addr, size_t len, void **mr);
 typedef void (*ibv_mrc_dereg_fn)(void *ctx, void *mr);
+/* Optional: a fingerprint of the pages now mapped at [start, end) (the
+ * van uses their page frame numbers), false when it cannot tell. An entry
+ * whose fingerprint changed since it was registered (the memory was freed
+ * and the addresses mapped again) is dropped and registered anew. */
+typedef bool (*ibv_mrc_stamp_fn)(void *ctx, uintptr_t start, uintptr_t end, uint64_t *stamp);
 
 struct ibv_mrc_ent {
 	uintptr_t start, end;
 	void *mr;
 	int refs;
-	bool dead;
+	bool dead, stamped;
 	uint64_t used;
+	uint64_t stamp;
 };
 
 struct ibv_mrc {
@@ -127,8 +133,9 @@ struct ibv_mrc {
 	bool enabled;
 	ibv_mrc_reg_fn reg;
 	ibv_mrc_dereg_fn dereg;
+	ibv_mrc_stamp_fn stamp;
 	void *ctx;
-	uint64_t hits, misses, evictions;
+	uint64_t hits, misses, evictions, stale;
 };
 
 int ibv_mrc_init(struct ibv_mrc *c, size_t max, bool enabled, ibv_mrc_reg_fn reg,

@@ -212,6 +212,7 @@ static int vinit(const struct psl_van_host *host, struct psl_van **out)
 		return -ENOMEM;
 	v->host = host;
 	v->wake_fd = -1;
+	v->pagemap_fd = -1;
 	rc = read_settings(v);
 	if (rc)
 		goto fail;
@@ -223,6 +224,8 @@ static int vinit(const struct psl_van_host *host, struct psl_van **out)
 	rc = ibv_dev_memlock_check(v);
 	if (rc)
 		goto fail;
+	if (v->mr_cache_on)
+		ibv_dev_pagemap_open(v);
 	v->ch = rdma_create_event_channel();
 	if (!v->ch) {
 		rc = errno ? -errno : -ENODEV;
@@ -249,6 +252,8 @@ static int vinit(const struct psl_van_host *host, struct psl_van **out)
 fail:
 	if (v->wake_fd >= 0)
 		close(v->wake_fd);
+	if (v->pagemap_fd >= 0)
+		close(v->pagemap_fd);
 	if (v->ch)
 		rdma_destroy_event_channel(v->ch);
 	free(v);
@@ -302,6 +307,8 @@ static void vfini(struct psl_van *v)
 		ibv_dealloc_pd(v->pd);
 	rdma_destroy_event_channel(v->ch);
 	close(v->wake_fd);
+	if (v->pagemap_fd >= 0)
+		close(v->pagemap_fd);
 	pthread_mutex_destroy(&v->mu);
 	free(v);
 }

@@ -442,6 +442,51 @@ static void test_mrc(void **state)
 	free(buf);
 }
 
+/* The fingerprint changes when the memory behind an address is replaced. */
+static uint64_t g_gen;
+static bool fake_stamp(void *ctx, uintptr_t start, uintptr_t end, uint64_t *st)
+{
+	(void)ctx;
+	(void)start;
+	(void)end;
+	*st = g_gen;
+	return true;
+}
+
+static void test_mrc_stale(void **state)
+{
+	struct fake f = {0};
+	struct ibv_mrc c;
+	struct ibv_mrc_ent *a, *b;
+	char *buf = malloc(65536);
+	(void)state;
+	assert_int_equal(ibv_mrc_init(&c, 16, true, fake_reg, fake_dereg, &f), 0);
+	c.stamp = fake_stamp;
+	g_gen = 1;
+	assert_int_equal(ibv_mrc_get(&c, buf, 65536, &a), 0);
+	ibv_mrc_put(&c, a);
+	assert_int_equal(ibv_mrc_get(&c, buf, 65536, &a), 0);
+	ibv_mrc_put(&c, a);
+	assert_int_equal(f.regs, 1); /* same pages: a hit */
+	/* freed and mapped again: the old registration goes, a new one is made */
+	g_gen = 2;
+	assert_int_equal(ibv_mrc_get(&c, buf, 65536, &b), 0);
+	assert_int_equal(f.regs, 2);
+	assert_int_equal(f.deregs, 1);
+	assert_int_equal(c.stale, 1);
+	/* held while it goes stale: deregistered only at its put */
+	g_gen = 3;
+	assert_int_equal(ibv_mrc_get(&c, buf, 65536, &a), 0);
+	assert_ptr_not_equal(a, b);
+	assert_int_equal(f.deregs, 1);
+	ibv_mrc_put(&c, b);
+	assert_int_equal(f.deregs, 2);
+	ibv_mrc_put(&c, a);
+	ibv_mrc_fini(&c);
+	assert_int_equal(f.regs, f.deregs);
+	free(buf);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -452,6 +497,7 @@ int main(void)
 		cmocka_unit_test(test_pick_qp),
 		cmocka_unit_test(test_plan),
 		cmocka_unit_test(test_mrc),
+		cmocka_unit_test(test_mrc_stale),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
