@@ -128,6 +128,7 @@ int ibv_link_start(struct psl_van *v, struct ibv_link *l)
 	struct sockaddr_in dst, src;
 	int i, rc;
 
+	memset(&src, 0, sizeof(src));
 	rc = resolve(l->host, l->port, &dst);
 	if (rc) {
 		snprintf(l->last_why, sizeof(l->last_why), "cannot resolve host '%s'", l->host);
@@ -509,10 +510,12 @@ void ibv_cm_event(struct psl_van *v)
 			on_route_resolved(v, q, now);
 			break;
 		case RDMA_CM_EVENT_ESTABLISHED:
-			if (q->outgoing)
+			if (q->outgoing) {
 				on_established_out(v, q, pd, pdlen, now);
-			else
+			} else {
 				q->up = true;
+				ibv_q_kick(v, q); /* FINs and credits owed already */
+			}
 			break;
 		case RDMA_CM_EVENT_ADDR_ERROR:
 		case RDMA_CM_EVENT_ROUTE_ERROR:
