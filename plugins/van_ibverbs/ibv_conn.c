@@ -562,13 +562,9 @@ int ibv_conn_timers(struct psl_van *v, int64_t now)
 		int i, nq = 0;
 		for (i = 0; i < l->nqp; i++)
 			nq += l->q[i] != NULL;
-		if (l->retired && !l->live && (l->state == L_UP || l->state == L_CONNECTING)) {
-			for (i = 0; i < l->nqp; i++)
-				if (l->q[i] && l->q[i]->qp)
-					rdma_disconnect(l->q[i]->cm);
-			l->state = L_CLOSING;
-		}
-		if ((l->state == L_CLOSING || (l->state == L_DOWN && l->retired)) && nq == 0) {
+		if (l->retired && !l->live) {
+			/* replaced or disconnected, and nothing of it in flight: its
+			 * queue pairs go (the peer sees them disconnect) */
 			*pp = l->next;
 			ibv_link_free(v, l);
 			continue;
