@@ -25,10 +25,10 @@ int ibv_dev_check(struct psl_van *v)
 	if (!l || n == 0) {
 		LOG(v, PSL_VAN_LOG_INFO,
 		    "DMLC_ENABLE_RDMA=ibverbs but this machine has no ibverbs device "
-		    "(ibv_get_device_list found none%s%s): load the driver of the RDMA NIC "
+		    "(ibv_get_device_list found none): load the driver of the RDMA NIC "
 		    "(or soft-RoCE: modprobe rdma_rxe; rdma link add rxe0 type rxe netdev "
-		    "eth0), or choose another van (DMLC_ENABLE_RDMA=zmq, ucx or fabric)",
-		    l ? "" : ": ", l ? "" : strerror(err));
+		    "eth0), or choose another van (DMLC_ENABLE_RDMA=zmq, ucx or fabric)%s%s%s",
+		    l ? "" : " [libibverbs: ", l ? "" : strerror(err), l ? "" : "]");
 		return -ENODEV;
 	}
 	return 0;

@@ -1,7 +1,7 @@
 # van_ibverbs: RDMA verbs (RC queue pairs set up with rdmacm).
 IBV_UNIT_TESTS = plugins/van_ibverbs/tests/test_ibv_wire plugins/van_ibverbs/tests/test_ibv_logic
-IBV_VM_TESTS = plugins/van_ibverbs/tests/ibv_vm.sh
-EXTRA_DIST += $(IBV_VM_TESTS) plugins/van_ibverbs/tests/ibv_vm_inner.sh docs/van-ibverbs.md
+IBV_VM_TESTS = plugins/van_ibverbs/tests/ibv_host.sh plugins/van_ibverbs/tests/ibv_vm.sh
+EXTRA_DIST += $(IBV_VM_TESTS) plugins/van_ibverbs/tests/ibv_vm_inner.sh plugins/van_ibverbs/tests/ibv_vm_bench.sh docs/van-ibverbs.md
 if BUILD_VAN_IBVERBS
 pkglib_LTLIBRARIES += plugins/van_ibverbs/van_ibverbs.la
 plugins_van_ibverbs_van_ibverbs_la_SOURCES = \
