@@ -25,7 +25,7 @@ wbw() { # size -> Gbps
 }
 
 psl() { # size -> Gbps (push-pull, 1 server, 1 worker)
-	NUM_KEY_PER_SERVER=${KEYS:-8} timeout $((secs * 4 + 120)) "$b/tools/pslite-run" -s 1 -w 1 \
+	${KEYS:+env NUM_KEY_PER_SERVER=$KEYS} timeout $((secs * 4 + 120)) "$b/tools/pslite-run" -s 1 -w 1 \
 		--van ibverbs --host "${PSL_HOST:-$ip}" --timeout $((secs * 4 + 100)) -- \
 		"$b/tools/pslite-bench" "$1" 1 1 --seconds "$secs" --json --quiet >"$out/psl" 2>&1
 	grep -o '"goodput_gbps":[0-9.]*' "$out/psl" | head -n 1 | cut -d: -f2

@@ -10,6 +10,9 @@ s=${PSL_SRCDIR:?}
 export PSL_BUILDDIR PSL_SRCDIR
 export PS_VAN_PATH=${PS_VAN_PATH:-$b/plugins/van_ibverbs/.libs}
 ulimit -l unlimited 2>/dev/null
+# the nodes' address: IBV_HOST, else the first IPv4 address that is not loopback
+host=${IBV_HOST:-$(ip -4 -o addr show 2>/dev/null | awk '$2 != "lo" {sub("/.*", "", $4); print $4; exit}')}
+host=${host:-127.0.0.1}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ibv-vm.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 failed=0 passed=0
@@ -20,9 +23,11 @@ fail() { echo "ibv: FAIL $1${2:+: $2}"; failed=$((failed + 1)); }
 kvjob() { # name scenario S W [env...]
 	name=$1 scen=$2 S=$3 W=$4
 	shift 4
+	keep=
+	case $scen in kill | hang) keep=--keep-going ;; esac
 	env "$@" KVTEST_DIR="$dir" KVTEST_SCENARIO="$scen" timeout 300 "$b/tools/pslite-run" \
-		-s "$S" -w "$W" --van ibverbs --timeout 280 -- "$b/tests/integration/kvtest" \
-		>"$dir/$name.log" 2>&1
+		-s "$S" -w "$W" --van ibverbs --host "$host" --timeout 280 $keep -- \
+		"$b/tests/integration/kvtest" >"$dir/$name.log" 2>&1
 }
 all_ok() { # log S W: every node said OK
 	i=0
@@ -92,12 +97,24 @@ t_kill() { # server 1 SIGKILLed mid-job: requests fail, it is declared lost, not
 	fi
 }
 
+t_hang() { # server 1 stops (SIGSTOP): heartbeats find it, nothing in the van hangs
+	kvjob hang hang 2 2 PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=10
+	rc=$?
+	if [ $rc -eq 137 ] && grep -q "lost server 1" "$dir/hang.log" &&
+		grep -q "kvtest worker 0: OK" "$dir/hang.log" && ! grep -q "FAILED" "$dir/hang.log"; then
+		pass hung_server
+	else
+		fail hung_server "rc $rc"; show "$dir/hang.log"
+	fi
+}
+
 t_resend() {
 	if kvjob resend data 2 2 PS_RESEND=1 PS_RESEND_TIMEOUT=3000 PS_DROP_MSG=3 &&
 		all_ok "$dir/resend.log" 2 2; then pass resend; else fail resend; show "$dir/resend.log"; fi
 }
 
 t_server() { # pslite-server (BytePS summation) with pslite-check workers
+	# server_job.sh runs on 127.0.0.1: rdmacm takes loopback to the RDMA device
 	if timeout 300 "$s/tests/integration/server_job.sh" ibverbs sync 280 >"$dir/server.log" 2>&1; then
 		pass server_sync; else fail server_sync; show "$dir/server.log"; fi
 }
@@ -107,7 +124,7 @@ t_bad() { # bad settings: one line naming each, the node does not start
 	for kv in BYTEPS_RDMA_RX_DEPTH=abc BYTEPS_RDMA_START_DEPTH=0 DMLC_SPLIT_QP_LAG=99 \
 		DMLC_NUM_PORTS=-1; do
 		name=${kv%%=*}
-		env "$kv" timeout 120 "$b/tools/pslite-run" -s 1 -w 1 --van ibverbs --timeout 100 -- \
+		env "$kv" timeout 120 "$b/tools/pslite-run" -s 1 -w 1 --van ibverbs --host "$host" --timeout 100 -- \
 			"$b/tests/integration/kvtest" >"$dir/bad.log" 2>&1
 		rc=$?
 		if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! grep -q "$kv: expected" "$dir/bad.log"; then
@@ -119,7 +136,7 @@ t_bad() { # bad settings: one line naming each, the node does not start
 }
 
 t_unreachable() { # the scheduler's address has no listener: fails within PS_CONNECT_TIMEOUT
-	DMLC_ROLE=worker DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=1 DMLC_NUM_SERVER=1 \
+	DMLC_ROLE=worker DMLC_PS_ROOT_URI=$host DMLC_NODE_HOST=$host DMLC_PS_ROOT_PORT=1 DMLC_NUM_SERVER=1 \
 		DMLC_NUM_WORKER=1 DMLC_ENABLE_RDMA=ibverbs PS_CONNECT_TIMEOUT=2 \
 		timeout 60 "$b/tests/integration/kvtest" >"$dir/unr.log" 2>&1
 	rc=$?
@@ -127,12 +144,24 @@ t_unreachable() { # the scheduler's address has no listener: fails within PS_CON
 		pass unreachable; else fail unreachable "rc $rc"; show "$dir/unr.log"; fi
 }
 
-tests=${*:-"info data qps small_depth busy nocache kill resend server bad unreachable"}
+t_memlock() { # a non-root node under a small locked-memory limit: says how much it needs
+	command -v setpriv >/dev/null || { echo "ibv: SKIP memlock (no setpriv)"; return; }
+	(ulimit -l 64 && DMLC_ROLE=scheduler DMLC_PS_ROOT_URI=$host DMLC_NODE_HOST=$host \
+		DMLC_PS_ROOT_PORT=9 DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 DMLC_ENABLE_RDMA=ibverbs \
+		timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups \
+		"$b/tests/integration/kvtest") >"$dir/memlock.log" 2>&1
+	rc=$?
+	if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "locked-memory limit is 64 KiB" "$dir/memlock.log" &&
+		grep -q "ulimit -l" "$dir/memlock.log" && grep -q "LimitMEMLOCK" "$dir/memlock.log"; then
+		pass memlock; else fail memlock "rc $rc"; show "$dir/memlock.log"; fi
+}
+
+tests=${*:-"info data qps small_depth busy nocache kill hang resend server bad unreachable memlock"}
 for t in $tests; do
 	case $t in
 	info) t_info ;; data) t_data ;; qps) t_qps ;; small_depth) t_small_depth ;;
-	busy) t_busy ;; nocache) t_nocache ;; kill) t_kill ;; resend) t_resend ;;
-	server) t_server ;; bad) t_bad ;; unreachable) t_unreachable ;;
+	busy) t_busy ;; nocache) t_nocache ;; kill) t_kill ;; hang) t_hang ;; resend) t_resend ;;
+	server) t_server ;; bad) t_bad ;; unreachable) t_unreachable ;; memlock) t_memlock ;;
 	*) fail "$t" "no such test" ;;
 	esac
 done
