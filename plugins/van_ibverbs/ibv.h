@@ -221,6 +221,7 @@ const char *ibv_dev_reg_hint(int err);
 int ibv_mrc_reg_cb(void *ctx, void *addr, size_t len, void **mr);
 bool ibv_mrc_stamp_cb(void *ctx, uintptr_t start, uintptr_t end, uint64_t *stamp);
 void ibv_dev_pagemap_open(struct psl_van *v);
+uint32_t ibv_dev_local_ipv4(void);
 void ibv_mrc_dereg_cb(void *ctx, void *mr);
 
 /* ibv_conn.c */

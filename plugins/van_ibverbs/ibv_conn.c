@@ -47,6 +47,13 @@ int ibv_listen(struct psl_van *v, const char *host, int port, int *bound)
 		LOG(v, PSL_VAN_LOG_ERROR, "cannot resolve the bind host '%s'", host);
 		return rc;
 	}
+	if ((ntohl(sa.sin_addr.s_addr) >> 24) == 127) {
+		/* a loopback address has no RDMA device behind it: listen on every
+		 * address, peers given 127.x reach us through the device's own */
+		sa.sin_addr.s_addr = htonl(INADDR_ANY);
+		LOG(v, PSL_VAN_LOG_DEBUG, "bind host %s is loopback: listening on every address",
+		    host);
+	}
 	if (rdma_create_id(v->ch, &v->listen, NULL, RDMA_PS_TCP))
 		return -errno;
 	if (rdma_bind_addr(v->listen, (struct sockaddr *)&sa)) {
@@ -134,8 +141,15 @@ int ibv_link_start(struct psl_van *v, struct ibv_link *l)
 		snprintf(l->last_why, sizeof(l->last_why), "cannot resolve host '%s'", l->host);
 		return rc;
 	}
-	if (v->bound)
+	if ((ntohl(dst.sin_addr.s_addr) >> 24) == 127) {
+		uint32_t a = ibv_dev_local_ipv4();
+		if (a)
+			dst.sin_addr.s_addr = a; /* this machine, through its RDMA device */
+	} else if (v->bound) {
 		resolve(v->bind_host, 0, &src);
+		if ((ntohl(src.sin_addr.s_addr) >> 24) == 127)
+			src.sin_addr.s_addr = 0;
+	}
 	for (i = 0; i < l->nqp; i++) {
 		struct ibv_q *q = q_new(v);
 		if (!q)

@@ -291,3 +291,42 @@ void ibv_dev_pagemap_open(struct psl_van *v)
 		    "(PS_IBV_MR_CACHE=0 registers every send)");
 	}
 }
+
+/* An IPv4 address of this machine's first RDMA port that has one (its
+ * IPv4-mapped GID), for peers advertised as 127.x.x.x: rdmacm cannot reach
+ * a loopback address through a RoCE device, but the device's own address
+ * reaches this machine. 0 when there is none. */
+uint32_t ibv_dev_local_ipv4(void)
+{
+	struct ibv_device **l;
+	int n = 0, i;
+	uint32_t found = 0;
+
+	l = ibv_get_device_list(&n);
+	for (i = 0; l && i < n && !found; i++) {
+		struct ibv_context *c = ibv_open_device(l[i]);
+		struct ibv_device_attr da;
+		uint8_t p;
+		if (!c)
+			continue;
+		if (ibv_query_device(c, &da))
+			da.phys_port_cnt = 1;
+		for (p = 1; p <= da.phys_port_cnt && !found; p++) {
+			struct ibv_port_attr pa;
+			int g;
+			if (ibv_query_port(c, p, &pa) || pa.state != IBV_PORT_ACTIVE)
+				continue;
+			for (g = 0; g < pa.gid_tbl_len && g < 16 && !found; g++) {
+				union ibv_gid gid;
+				static const uint8_t pre[12] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0xff, 0xff};
+				if (ibv_query_gid(c, p, g, &gid) || memcmp(gid.raw, pre, 12))
+					continue;
+				memcpy(&found, gid.raw + 12, 4);
+			}
+		}
+		ibv_close_device(c);
+	}
+	if (l)
+		ibv_free_device_list(l);
+	return found;
+}
