@@ -1,7 +1,8 @@
 # PSL_VAN_CHECK(NAME, LABEL, PACKAGE-HINT, CHECK-COMMANDS)
 # Adds --enable-van-NAME=auto|yes|no. CHECK-COMMANDS must set psl_have to
 # yes or no. auto builds the van when its library is found; yes fails
-# configure when it is not; no never builds it.
+# configure when it is not; no never builds it. Adds " NAME" to
+# psl_vans_built, or " NAME (why)" to psl_vans_skipped, for the summary.
 AC_DEFUN([PSL_VAN_CHECK], [
   AC_ARG_ENABLE([van-$1],
     [AS_HELP_STRING([--enable-van-$1=auto|yes|no], [build the $2 van (default: auto)])],
@@ -17,6 +18,10 @@ AC_DEFUN([PSL_VAN_CHECK], [
       enable_van_$1="no ($2 not found)"
     ])
   ])
+  AS_IF([test "x$enable_van_$1" = xyes], [psl_vans_built="$psl_vans_built $1"],
+    [test "x$enable_van_$1" = xno],
+      [psl_vans_skipped="$psl_vans_skipped $1 (--enable-van-$1=no)"],
+    [psl_vans_skipped="$psl_vans_skipped $1 ($2 not found: install $3)"])
   AM_CONDITIONAL(m4_toupper([BUILD_VAN_$1]), [test "x$enable_van_$1" = xyes])
 ])
 

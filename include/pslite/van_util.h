@@ -48,7 +48,8 @@ extern "C" {
 enum psl_van_greet {
 	PSL_VAN_GREET_MORE = 0,	 /* not enough bytes yet to tell */
 	PSL_VAN_GREET_OK = 1,	 /* a pslite van's greeting: name copied out */
-	PSL_VAN_GREET_ZMTP = 2,	 /* a ZeroMQ peer (van zmq or C++ ps-lite): 0xFF first */
+	PSL_VAN_GREET_ZMTP = 2,	 /* a ZeroMQ peer (van zmq or C++ ps-lite): ZMTP's
+				    signature, 0xFF, 8 bytes, 0x7F */
 	PSL_VAN_GREET_OTHER = 3, /* something else */
 };
 
@@ -89,8 +90,9 @@ static inline int psl_van_greeting_parse(const void *buf, size_t len, char *name
 
 	if (len == 0)
 		return PSL_VAN_GREET_MORE;
-	if (b[0] == 0xff)
-		return PSL_VAN_GREET_ZMTP; /* ZMTP signature: 0xFF, 8 bytes, 0x7F */
+	if (b[0] == 0xff) /* ZMTP's signature: 0xFF, 8 bytes, 0x7F */
+		return len < 10 ? PSL_VAN_GREET_MORE
+				: (b[9] == 0x7f ? PSL_VAN_GREET_ZMTP : PSL_VAN_GREET_OTHER);
 	for (i = 0; i < len && i < glen; i++)
 		if (b[i] != (unsigned char)PSL_VAN_GREETING[i])
 			return PSL_VAN_GREET_OTHER;
@@ -112,7 +114,7 @@ static inline int psl_van_greeting_parse(const void *buf, size_t len, char *name
 }
 
 /* A short description of what a peer sent, for messages: "van <name>",
- * "a ZeroMQ peer (van zmq or C++ ps-lite)" or "an unknown protocol". */
+ * "ZeroMQ (van zmq, or a C++ ps-lite node)" or "an unknown protocol". */
 static inline const char *psl_van_greeting_what(int kind, const char *name, char *buf,
 						size_t cap)
 {
@@ -121,7 +123,7 @@ static inline const char *psl_van_greeting_what(int kind, const char *name, char
 		snprintf(buf, cap, "van %s", name);
 		return cap ? buf : "a pslite van";
 	case PSL_VAN_GREET_ZMTP:
-		return "a ZeroMQ peer (van zmq or C++ ps-lite)";
+		return "ZeroMQ (van zmq, or a C++ ps-lite node)";
 	default:
 		return "an unknown protocol";
 	}

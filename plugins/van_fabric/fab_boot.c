@@ -1,5 +1,4 @@
 /* van_fabric: plain TCP helpers for the bootstrap connections. */
-#include "config.h"
 
 #define _GNU_SOURCE 1
 #include <arpa/inet.h>

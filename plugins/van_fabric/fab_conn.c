@@ -1,5 +1,4 @@
 /* van_fabric: the bootstrap connections (greeting, hello, liveness). */
-#include "config.h"
 
 #define _GNU_SOURCE 1
 #include <errno.h>
@@ -70,8 +69,9 @@ static void consume(struct fab_conn *c, size_t n)
 
 static int send_greeting(int fd)
 {
-	static const char g[] = PSL_VAN_GREETING VAN "\n";
-	return fab_write_all(fd, g, sizeof(g) - 1);
+	char g[PSL_VAN_GREETING_LEN_MAX];
+	size_t n = psl_van_greeting_build(g, sizeof(g), VAN);
+	return n ? fab_write_all(fd, g, n) : -EINVAL;
 }
 
 int fab_send_hello(int fd, const struct fab_hello *h)
@@ -85,15 +85,15 @@ int fab_send_hello(int fd, const struct fab_hello *h)
  * says what the peer speaks, as "runs van 'ucx'"). */
 static int read_greeting(struct fab_conn *c, char *what, size_t wlen)
 {
-	char name[64];
+	char name[PSL_VAN_NAME_LEN_MAX + 1];
 	size_t used = 0;
-	switch (fab_greet_parse(c->in, c->in_len, name, sizeof(name), &used)) {
-	case FAB_GREET_MORE:
+	switch (psl_van_greeting_parse(c->in, c->in_len, name, sizeof(name), &used)) {
+	case PSL_VAN_GREET_MORE:
 		return 0;
-	case FAB_GREET_ZMTP:
+	case PSL_VAN_GREET_ZMTP:
 		snprintf(what, wlen, "speaks ZeroMQ (van 'zmq', or a C++ ps-lite node)");
 		return -EPROTO;
-	case FAB_GREET_OK:
+	case PSL_VAN_GREET_OK:
 		consume(c, used);
 		c->greeted = true;
 		if (strcmp(name, VAN) != 0) {
@@ -156,7 +156,7 @@ static void peer_retry_later(struct psl_van *v, struct fab_peer *p, int64_t now,
 
 void fab_peer_io(struct psl_van *v, struct fab_peer *p, uint32_t events)
 {
-	int64_t now = fab_now_ms();
+	int64_t now = psl_van_now_ms();
 	char what[96], detail[512];
 	struct fab_hello h;
 	int rc;
@@ -361,7 +361,7 @@ void fab_stream_io(struct psl_van *v, struct fab_stream *s, uint32_t events)
 			s->closing = true;
 			s->have_last = true;
 			s->last = h.seq;
-			s->close_at = fab_now_ms() + 2000;
+			s->close_at = psl_van_now_ms() + 2000;
 			continue;
 		}
 		if (h.kind != FAB_HELLO || s->open)
@@ -405,7 +405,7 @@ void fab_stream_io(struct psl_van *v, struct fab_stream *s, uint32_t events)
 		}
 		if (!s->closing) {
 			s->closing = true;
-			s->close_at = fab_now_ms() + 2000;
+			s->close_at = psl_van_now_ms() + 2000;
 		}
 	}
 }
@@ -424,7 +424,7 @@ void fab_on_accept(struct psl_van *v)
 		}
 		s->conn.fd = fd;
 		fab_sockname(fd, true, s->where, sizeof(s->where));
-		s->close_at = fab_now_ms() + HANDSHAKE_MS;
+		s->close_at = psl_van_now_ms() + HANDSHAKE_MS;
 		if (send_greeting(fd) || fab_ep_add(v, &s->conn, EPOLLIN | EPOLLRDHUP)) {
 			fab_stream_free(v, s);
 			continue;
@@ -434,7 +434,7 @@ void fab_on_accept(struct psl_van *v)
 
 int fab_housekeeping(struct psl_van *v)
 {
-	int64_t now = fab_now_ms(), next = now + 60000;
+	int64_t now = psl_van_now_ms(), next = now + 60000;
 	struct fab_peer *p, *np;
 	struct fab_stream *s, *ns;
 

@@ -1,5 +1,4 @@
 /* van_fabric registration cache (see fab_mrcache.h). */
-#include "config.h"
 
 #include <errno.h>
 #include <stdbool.h>

@@ -1,5 +1,4 @@
 /* van_fabric: the van's own buffers (see fabric.h). */
-#include "config.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -1,38 +1,14 @@
 /* van_fabric: wire formats and ordering (see fab_proto.h). */
-#include "config.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
+#include <pslite/van_util.h>
+
 #include "fab_proto.h"
 
 /* ---------------------------------------------------------------- header -- */
-
-static void put32(uint8_t *p, uint32_t x)
-{
-	p[0] = (uint8_t)x;
-	p[1] = (uint8_t)(x >> 8);
-	p[2] = (uint8_t)(x >> 16);
-	p[3] = (uint8_t)(x >> 24);
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 |
-	       (uint32_t)p[3] << 24;
-}
-
-static void put64(uint8_t *p, uint64_t x)
-{
-	put32(p, (uint32_t)x);
-	put32(p + 4, (uint32_t)(x >> 32));
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | (uint64_t)get32(p + 4) << 32;
-}
 
 static size_t align8(size_t x)
 {
@@ -61,12 +37,12 @@ size_t fab_hdr_write(void *buf, uint32_t seq, uint32_t nparts, const uint64_t *l
 	size_t n = fab_hdr_fixed_size(nparts);
 	uint32_t i;
 
-	put32(p, FAB_HDR_MAGIC);
-	put32(p + 4, seq);
-	put32(p + 8, nparts);
-	put32(p + 12, 0);
+	psl_van_put_le32(p, FAB_HDR_MAGIC);
+	psl_van_put_le32(p + 4, seq);
+	psl_van_put_le32(p + 8, nparts);
+	psl_van_put_le32(p + 12, 0);
 	for (i = 0; i < nparts; i++) {
-		put64(p + 16 + 8 * (size_t)i, lens[i] | (inl[i] ? FAB_PART_INLINE : 0));
+		psl_van_put_le64(p + 16 + 8 * (size_t)i, lens[i] | (inl[i] ? FAB_PART_INLINE : 0));
 		if (inl[i]) {
 			n = align8(n);
 			off[i] = n;
@@ -88,12 +64,12 @@ int fab_hdr_parse(const void *buf, size_t n, struct fab_hdr_view *v, char *why, 
 		snprintf(why, whylen, "header of %zu bytes is shorter than 16", n);
 		return -EPROTO;
 	}
-	if (get32(p) != FAB_HDR_MAGIC) {
-		snprintf(why, whylen, "bad header magic 0x%08x", get32(p));
+	if (psl_van_get_le32(p) != FAB_HDR_MAGIC) {
+		snprintf(why, whylen, "bad header magic 0x%08x", psl_van_get_le32(p));
 		return -EPROTO;
 	}
-	v->seq = get32(p + 4);
-	v->nparts = get32(p + 8);
+	v->seq = psl_van_get_le32(p + 4);
+	v->nparts = psl_van_get_le32(p + 8);
 	if (v->nparts < 1 || v->nparts > FAB_MAX_PARTS) {
 		snprintf(why, whylen, "%u parts (expected 1 to %d)", v->nparts, FAB_MAX_PARTS);
 		return -EPROTO;
@@ -104,7 +80,7 @@ int fab_hdr_parse(const void *buf, size_t n, struct fab_hdr_view *v, char *why, 
 		return -EPROTO;
 	}
 	for (i = 0; i < v->nparts; i++) {
-		uint64_t d = get64(p + 16 + 8 * (size_t)i);
+		uint64_t d = psl_van_get_le64(p + 16 + 8 * (size_t)i);
 		v->inl[i] = (d & FAB_PART_INLINE) != 0;
 		v->len[i] = d & ~FAB_PART_INLINE;
 		v->off[i] = 0;
@@ -132,13 +108,13 @@ int fab_hdr_parse(const void *buf, size_t n, struct fab_hdr_view *v, char *why, 
 void fab_hello_pack(const struct fab_hello *h, uint8_t out[FAB_HELLO_WIRE])
 {
 	memset(out, 0, FAB_HELLO_WIRE);
-	put32(out, FAB_HELLO_MAGIC);
-	put32(out + 4, (FAB_HELLO_VERSION << 16) | (h->kind & 0xffffu));
-	put32(out + 8, (uint32_t)h->node_id);
-	put32(out + 12, h->stream);
-	put32(out + 16, h->seq);
-	put32(out + 20, h->hdr_max);
-	put32(out + 24, h->addr_len > FAB_ADDR_MAX ? FAB_ADDR_MAX : h->addr_len);
+	psl_van_put_le32(out, FAB_HELLO_MAGIC);
+	psl_van_put_le32(out + 4, (FAB_HELLO_VERSION << 16) | (h->kind & 0xffffu));
+	psl_van_put_le32(out + 8, (uint32_t)h->node_id);
+	psl_van_put_le32(out + 12, h->stream);
+	psl_van_put_le32(out + 16, h->seq);
+	psl_van_put_le32(out + 20, h->hdr_max);
+	psl_van_put_le32(out + 24, h->addr_len > FAB_ADDR_MAX ? FAB_ADDR_MAX : h->addr_len);
 	memcpy(out + 28, h->addr, FAB_ADDR_MAX);
 	memcpy(out + 92, h->prov, sizeof(h->prov) - 1);
 	memcpy(out + 140, h->text, 155);
@@ -149,58 +125,23 @@ int fab_hello_unpack(const uint8_t in[FAB_HELLO_WIRE], struct fab_hello *h)
 {
 	uint32_t kv;
 	memset(h, 0, sizeof(*h));
-	if (get32(in) != FAB_HELLO_MAGIC)
+	if (psl_van_get_le32(in) != FAB_HELLO_MAGIC)
 		return -EPROTO;
-	kv = get32(in + 4);
+	kv = psl_van_get_le32(in + 4);
 	if ((kv >> 16) != FAB_HELLO_VERSION)
 		return -EPROTONOSUPPORT;
 	h->kind = kv & 0xffffu;
-	h->node_id = (int32_t)get32(in + 8);
-	h->stream = get32(in + 12);
-	h->seq = get32(in + 16);
-	h->hdr_max = get32(in + 20);
-	h->addr_len = get32(in + 24);
+	h->node_id = (int32_t)psl_van_get_le32(in + 8);
+	h->stream = psl_van_get_le32(in + 12);
+	h->seq = psl_van_get_le32(in + 16);
+	h->hdr_max = psl_van_get_le32(in + 20);
+	h->addr_len = psl_van_get_le32(in + 24);
 	if (h->addr_len > FAB_ADDR_MAX || h->kind < FAB_HELLO || h->kind > FAB_BYE)
 		return -EPROTO;
 	memcpy(h->addr, in + 28, FAB_ADDR_MAX);
 	memcpy(h->prov, in + 92, sizeof(h->prov) - 1);
 	memcpy(h->text, in + 140, 155);
 	return 0;
-}
-
-/* ------------------------------------------------------------- greetings -- */
-
-int fab_greet_parse(const uint8_t *buf, size_t n, char *name, size_t namelen, size_t *used)
-{
-	static const char g[] = "PSLVAN1 ";
-	size_t glen = sizeof(g) - 1, i;
-
-	if (n == 0)
-		return FAB_GREET_MORE;
-	if (buf[0] == 0xff)
-		return FAB_GREET_ZMTP; /* ZMTP signature: 0xFF, 8 bytes, 0x7F */
-	for (i = 0; i < n && i < glen; i++)
-		if (buf[i] != (uint8_t)g[i])
-			return FAB_GREET_UNKNOWN;
-	if (n <= glen)
-		return FAB_GREET_MORE;
-	for (i = glen; i < n; i++) {
-		uint8_t c = buf[i];
-		if (c == '\n') {
-			size_t l = i - glen;
-			if (l == 0 || l >= namelen)
-				return FAB_GREET_UNKNOWN;
-			memcpy(name, buf + glen, l);
-			name[l] = 0;
-			*used = i + 1;
-			return FAB_GREET_OK;
-		}
-		if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-		      c == '_' || c == '-') ||
-		    i - glen >= 63)
-			return FAB_GREET_UNKNOWN;
-	}
-	return FAB_GREET_MORE;
 }
 
 /* ---------------------------------------------------------- stream order -- */

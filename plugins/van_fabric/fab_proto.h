@@ -1,7 +1,7 @@
 /*
  * van_fabric wire formats and the small pieces of logic that do not touch
  * libfabric or sockets (so that tests/unit can check them alone): tags,
- * the message header, the bootstrap hello, greetings, per-stream ordering and
+ * the message header, the bootstrap hello, per-stream ordering and
  * FI_PROVIDER matching.
  *
  * A message is one header (tag FAB_KIND_HDR) plus zero or more parts sent on
@@ -102,16 +102,6 @@ struct fab_hello {
 
 void fab_hello_pack(const struct fab_hello *h, uint8_t out[FAB_HELLO_WIRE]);
 int fab_hello_unpack(const uint8_t in[FAB_HELLO_WIRE], struct fab_hello *h);
-
-/* ------------------------------------------------------------- greetings -- */
-enum fab_greet {
-	FAB_GREET_MORE = 0,	/* need more bytes */
-	FAB_GREET_OK = 1,	/* "PSLVAN1 <name>\n": name copied out, *used set */
-	FAB_GREET_ZMTP = 2,	/* a ZeroMQ peer (0xFF ... ) */
-	FAB_GREET_UNKNOWN = 3,	/* something else */
-};
-/* Classifies the first n bytes read from a bootstrap connection. */
-int fab_greet_parse(const uint8_t *buf, size_t n, char *name, size_t namelen, size_t *used);
 
 /* ---------------------------------------------------------- stream order -- */
 /* Messages of one stream, kept in sequence order until they can be handed

@@ -1,5 +1,4 @@
 /* van_fabric: sending, receiving, completions and the progress thread. */
-#include "config.h"
 
 #define _GNU_SOURCE 1
 #include <errno.h>
@@ -599,13 +598,6 @@ static int drain_cq(struct psl_van *v)
 
 /* ------------------------------------------------------ progress thread -- */
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 void *fab_progress_main(void *arg)
 {
 	struct psl_van *v = arg;
@@ -620,7 +612,7 @@ void *fab_progress_main(void *arg)
 		int n, i, timeout, got;
 		int64_t now;
 		got = drain_cq(v);
-		now = fab_now_ms();
+		now = psl_van_now_ms();
 		/* timers, new peers, queues waiting for the provider: not on every
 		 * completion */
 		if (hk || now >= hk_at || atomic_load(&v->retry)) {
@@ -633,9 +625,9 @@ void *fab_progress_main(void *arg)
 			idle = 0;
 			timeout = 0;
 			if (got && v->busy_poll)
-				spin_until = now_ns() + v->spin_ns;
+				spin_until = psl_van_now_ns() + v->spin_ns;
 		}
-		if (v->busy_poll && timeout != 0 && now_ns() < spin_until) {
+		if (v->busy_poll && timeout != 0 && psl_van_now_ns() < spin_until) {
 			/* PS_BUSY_POLL's window: the CQ again soon, the CPU to whoever
 			 * needs it meanwhile (on a small machine, the peer that
 			 * answers); the sockets every 64th round */

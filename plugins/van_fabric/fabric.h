@@ -15,6 +15,7 @@
 #include <rdma/fi_eq.h>
 
 #include <pslite/van.h>
+#include <pslite/van_util.h>
 
 #include "fab_mrcache.h"
 #include "fab_proto.h"
@@ -184,7 +185,7 @@ struct psl_van {
 	char prov_filter[128];
 	char prov[48];	 /* provider chosen at init */
 	char avail[160]; /* providers found */
-	bool busy_poll, force_mr;
+	bool busy_poll, force_mr, want_hmem; /* want_hmem: PS_FABRIC_HMEM */
 	int64_t spin_ns; /* PS_BUSY_POLL_US: the poll window after a completion */
 	int bad_params;	      /* settings that were not numbers in range */
 	long mr_cache;	      /* PS_FABRIC_MR_CACHE: -1 auto, 0, 1 */
@@ -231,17 +232,10 @@ struct psl_van {
 	atomic_bool stop, closing;
 };
 
-static inline int64_t fab_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
-
 static inline const char *fab_param(struct psl_van *v, const char *name, const char *def)
 {
-	const char *s = v->host->param ? v->host->param(v->host->ctx, name) : NULL;
-	return (s && *s) ? s : def;
+	const char *s = psl_van_param(v->host, name);
+	return s ? s : def;
 }
 
 static inline void fab_wake(struct psl_van *v)

@@ -32,7 +32,6 @@
  * thread; what the provider cannot take now (-FI_EAGAIN), or what is sent
  * before the peer is reached, waits in the peer's queue, in order.
  */
-#include "config.h"
 
 #define _GNU_SOURCE 1
 #include <dlfcn.h>
@@ -59,18 +58,14 @@
 #define STR2(x) #x
 #define STR(x) STR2(x)
 
-static long param_long(struct psl_van *v, const char *name, long def, long min, long max)
+/* An integer setting (van_util.h): a bad value is logged as the standard
+ * line and counted, and init fails with -EINVAL once the provider has been
+ * looked up. */
+static long param_long(struct psl_van *v, const char *name, long def, long min, long max,
+		       const char *unit)
 {
-	const char *s = fab_param(v, name, NULL);
-	char *end;
 	long x;
-	if (!s)
-		return def;
-	errno = 0;
-	x = strtol(s, &end, 10);
-	if (errno || *end || x < min || x > max) {
-		LOG(v, PSL_VAN_LOG_ERROR, "%s=%s: expected an integer from %ld to %ld", name, s, min,
-		    max);
+	if (psl_van_param_long(v->host, "van_fabric", name, def, min, max, unit, &x)) {
 		v->bad_params++;
 		return def;
 	}
@@ -240,7 +235,7 @@ static int choose_provider(struct psl_van *v)
 	rc = v->info ? 0 : -ENOMEM;
 	/* CUDA memory, where there is a GPU and the provider can (EFA with
 	 * GPUDirect RDMA) */
-	if (!rc && strcmp(fab_param(v, "PS_FABRIC_HMEM", "1"), "0") != 0 && cuda_devices() > 0) {
+	if (!rc && v->want_hmem && cuda_devices() > 0) {
 		struct fi_info *hh = make_hints(true), *hl = NULL, *hb;
 		if (hh) {
 			hh->fabric_attr->prov_name = strdup(v->prov);
@@ -280,16 +275,22 @@ static int finit(const struct psl_van_host *host, struct psl_van **out)
 	v->cqc.type = CONN_CQ;
 	v->next_stream = 1;
 	snprintf(v->prov_filter, sizeof(v->prov_filter), "%s", fab_param(v, "FI_PROVIDER", ""));
-	v->busy_poll = param_long(v, "PS_BUSY_POLL", 0, 0, 1) != 0;
-	v->spin_ns = (int64_t)param_long(v, "PS_BUSY_POLL_US", 200, 0, 1000000) * 1000;
-	v->force_mr = param_long(v, "PS_FABRIC_MR", 0, 0, 1) != 0;
-	v->hdr_buf = (size_t)param_long(v, "PS_FABRIC_INLINE", 8192, 1024, 1 << 20);
-	v->rx_depth = (int)param_long(v, "PS_FABRIC_RX_DEPTH", 64, 4, 65536);
-	v->linger_ms = (int)param_long(v, "PS_FABRIC_LINGER_MS", 2000, 0, 600000);
-	v->connect_ms = 1000 * ((int)param_long(v, "PS_CONNECT_TIMEOUT", 60, 1, 86400) + 5);
-	v->mr_cache = param_long(v, "PS_FABRIC_MR_CACHE", -1, 0, 1);
-	v->mr_cache_size = (size_t)param_long(v, "PS_FABRIC_MR_CACHE_SIZE", 1024, 1, 1 << 20);
-	pool_mb = (size_t)param_long(v, "PS_FABRIC_POOL_MB", 256, 0, 1 << 20);
+	v->busy_poll = param_long(v, "PS_BUSY_POLL", 0, 0, 1, NULL) != 0;
+	v->spin_ns = (int64_t)param_long(v, "PS_BUSY_POLL_US", PSL_VAN_BUSY_POLL_US_DEFAULT, 0,
+					 1000000, "microseconds") *
+		     1000;
+	v->force_mr = param_long(v, "PS_FABRIC_MR", 0, 0, 1, NULL) != 0;
+	v->want_hmem = param_long(v, "PS_FABRIC_HMEM", 1, 0, 1, NULL) != 0;
+	v->hdr_buf = (size_t)param_long(v, "PS_FABRIC_INLINE", 8192, 1024, 1 << 20,
+					"a number of bytes");
+	v->rx_depth = (int)param_long(v, "PS_FABRIC_RX_DEPTH", 64, 4, 65536,
+				      "a number of receive buffers");
+	v->linger_ms = (int)param_long(v, "PS_FABRIC_LINGER_MS", 2000, 0, 600000, "milliseconds");
+	v->connect_ms = 1000 * ((int)param_long(v, "PS_CONNECT_TIMEOUT", 60, 1, 86400, "seconds") + 5);
+	v->mr_cache = param_long(v, "PS_FABRIC_MR_CACHE", -1, 0, 1, NULL);
+	v->mr_cache_size = (size_t)param_long(v, "PS_FABRIC_MR_CACHE_SIZE", 1024, 1, 1 << 20,
+					      "a number of registrations");
+	pool_mb = (size_t)param_long(v, "PS_FABRIC_POOL_MB", 256, 0, 1 << 20, "MiB");
 	pthread_mutex_init(&v->ep_mu, NULL);
 	pthread_mutex_init(&v->mu, NULL);
 	pthread_rwlock_init(&v->lock, NULL);
@@ -686,11 +687,11 @@ static bool all_sent(struct psl_van *v)
 static void ffini(struct psl_van *v)
 {
 	struct fab_peer *p;
-	int64_t t0 = fab_now_ms();
+	int64_t t0 = psl_van_now_ms();
 
 	if (v->running) {
 		/* let what was sent go out (like ZMQ_LINGER), then stop */
-		while (!all_sent(v) && fab_now_ms() - t0 < v->linger_ms)
+		while (!all_sent(v) && psl_van_now_ms() - t0 < v->linger_ms)
 			usleep(1000);
 		atomic_store(&v->closing, true);
 		atomic_store(&v->stop, true);
@@ -782,7 +783,7 @@ static const struct psl_van_ops fabric_ops = {
 	.abi_version = PSL_VAN_ABI_VERSION,
 	.size = sizeof(struct psl_van_ops),
 	.name = VAN,
-	.version = "pslite van_fabric " PACKAGE_VERSION " (built with libfabric " STR(
+	.version = "pslite van_fabric " PSL_VAN_VERSION " (built with libfabric " STR(
 		FI_MAJOR_VERSION) "." STR(FI_MINOR_VERSION) ")",
 	.description = "libfabric RDM endpoints, tagged messages (AWS EFA; tcp, sockets)",
 	.init = finit,

@@ -1,4 +1,4 @@
-dnl van_ibverbs (DMLC_ENABLE_RDMA=ibverbs or 1): libibverbs and librdmacm.
+dnl van_ibverbs (DMLC_ENABLE_RDMA=ibverbs or 1): configure check (pulled in by configure.ac).
 PSL_VAN_CHECK([ibverbs], [libibverbs and librdmacm], [libibverbs-dev librdmacm-dev],
   [PKG_CHECK_MODULES([IBVERBS], [libibverbs librdmacm], [psl_have=yes], [
      AC_CHECK_HEADERS([infiniband/verbs.h rdma/rdma_cma.h],

@@ -14,7 +14,6 @@
  * Everything here and in ucx_connect.c runs on the thread that owns the
  * UCX worker (see ucx_van.h), but psl__ucx_out_new (in connect()).
  */
-#include "config.h"
 
 #define _GNU_SOURCE 1
 #include <arpa/inet.h>
@@ -145,7 +144,7 @@ int psl__ucx_listen(struct psl_van *v, const char *host, int port, int *bound)
 static void in_close(struct ucx_in *in)
 {
 	if (in->fd >= 0 && in->state == IN_READY) { /* its node ended: see UCX_LOAN_GRACE_MS */
-		in->closed_at = psl__ucx_now_ms();
+		in->closed_at = psl_van_now_ms();
 		psl__ucx_schedule(in->v, in->closed_at + UCX_LOAN_GRACE_MS);
 	}
 	if (in->fd >= 0) {
@@ -181,7 +180,7 @@ void psl__ucx_accept(struct psl_van *v)
 	for (k = 0; k < MAX_FDS_ACCEPT; k++) {
 		struct sockaddr_storage ss;
 		socklen_t sl = sizeof(ss);
-		char greet[32];
+		char greet[PSL_VAN_GREETING_LEN_MAX];
 		size_t glen = psl__ucxp_greeting(greet, sizeof(greet)), off = 0;
 		struct ucx_in *in;
 		int fd = accept4(v->lfd, (struct sockaddr *)&ss, &sl, SOCK_NONBLOCK | SOCK_CLOEXEC);
@@ -216,7 +215,7 @@ void psl__ucx_accept(struct psl_van *v)
 		in->fd = fd;
 		in->state = IN_HELLO;
 		in->node_id = PSL_VAN_ID_NONE;
-		in->t_deadline = psl__ucx_now_ms() + v->handshake_ms;
+		in->t_deadline = psl_van_now_ms() + v->handshake_ms;
 		psl__ucx_sockaddr_desc((struct sockaddr *)&ss, in->desc, sizeof(in->desc));
 		v->ins[v->nins++] = in;
 		/* van.h: a van that listens greets first, on every connection */
@@ -251,7 +250,7 @@ static void in_mismatch(struct ucx_in *in, int kind, const char *other)
 		return;
 	}
 	in->state = IN_DRAIN;
-	in->t_deadline = psl__ucx_now_ms() + 1000;
+	in->t_deadline = psl_van_now_ms() + 1000;
 	psl__ucx_schedule(in->v, in->t_deadline);
 }
 
@@ -331,7 +330,7 @@ void psl__ucx_in_io(struct ucx_in *in, uint32_t events)
 			continue; /* nothing is expected after the hello */
 		in->rxlen += (size_t)n;
 		if (!in->greeted) {
-			char other[40];
+			char other[PSL_VAN_NAME_LEN_MAX + 1];
 			size_t used;
 			int kind = psl__ucxp_classify(in->rx, in->rxlen, &used, other,
 						      sizeof(other));

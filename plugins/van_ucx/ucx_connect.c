@@ -5,7 +5,6 @@
  * end (the peer went away, the connection was replaced, fini). Timers of
  * both directions run from psl__ucx_boot_tick.
  */
-#include "config.h"
 
 #define _GNU_SOURCE 1
 #include <arpa/inet.h>
@@ -59,7 +58,7 @@ struct ucx_out *psl__ucx_out_new(struct psl_van *v, const struct psl_van_peer *p
 	snprintf(o->desc, sizeof(o->desc), "node %d at %s", o->id, o->where);
 	o->fd = -1;
 	o->state = OUT_IDLE;
-	o->t_first = o->t_retry = psl__ucx_now_ms();
+	o->t_first = o->t_retry = psl_van_now_ms();
 	o->q_tail = &o->q_head;
 	pthread_mutex_init(&o->mu, NULL);
 	atomic_init(&o->ep_error, false);
@@ -149,7 +148,7 @@ void psl__ucx_out_fail(struct ucx_out *o, int event, int err, const char *detail
 static void out_retry(struct ucx_out *o, const char *why)
 {
 	struct psl_van *v = o->v;
-	int64_t now = psl__ucx_now_ms();
+	int64_t now = psl_van_now_ms();
 	int delay = 50 << (o->tries < 5 ? o->tries : 5);
 
 	out_close_fd(o);
@@ -209,7 +208,7 @@ static void out_start(struct ucx_out *o)
 	pthread_mutex_lock(&o->mu);
 	o->state = OUT_CONNECTING;
 	pthread_mutex_unlock(&o->mu);
-	o->t_deadline = psl__ucx_now_ms() + v->handshake_ms;
+	o->t_deadline = psl_van_now_ms() + v->handshake_ms;
 	psl__ucx_schedule(v, o->t_deadline);
 	if (psl__ucx_ep_ctl(v, EPOLL_CTL_ADD, fd, EPOLLOUT | EPOLLIN | EPOLLRDHUP, o) != 0)
 		out_retry(o, "epoll_ctl failed");
@@ -365,7 +364,7 @@ static void out_handshake(struct ucx_out *o)
 	int rc = out_read(o);
 
 	if (!o->greeted && o->rxlen) {
-		char other[40], what[96], d[400];
+		char other[PSL_VAN_NAME_LEN_MAX + 1], what[96], d[400];
 		size_t used;
 		int kind = psl__ucxp_classify(o->rx, o->rxlen, &used, other, sizeof(other));
 		if (kind == UCXP_PEER_NEED_MORE && !rc)
@@ -526,7 +525,7 @@ static bool out_retire_step(struct ucx_out *o)
 
 int psl__ucx_boot_tick(struct psl_van *v)
 {
-	int64_t now = psl__ucx_now_ms();
+	int64_t now = psl_van_now_ms();
 	struct ucx_out **snap = NULL, *o, **pp;
 	size_t n = 0, cap = 0, i;
 	bool dirty = atomic_exchange(&v->boot_dirty, false);
@@ -613,6 +612,6 @@ int psl__ucx_boot_tick(struct psl_van *v)
 	psl__ucx_in_tick(v, now);
 	if (pending_close)
 		psl__ucx_schedule(v, now + 10);
-	now = psl__ucx_now_ms();
+	now = psl_van_now_ms();
 	return v->next_timer < 0 ? -1 : (int)(v->next_timer > now ? v->next_timer - now : 0);
 }

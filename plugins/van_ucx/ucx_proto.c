@@ -1,11 +1,11 @@
 /* van_ucx: wire formats and run-time decisions (see ucx_proto.h). */
-#include "config.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <pslite/van.h>
+#include <pslite/van_util.h>
 
 #include "ucx_proto.h"
 
@@ -13,110 +13,55 @@
 #define HELLO_MAGIC 0x68584355u /* "UCXh" */
 #define WELCOME_MAGIC 0x77584355u /* "UCXw" */
 
-static void put16(uint8_t *p, uint16_t v)
-{
-	p[0] = (uint8_t)v;
-	p[1] = (uint8_t)(v >> 8);
-}
-
-static void put32(uint8_t *p, uint32_t v)
-{
-	put16(p, (uint16_t)v);
-	put16(p + 2, (uint16_t)(v >> 16));
-}
-
-static void put64(uint8_t *p, uint64_t v)
-{
-	put32(p, (uint32_t)v);
-	put32(p + 4, (uint32_t)(v >> 32));
-}
-
-static uint16_t get16(const uint8_t *p)
-{
-	return (uint16_t)(p[0] | (p[1] << 8));
-}
-
-static uint32_t get32(const uint8_t *p)
-{
-	return (uint32_t)get16(p) | ((uint32_t)get16(p + 2) << 16);
-}
-
-static uint64_t get64(const uint8_t *p)
-{
-	return (uint64_t)get32(p) | ((uint64_t)get32(p + 4) << 32);
-}
-
 /* ------------------------------------------------------------ greeting -- */
 
 size_t psl__ucxp_greeting(char *buf, size_t len)
 {
-	int n = snprintf(buf, len, "%s%s\n", PSL_VAN_GREETING, UCXP_VAN_NAME);
-	return n < 0 ? 0 : (size_t)n;
+	return psl_van_greeting_build(buf, len, UCXP_VAN_NAME);
 }
 
 int psl__ucxp_classify(const uint8_t *buf, size_t len, size_t *used, char *other,
 		       size_t other_len)
 {
-	const size_t glen = sizeof(PSL_VAN_GREETING) - 1;
-	size_t i, n;
+	char name[PSL_VAN_NAME_LEN_MAX + 1];
+	size_t n = 0;
 
 	*used = 0;
 	if (other_len)
 		other[0] = 0;
-	if (len == 0)
+	switch (psl_van_greeting_parse(buf, len, name, sizeof(name), &n)) {
+	case PSL_VAN_GREET_MORE:
 		return UCXP_PEER_NEED_MORE;
-	/* ZMTP: 0xFF, 8 bytes of length, 0x7F */
-	if (buf[0] == 0xff)
-		return len < 10 ? UCXP_PEER_NEED_MORE
-				: (buf[9] == 0x7f ? UCXP_PEER_ZMTP : UCXP_PEER_UNKNOWN);
-	n = len < glen ? len : glen;
-	if (memcmp(buf, PSL_VAN_GREETING, n) != 0)
+	case PSL_VAN_GREET_ZMTP:
+		return UCXP_PEER_ZMTP;
+	case PSL_VAN_GREET_OK:
+		break;
+	default:
 		return UCXP_PEER_UNKNOWN;
-	if (len < glen)
-		return UCXP_PEER_NEED_MORE;
-	/* a van name: [a-z0-9_-]{1,31}, then '\n' */
-	for (i = glen; i < len && i < glen + 32; i++) {
-		uint8_t c = buf[i];
-		if (c == '\n')
-			break;
-		if (!((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '_' ||
-		      c == '-' || (c >= 'A' && c <= 'Z')))
-			return UCXP_PEER_UNKNOWN;
 	}
-	if (i == len)
-		return i < glen + 32 ? UCXP_PEER_NEED_MORE : UCXP_PEER_UNKNOWN;
-	if (buf[i] != '\n' || i == glen)
-		return UCXP_PEER_UNKNOWN;
-	n = i - glen;
-	if (n == strlen(UCXP_VAN_NAME) && !memcmp(buf + glen, UCXP_VAN_NAME, n)) {
-		*used = i + 1;
+	*used = n;
+	if (!strcmp(name, UCXP_VAN_NAME))
 		return UCXP_PEER_UCX;
-	}
-	if (other_len) {
-		size_t k = n < other_len - 1 ? n : other_len - 1;
-		memcpy(other, buf + glen, k);
-		other[k] = 0;
-	}
-	*used = i + 1;
+	if (other_len)
+		snprintf(other, other_len, "%s", name);
 	return UCXP_PEER_OTHER_VAN;
 }
 
 const char *psl__ucxp_peer_desc(int kind, const char *other, char *buf, size_t len)
 {
-	switch (kind) {
-	case UCXP_PEER_UCX:
-		snprintf(buf, len, "van ucx");
-		break;
-	case UCXP_PEER_OTHER_VAN:
-		snprintf(buf, len, "van %s", other && *other ? other : "?");
-		break;
-	case UCXP_PEER_ZMTP:
-		snprintf(buf, len, "ZeroMQ (van zmq, or a C++ ps-lite node)");
-		break;
-	default:
-		snprintf(buf, len, "something that is not a pslite van");
-		break;
-	}
+	static const int greet[] = {
+		[UCXP_PEER_UCX] = PSL_VAN_GREET_OK,
+		[UCXP_PEER_OTHER_VAN] = PSL_VAN_GREET_OK,
+		[UCXP_PEER_ZMTP] = PSL_VAN_GREET_ZMTP,
+		[UCXP_PEER_UNKNOWN] = PSL_VAN_GREET_OTHER,
+	};
+	int g = kind >= 0 && kind <= UCXP_PEER_UNKNOWN && kind != UCXP_PEER_NEED_MORE
+			? greet[kind]
+			: PSL_VAN_GREET_OTHER;
+	const char *name = kind == UCXP_PEER_UCX ? UCXP_VAN_NAME : (other && *other ? other : "?");
+	const char *w = psl_van_greeting_what(g, name, buf, len);
+	if (w != buf)
+		snprintf(buf, len, "%s", w);
 	return buf;
 }
 
@@ -124,23 +69,23 @@ const char *psl__ucxp_peer_desc(int kind, const char *other, char *buf, size_t l
 
 void psl__ucxp_hello_encode(const struct ucxp_hello *h, uint8_t out[UCXP_HELLO_SIZE])
 {
-	put32(out, HELLO_MAGIC);
-	put16(out + 4, h->version);
-	put16(out + 6, h->flags);
-	put32(out + 8, (uint32_t)h->node_id);
-	put32(out + 12, h->ucx_version);
+	psl_van_put_le32(out, HELLO_MAGIC);
+	psl_van_put_le16(out + 4, h->version);
+	psl_van_put_le16(out + 6, h->flags);
+	psl_van_put_le32(out + 8, (uint32_t)h->node_id);
+	psl_van_put_le32(out + 12, h->ucx_version);
 }
 
 int psl__ucxp_hello_decode(const uint8_t *buf, size_t len, struct ucxp_hello *h)
 {
-	if (len >= 4 && get32(buf) != HELLO_MAGIC)
+	if (len >= 4 && psl_van_get_le32(buf) != HELLO_MAGIC)
 		return -EPROTO;
 	if (len < UCXP_HELLO_SIZE)
 		return -EAGAIN;
-	h->version = get16(buf + 4);
-	h->flags = get16(buf + 6);
-	h->node_id = (int32_t)get32(buf + 8);
-	h->ucx_version = get32(buf + 12);
+	h->version = psl_van_get_le16(buf + 4);
+	h->flags = psl_van_get_le16(buf + 6);
+	h->node_id = (int32_t)psl_van_get_le32(buf + 8);
+	h->ucx_version = psl_van_get_le32(buf + 12);
 	if (h->version != UCXP_PROTO_VERSION)
 		return -EPROTO;
 	if (h->node_id != PSL_VAN_ID_NONE && (h->node_id < 1 || h->node_id > 65535))
@@ -150,27 +95,27 @@ int psl__ucxp_hello_decode(const uint8_t *buf, size_t len, struct ucxp_hello *h)
 
 void psl__ucxp_welcome_encode(const struct ucxp_welcome *w, uint8_t out[UCXP_WELCOME_SIZE])
 {
-	put32(out, WELCOME_MAGIC);
-	put16(out + 4, w->version);
-	put16(out + 6, w->status);
-	put32(out + 8, w->conn);
-	put32(out + 12, w->nonce);
-	put32(out + 16, w->ucx_version);
-	put32(out + 20, w->addr_len);
+	psl_van_put_le32(out, WELCOME_MAGIC);
+	psl_van_put_le16(out + 4, w->version);
+	psl_van_put_le16(out + 6, w->status);
+	psl_van_put_le32(out + 8, w->conn);
+	psl_van_put_le32(out + 12, w->nonce);
+	psl_van_put_le32(out + 16, w->ucx_version);
+	psl_van_put_le32(out + 20, w->addr_len);
 }
 
 int psl__ucxp_welcome_decode(const uint8_t *buf, size_t len, struct ucxp_welcome *w)
 {
-	if (len >= 4 && get32(buf) != WELCOME_MAGIC)
+	if (len >= 4 && psl_van_get_le32(buf) != WELCOME_MAGIC)
 		return -EPROTO;
 	if (len < UCXP_WELCOME_SIZE)
 		return -EAGAIN;
-	w->version = get16(buf + 4);
-	w->status = get16(buf + 6);
-	w->conn = get32(buf + 8);
-	w->nonce = get32(buf + 12);
-	w->ucx_version = get32(buf + 16);
-	w->addr_len = get32(buf + 20);
+	w->version = psl_van_get_le16(buf + 4);
+	w->status = psl_van_get_le16(buf + 6);
+	w->conn = psl_van_get_le32(buf + 8);
+	w->nonce = psl_van_get_le32(buf + 12);
+	w->ucx_version = psl_van_get_le32(buf + 16);
+	w->addr_len = psl_van_get_le32(buf + 20);
 	if (w->version != UCXP_PROTO_VERSION || w->addr_len == 0 ||
 	    w->addr_len > UCXP_MAX_ADDR)
 		return -EPROTO;
@@ -183,28 +128,28 @@ int psl__ucxp_welcome_decode(const uint8_t *buf, size_t len, struct ucxp_welcome
 
 void psl__ucxp_am_hdr_encode(const struct ucxp_am_hdr *h, uint8_t out[UCXP_AM_HDR_SIZE])
 {
-	put32(out, AM_MAGIC);
-	put32(out + 4, h->conn);
-	put32(out + 8, h->nonce);
-	put16(out + 12, h->part);
-	put16(out + 14, h->nparts);
-	put64(out + 16, h->seq);
-	put32(out + 24, h->nseg);
-	put32(out + 28, h->seg);
+	psl_van_put_le32(out, AM_MAGIC);
+	psl_van_put_le32(out + 4, h->conn);
+	psl_van_put_le32(out + 8, h->nonce);
+	psl_van_put_le16(out + 12, h->part);
+	psl_van_put_le16(out + 14, h->nparts);
+	psl_van_put_le64(out + 16, h->seq);
+	psl_van_put_le32(out + 24, h->nseg);
+	psl_van_put_le32(out + 28, h->seg);
 }
 
 int psl__ucxp_am_hdr_decode(const void *buf, size_t len, struct ucxp_am_hdr *h)
 {
 	const uint8_t *p = buf;
-	if (!p || len != UCXP_AM_HDR_SIZE || get32(p) != AM_MAGIC)
+	if (!p || len != UCXP_AM_HDR_SIZE || psl_van_get_le32(p) != AM_MAGIC)
 		return -EPROTO;
-	h->conn = get32(p + 4);
-	h->nonce = get32(p + 8);
-	h->part = get16(p + 12);
-	h->nparts = get16(p + 14);
-	h->seq = get64(p + 16);
-	h->nseg = get32(p + 24);
-	h->seg = get32(p + 28);
+	h->conn = psl_van_get_le32(p + 4);
+	h->nonce = psl_van_get_le32(p + 8);
+	h->part = psl_van_get_le16(p + 12);
+	h->nparts = psl_van_get_le16(p + 14);
+	h->seq = psl_van_get_le64(p + 16);
+	h->nseg = psl_van_get_le32(p + 24);
+	h->seg = psl_van_get_le32(p + 28);
 	if (h->nseg > UCXP_MAX_SEG || h->nparts < 1 || h->nparts > h->nseg + 1 ||
 	    h->part >= h->nparts || (h->part > 0 && h->seg >= h->nseg))
 		return -EPROTO;
@@ -215,8 +160,8 @@ int psl__ucxp_am_hdr_decode(const void *buf, size_t len, struct ucxp_am_hdr *h)
 
 size_t psl__ucxp_batch_put(uint8_t *buf, const void *head, size_t head_len, uint32_t nseg)
 {
-	put32(buf, (uint32_t)head_len);
-	put32(buf + 4, nseg);
+	psl_van_put_le32(buf, (uint32_t)head_len);
+	psl_van_put_le32(buf + 4, nseg);
 	if (head_len)
 		memcpy(buf + UCXP_BATCH_REC, head, head_len);
 	return UCXP_BATCH_REC + head_len;
@@ -230,10 +175,10 @@ int psl__ucxp_batch_next(const uint8_t *buf, size_t len, size_t *off, const uint
 		return 0;
 	if (o > len || len - o < UCXP_BATCH_REC)
 		return -EPROTO;
-	hl = get32(buf + o);
-	if (hl % 8 || hl > len - o - UCXP_BATCH_REC || get32(buf + o + 4) > UCXP_MAX_SEG)
+	hl = psl_van_get_le32(buf + o);
+	if (hl % 8 || hl > len - o - UCXP_BATCH_REC || psl_van_get_le32(buf + o + 4) > UCXP_MAX_SEG)
 		return -EPROTO;
-	*nseg = get32(buf + o + 4);
+	*nseg = psl_van_get_le32(buf + o + 4);
 	*head = buf + o + UCXP_BATCH_REC;
 	*head_len = hl;
 	*off = o + UCXP_BATCH_REC + hl;
@@ -304,12 +249,12 @@ size_t psl__ucxp_head_write(uint8_t *buf, const void *meta, size_t meta_len,
 {
 	size_t off = 8;
 	uint32_t i;
-	put32(buf, (uint32_t)meta_len);
-	put32(buf + 4, nseg);
+	psl_van_put_le32(buf, (uint32_t)meta_len);
+	psl_van_put_le32(buf + 4, nseg);
 	for (i = 0; i < nseg; i++) {
-		put64(buf + off, segs[i].len);
-		put32(buf + off + 8, segs[i].flags);
-		put32(buf + off + 12, 0);
+		psl_van_put_le64(buf + off, segs[i].len);
+		psl_van_put_le32(buf + off + 8, segs[i].flags);
+		psl_van_put_le32(buf + off + 12, 0);
 		off += 16;
 	}
 	if (meta_len)
@@ -329,8 +274,8 @@ int psl__ucxp_head_parse(const uint8_t *buf, size_t len, uint32_t nseg,
 		snprintf(why, why_len, "head of %zu bytes", len);
 		return -EPROTO;
 	}
-	mlen = get32(buf);
-	n = get32(buf + 4);
+	mlen = psl_van_get_le32(buf);
+	n = psl_van_get_le32(buf + 4);
 	if (n != nseg || n > UCXP_MAX_SEG) {
 		snprintf(why, why_len, "head says %u segments, header %u", n, nseg);
 		return -EPROTO;
@@ -350,8 +295,8 @@ int psl__ucxp_head_parse(const uint8_t *buf, size_t len, uint32_t nseg,
 	end = off + ucxp_pad8(mlen);
 	for (i = 0; i < n; i++) {
 		const uint8_t *e = buf + 8 + 16 * (size_t)i;
-		segs[i].len = get64(e);
-		segs[i].flags = get32(e + 8);
+		segs[i].len = psl_van_get_le64(e);
+		segs[i].flags = psl_van_get_le32(e + 8);
 		if (segs[i].flags & ~UCXP_SEG_INLINE) {
 			snprintf(why, why_len, "segment %u has unknown flags 0x%x", i,
 				 segs[i].flags);

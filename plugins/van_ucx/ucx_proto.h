@@ -1,6 +1,6 @@
 /*
  * van_ucx: what goes over the wire, and the decisions that need no UCX
- * runtime (so that tests/unit/test_van_ucx_proto.c can check them on any
+ * runtime (so that plugins/van_ucx/tests/test_van_ucx_proto.c can check them on any
  * machine): the bootstrap greeting and hello/welcome records, the header
  * of every active message, the layout of a message's head part, which
  * memory types can be sent, and the summary of UCX's resources.

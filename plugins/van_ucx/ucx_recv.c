@@ -10,7 +10,6 @@
  *
  * Everything here but rx_release runs on the thread that owns the worker.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <stdlib.h>
@@ -23,7 +22,7 @@ static bool warn_ok(void)
 {
 	static _Atomic int64_t window;
 	static atomic_int count;
-	int64_t now = psl__ucx_now_ms() / 1000;
+	int64_t now = psl_van_now_ms() / 1000;
 	if (atomic_exchange(&window, now) != now)
 		atomic_store(&count, 0);
 	return atomic_fetch_add(&count, 1) < 5;

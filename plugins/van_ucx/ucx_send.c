@@ -16,7 +16,6 @@
  * thread sleeps), or leaves the send in the inbox for the thread that owns
  * the worker: no sender ever waits for UCX.
  */
-#include "config.h"
 
 #include <errno.h>
 #include <stdlib.h>

@@ -37,6 +37,7 @@
 #include <ucp/api/ucp.h>
 
 #include <pslite/van.h>
+#include <pslite/van_util.h>
 
 #include "ucx_proto.h"
 
@@ -302,7 +303,6 @@ struct psl_van {
 };
 
 /* van_ucx.c */
-int64_t psl__ucx_now_ms(void);
 void psl__ucx_wake(struct psl_van *v);
 /* Wakes the thread if it sleeps (after putting work where it looks). */
 void psl__ucx_kick(struct psl_van *v);

@@ -37,7 +37,6 @@
  *   PS_CONNECT_TIMEOUT=S        how long to retry reaching a peer (60)
  * and UCX's own UCX_* variables (UCX_TLS, UCX_NET_DEVICES, ...).
  */
-#include "config.h"
 
 #define _GNU_SOURCE 1
 #include <dirent.h>
@@ -57,13 +56,6 @@
 #define UCX_DEFAULT_FIFO "256"
 #define STR2(x) #x
 #define STR(x) STR2(x)
-
-int64_t psl__ucx_now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
-}
 
 void psl__ucx_wake(struct psl_van *v)
 {
@@ -131,32 +123,13 @@ int psl__ucx_errno(ucs_status_t st)
 
 static const char *param(struct psl_van *v, const char *name)
 {
-	const char *s = v->host->param ? v->host->param(v->host->ctx, name) : NULL;
-	return (s && *s) ? s : NULL;
+	return psl_van_param(v->host, name);
 }
 
 static int param_long(struct psl_van *v, const char *name, long def, long lo, long hi,
 		      const char *unit, long *out)
 {
-	const char *s = param(v, name);
-	char *end;
-	long x;
-	if (!s) {
-		*out = def;
-		return 0;
-	}
-	errno = 0;
-	x = strtol(s, &end, 10);
-	if (errno || end == s || *end || x < lo || x > hi) {
-		if (lo == 0 && hi == 1)
-			LOG(v, PSL_VAN_LOG_ERROR, "%s=%s: expected 0 or 1", name, s);
-		else
-			LOG(v, PSL_VAN_LOG_ERROR, "%s=%s: expected %s from %ld to %ld", name, s,
-			    unit, lo, hi);
-		return -EINVAL;
-	}
-	*out = x;
-	return 0;
+	return psl_van_param_long(v->host, UCX_LOGNAME, name, def, lo, hi, unit, out);
 }
 
 static int read_settings(struct psl_van *v)
@@ -168,7 +141,8 @@ static int read_settings(struct psl_van *v)
 	if ((rc = param_long(v, "PS_BUSY_POLL", 0, 0, 1, NULL, &x)))
 		return rc;
 	v->busy_poll = x != 0;
-	if ((rc = param_long(v, "PS_BUSY_POLL_US", 200, 0, 1000000, "microseconds", &x)))
+	if ((rc = param_long(v, "PS_BUSY_POLL_US", PSL_VAN_BUSY_POLL_US_DEFAULT, 0, 1000000,
+			     "microseconds", &x)))
 		return rc;
 	v->spin_ns = (int64_t)x * 1000;
 	if ((rc = param_long(v, "PS_UCX_INLINE", 8192, 0, 1 << 20, "a number of bytes", &x)))
@@ -304,7 +278,7 @@ static int uinit(const struct psl_van_host *host, struct psl_van **out)
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&v->ucx_mu, &ma);
 	pthread_mutexattr_destroy(&ma);
-	v->nonce_seed = (uint32_t)getpid() * 2654435761u ^ (uint32_t)psl__ucx_now_ms();
+	v->nonce_seed = (uint32_t)getpid() * 2654435761u ^ (uint32_t)psl_van_now_ms();
 	psl__ucx_pool_init(&v->pool, 0);
 	rc = read_settings(v);
 	if (rc)
@@ -523,13 +497,6 @@ static int wait_events(struct psl_van *v, struct epoll_event *ev, int max, long 
 #define PENDING_WAIT_MIN_US 20
 #define PENDING_WAIT_MAX_US 1000
 
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 static void *progress_main(void *arg)
 {
 	struct psl_van *v = arg;
@@ -550,8 +517,8 @@ static void *progress_main(void *arg)
 			us = 0;
 			pending_wait = PENDING_WAIT_MIN_US;
 			if (v->busy_poll)
-				spin_until = now_ns() + v->spin_ns;
-		} else if (v->busy_poll && now_ns() < spin_until) {
+				spin_until = psl_van_now_ns() + v->spin_ns;
+		} else if (v->busy_poll && psl_van_now_ns() < spin_until) {
 			/* PS_BUSY_POLL's window: poll again soon, but let go of the
 			 * worker (senders post themselves meanwhile) and of the CPU
 			 * (on a small machine the peer needs it to answer); the
@@ -763,7 +730,7 @@ static int usend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 /* Progress on the caller's thread (fini, after the progress thread ended). */
 static void drain(struct psl_van *v, int64_t until, bool (*done)(struct psl_van *))
 {
-	while (!done(v) && psl__ucx_now_ms() < until) {
+	while (!done(v) && psl_van_now_ms() < until) {
 		if (!progress_once(v))
 			usleep(200);
 		psl__ucx_boot_tick(v);
@@ -796,7 +763,7 @@ static void ufini(struct psl_van *v)
 {
 	struct ucx_out *o;
 	uint32_t k;
-	int64_t t0 = psl__ucx_now_ms();
+	int64_t t0 = psl_van_now_ms();
 
 	if (v->running) {
 		atomic_store(&v->stop, true);
@@ -816,7 +783,7 @@ static void ufini(struct psl_van *v)
 	drain(v, t0 + v->linger_ms, all_sent);
 	/* and what arrives into memory the core lent, too: the core gets it
 	 * back before fini returns */
-	drain(v, psl__ucx_now_ms() + v->linger_ms + 1000, none_lent_writing);
+	drain(v, psl_van_now_ms() + v->linger_ms + 1000, none_lent_writing);
 	pthread_rwlock_wrlock(&v->lock);
 	free(v->peers);
 	v->peers = NULL;
@@ -831,7 +798,7 @@ static void ufini(struct psl_van *v)
 	pthread_mutex_unlock(&v->mu);
 	for (o = v->outs; o; o = o->next) /* cancels the rest: send_done(error) */
 		psl__ucx_out_fail(o, PSL_VAN_PEER_DOWN, -ESHUTDOWN, "the van stops");
-	drain(v, psl__ucx_now_ms() + 2000, all_closed);
+	drain(v, psl_van_now_ms() + 2000, all_closed);
 	if ((k = (uint32_t)psl__ucx_fail_unfinished(v, -ETIMEDOUT)))
 		LOG(v, PSL_VAN_LOG_WARN,
 		    "%u send(s) did not complete before the van stopped: failed them", k);
@@ -865,7 +832,7 @@ static void ufini(struct psl_van *v)
 		    "sent %llu messages in %llu batches, %llu with their data joined",
 		    (unsigned long long)v->batched, (unsigned long long)v->batches,
 		    (unsigned long long)v->joined);
-	LOG(v, PSL_VAN_LOG_TRACE, "stopped in %lld ms", (long long)(psl__ucx_now_ms() - t0));
+	LOG(v, PSL_VAN_LOG_TRACE, "stopped in %lld ms", (long long)(psl_van_now_ms() - t0));
 	pthread_mutex_unlock(&v->ucx_mu);
 	psl__ucx_unref(v); /* the worker goes with the last message the core holds */
 }
@@ -874,7 +841,7 @@ static const struct psl_van_ops ucx_ops = {
 	.abi_version = PSL_VAN_ABI_VERSION,
 	.size = sizeof(struct psl_van_ops),
 	.name = UCXP_VAN_NAME,
-	.version = "pslite van_ucx " PACKAGE_VERSION " (built with UCX " STR(
+	.version = "pslite van_ucx " PSL_VAN_VERSION " (built with UCX " STR(
 		UCP_API_MAJOR) "." STR(UCP_API_MINOR) ")",
 	.description = "UCX active messages: shared memory, TCP, RDMA and CUDA memory where "
 		       "UCX has them",

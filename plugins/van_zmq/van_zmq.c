@@ -20,7 +20,6 @@
  * and an idle node still sleeps. Polling without yielding starved libzmq's
  * io threads on two cores (milliseconds per round trip), so it yields.
  */
-#include "config.h"
 
 #define _GNU_SOURCE 1
 #include <arpa/inet.h>
@@ -42,6 +41,7 @@
 #include <zmq.h>
 
 #include <pslite/van.h>
+#include <pslite/van_util.h>
 
 #define VAN "zmq"
 #define MAX_FRAMES 64 /* meta + data frames of one message */
@@ -100,19 +100,6 @@ struct ztrack {
 	void *cookie;
 	const struct psl_van_host *host;
 };
-
-static const char *param(struct psl_van *v, const char *name, const char *def)
-{
-	const char *s = v->host->param ? v->host->param(v->host->ctx, name) : NULL;
-	return (s && *s) ? s : def;
-}
-
-static int64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
 
 static void wake(struct psl_van *v)
 {
@@ -366,7 +353,7 @@ static void probe_greeting(const char *host, int port, char *name, size_t len)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
 	struct pollfd pf;
-	char buf[64];
+	char buf[PSL_VAN_GREETING_LEN_MAX];
 	size_t got = 0;
 	int fd, err = 0;
 	socklen_t elen = sizeof(err);
@@ -382,33 +369,27 @@ static void probe_greeting(const char *host, int port, char *name, size_t len)
 	pf = (struct pollfd){fd, POLLOUT, 0};
 	if (poll(&pf, 1, 1000) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) || err)
 		goto out;
-	while (got < sizeof(buf) - 1) {
+	while (got < sizeof(buf)) {
 		ssize_t n;
 		pf = (struct pollfd){fd, POLLIN, 0};
 		if (poll(&pf, 1, 1000) != 1)
 			break;
-		n = read(fd, buf + got, sizeof(buf) - 1 - got);
+		n = read(fd, buf + got, sizeof(buf) - got);
 		if (n <= 0)
 			break;
 		got += (size_t)n;
 		if (memchr(buf, '\n', got))
 			break;
 	}
-	buf[got] = 0;
-	if (!strncmp(buf, PSL_VAN_GREETING, strlen(PSL_VAN_GREETING))) {
-		char *nl = strchr(buf, '\n');
-		if (nl) {
-			*nl = 0;
-			snprintf(name, len, "%.40s", buf + strlen(PSL_VAN_GREETING));
-		}
-	}
+	if (psl_van_greeting_parse(buf, got, name, len, NULL) != PSL_VAN_GREET_OK)
+		name[0] = 0;
 out:
 	close(fd);
 }
 
 static void report_mismatch(struct psl_van *v, struct zpeer *p)
 {
-	char other[48], detail[320];
+	char other[PSL_VAN_NAME_LEN_MAX + 1], detail[320];
 	if (p->mismatch_told)
 		return;
 	probe_greeting(p->host, p->port, other, sizeof(other));
@@ -537,7 +518,7 @@ static void *recv_main(void *arg)
 				grave = n;
 			}
 		}
-		spinning = v->spin_ns > 0 && now_ns() < spin_until;
+		spinning = v->spin_ns > 0 && psl_van_now_ns() < spin_until;
 		rc = zmq_poll(items, nitems, spinning ? 0 : -1);
 		if (rc < 0) {
 			if (errno == ETERM)
@@ -548,7 +529,7 @@ static void *recv_main(void *arg)
 			if (spinning)
 				sched_yield();
 		} else if (v->spin_ns > 0) {
-			spin_until = now_ns() + v->spin_ns;
+			spin_until = psl_van_now_ns() + v->spin_ns;
 		}
 		if (items[0].revents & ZMQ_POLLIN) {
 			uint64_t x;
@@ -579,24 +560,14 @@ static int set_int(void *s, int opt, int val)
 }
 
 /* An integer setting from min to max; a bad value is an error naming it. */
-static int param_int(struct psl_van *v, const char *name, const char *def, long min, long max,
+static int param_int(struct psl_van *v, const char *name, long def, long min, long max,
 		     const char *what, int *out)
 {
-	const char *s = param(v, name, def);
-	char *end;
 	long x;
-	errno = 0;
-	x = strtol(s, &end, 10);
-	if (errno || end == s || *end || x < min || x > max) {
-		if (max - min == 1)
-			LOG(v, PSL_VAN_LOG_ERROR, "%s=%s: expected %ld or %ld", name, s, min, max);
-		else
-			LOG(v, PSL_VAN_LOG_ERROR, "%s=%s: expected %s from %ld to %ld", name, s,
-			    what, min, max);
-		return -EINVAL;
-	}
-	*out = (int)x;
-	return 0;
+	int rc = psl_van_param_long(v->host, "van_zmq", name, def, min, max, what, &x);
+	if (rc == 0)
+		*out = (int)x;
+	return rc;
 }
 
 static int zinit(const struct psl_van_host *host, struct psl_van **out)
@@ -607,13 +578,14 @@ static int zinit(const struct psl_van_host *host, struct psl_van **out)
 		return -ENOMEM;
 	v->host = host;
 	v->wake_fd = -1;
-	if ((rc = param_int(v, "BYTEPS_ZMQ_NTHREADS", "1", 1, 64, "a number of threads",
+	if ((rc = param_int(v, "BYTEPS_ZMQ_NTHREADS", 1, 1, 64, "a number of threads",
 			    &v->io_threads)) ||
-	    (rc = param_int(v, "BYTEPS_ZMQ_MAX_SOCKET", "1024", 1, 1 << 20, "a number of sockets",
+	    (rc = param_int(v, "BYTEPS_ZMQ_MAX_SOCKET", 1024, 1, 1 << 20, "a number of sockets",
 			    &maxs)) ||
-	    (rc = param_int(v, "PS_BUSY_POLL", "0", 0, 1, NULL, &busy)) ||
-	    (rc = param_int(v, "PS_BUSY_POLL_US", "200", 0, 1000000, "microseconds", &spin_us)) ||
-	    (rc = param_int(v, "PS_ZMQ_LINGER_MS", "500", -1, 3600000, "milliseconds (-1: for ever)",
+	    (rc = param_int(v, "PS_BUSY_POLL", 0, 0, 1, NULL, &busy)) ||
+	    (rc = param_int(v, "PS_BUSY_POLL_US", PSL_VAN_BUSY_POLL_US_DEFAULT, 0, 1000000,
+			    "microseconds", &spin_us)) ||
+	    (rc = param_int(v, "PS_ZMQ_LINGER_MS", 500, -1, 3600000, "milliseconds (-1: for ever)",
 			    &v->linger_ms))) {
 		free(v);
 		return rc;
@@ -853,7 +825,7 @@ static const struct psl_van_ops zmq_ops = {
 	.abi_version = PSL_VAN_ABI_VERSION,
 	.size = sizeof(struct psl_van_ops),
 	.name = VAN,
-	.version = "pslite van_zmq " PACKAGE_VERSION " (built with libzmq " STR(
+	.version = "pslite van_zmq " PSL_VAN_VERSION " (built with libzmq " STR(
 		ZMQ_VERSION_MAJOR) "." STR(ZMQ_VERSION_MINOR) "." STR(ZMQ_VERSION_PATCH) ")",
 	.description = "ZeroMQ over TCP, wire-compatible with ps-lite (byteps branch)",
 	.init = zinit,

@@ -161,10 +161,18 @@ for prog in "$bench" "$node"; do
 	base; export PS_BUSY_POLL=2
 	expect "$p: PS_BUSY_POLL=2" 10 "PS_BUSY_POLL=2" "expected 0 or 1" -- "$prog"
 	unset PS_BUSY_POLL_US PS_BUSY_POLL
+	base; export DMLC_ENABLE_RDMA=zmq PS_ZMQ_LINGER_MS=soon
+	expect "$p: PS_ZMQ_LINGER_MS=soon" 10 "PS_ZMQ_LINGER_MS=soon" \
+		"expected milliseconds (-1: for ever) from -1 to 3600000" -- "$prog"
+	unset PS_ZMQ_LINGER_MS
 	if [ -e "$b/plugins/van_fabric/.libs/van_fabric.so" ]; then
 		base; export DMLC_ENABLE_RDMA=fabric FI_PROVIDER=tcp PS_FABRIC_RX_DEPTH=x
-		expect "$p: PS_FABRIC_RX_DEPTH=x" 10 "PS_FABRIC_RX_DEPTH=x" "expected an integer from 4" -- "$prog"
-		unset PS_FABRIC_RX_DEPTH FI_PROVIDER
+		expect "$p: PS_FABRIC_RX_DEPTH=x" 10 "PS_FABRIC_RX_DEPTH=x" \
+			"expected a number of receive buffers from 4 to 65536" -- "$prog"
+		unset PS_FABRIC_RX_DEPTH
+		base; export DMLC_ENABLE_RDMA=fabric FI_PROVIDER=tcp PS_FABRIC_MR=2
+		expect "$p: PS_FABRIC_MR=2" 10 "PS_FABRIC_MR=2" "expected 0 or 1" -- "$prog"
+		unset PS_FABRIC_MR FI_PROVIDER
 	fi
 	if [ -e "$b/plugins/van_ucx/.libs/van_ucx.so" ]; then
 		base; export DMLC_ENABLE_RDMA=ucx PS_UCX_INLINE=x

@@ -86,7 +86,7 @@ static void test_greeting_zmtp(void **state)
 static void test_greeting_garbage(void **state)
 {
 	static const uint8_t ff_not_zmtp[] = {0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x00};
-	char other[40], name[64];
+	char other[40], name[8 + 64];
 	size_t used;
 	(void)state;
 	assert_int_equal(classify_str("HTTP/1.1 400", 12, &used, other), UCXP_PEER_UNKNOWN);
@@ -95,7 +95,8 @@ static void test_greeting_garbage(void **state)
 			 UCXP_PEER_UNKNOWN);
 	assert_int_equal(classify_str("PSLVAN1 \n", 9, &used, other), UCXP_PEER_UNKNOWN);
 	assert_int_equal(classify_str("PSLVAN1 a b\n", 12, &used, other), UCXP_PEER_UNKNOWN);
-	/* a name that never ends is not waited for for ever */
+	/* a name that never ends is not waited for for ever (64 characters:
+	 * one more than PSL_VAN_NAME_LEN_MAX) */
 	memset(name, 'x', sizeof(name));
 	memcpy(name, "PSLVAN1 ", 8);
 	assert_int_equal(classify_str(name, sizeof(name), &used, other), UCXP_PEER_UNKNOWN);

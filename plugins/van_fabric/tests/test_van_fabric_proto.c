@@ -126,38 +126,7 @@ static void test_hello(void **state)
 	assert_int_equal(fab_hello_unpack(w, &g), -EPROTO);
 }
 
-static void test_greeting(void **state)
-{
-	char name[64];
-	size_t used = 0;
-	static const uint8_t zmtp[] = {0xff, 0, 0, 0, 0, 0, 0, 0, 1, 0x7f};
-	const char *g = "PSLVAN1 fabric\nrest";
-	(void)state;
-	assert_int_equal(fab_greet_parse((const uint8_t *)g, 3, name, sizeof(name), &used),
-			 FAB_GREET_MORE);
-	assert_int_equal(fab_greet_parse((const uint8_t *)g, 12, name, sizeof(name), &used),
-			 FAB_GREET_MORE);
-	assert_int_equal(fab_greet_parse((const uint8_t *)g, strlen(g), name, sizeof(name), &used),
-			 FAB_GREET_OK);
-	assert_string_equal(name, "fabric");
-	assert_int_equal(used, 15);
-	g = "PSLVAN1 ucx\n";
-	assert_int_equal(fab_greet_parse((const uint8_t *)g, strlen(g), name, sizeof(name), &used),
-			 FAB_GREET_OK);
-	assert_string_equal(name, "ucx");
-	assert_int_equal(fab_greet_parse(zmtp, 1, name, sizeof(name), &used), FAB_GREET_ZMTP);
-	assert_int_equal(fab_greet_parse(zmtp, sizeof(zmtp), name, sizeof(name), &used),
-			 FAB_GREET_ZMTP);
-	g = "HTTP/1.1 400\r\n";
-	assert_int_equal(fab_greet_parse((const uint8_t *)g, strlen(g), name, sizeof(name), &used),
-			 FAB_GREET_UNKNOWN);
-	g = "PSLVAN1 a b\n"; /* a space is not a van name */
-	assert_int_equal(fab_greet_parse((const uint8_t *)g, strlen(g), name, sizeof(name), &used),
-			 FAB_GREET_UNKNOWN);
-	g = "PSLVAN1 \n";
-	assert_int_equal(fab_greet_parse((const uint8_t *)g, strlen(g), name, sizeof(name), &used),
-			 FAB_GREET_UNKNOWN);
-}
+/* The greeting is van_util.h's (tests/unit/test_van_util.c). */
 
 #define ENT(i) ((struct fab_oq_ent){.seq = (i)})
 
@@ -230,7 +199,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_tags),	     cmocka_unit_test(test_hdr_roundtrip),
 		cmocka_unit_test(test_hdr_malformed), cmocka_unit_test(test_hello),
-		cmocka_unit_test(test_greeting),     cmocka_unit_test(test_order),
+		cmocka_unit_test(test_order),
 		cmocka_unit_test(test_order_wrap),   cmocka_unit_test(test_prov_match),
 	};
 	return cmocka_run_group_tests_name("van_fabric wire formats and order", tests, NULL, NULL);

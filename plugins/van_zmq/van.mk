@@ -1,0 +1,29 @@
+# van_zmq: build rules and tests (included by Makefile.am).
+if BUILD_VAN_ZMQ
+pkglib_LTLIBRARIES += plugins/van_zmq/van_zmq.la
+plugins_van_zmq_van_zmq_la_SOURCES = plugins/van_zmq/van_zmq.c
+plugins_van_zmq_van_zmq_la_CPPFLAGS = $(VAN_CPPFLAGS)
+plugins_van_zmq_van_zmq_la_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
+plugins_van_zmq_van_zmq_la_LIBADD = $(ZMQ_LIBS)
+plugins_van_zmq_van_zmq_la_LDFLAGS = $(VAN_LDFLAGS)
+VAN_DIRS += $(abs_top_builddir)/plugins/van_zmq/.libs
+endif
+
+# kvtest jobs (tests/integration/job.sh, netns.sh) and pslite-server jobs
+# (tests/integration/server_job.sh) over zmq
+ZMQ_INTEGRATION_TESTS = plugins/van_zmq/tests/zmq_data.sh \
+	plugins/van_zmq/tests/zmq_busy_data.sh plugins/van_zmq/tests/zmq_kill.sh \
+	plugins/van_zmq/tests/zmq_hang.sh plugins/van_zmq/tests/zmq_resend.sh \
+	plugins/van_zmq/tests/zmq_soak.sh plugins/van_zmq/tests/zmq_netns.sh
+ZMQ_SERVER_TESTS = plugins/van_zmq/tests/zmq_server_sync.sh \
+	plugins/van_zmq/tests/zmq_server_async.sh \
+	plugins/van_zmq/tests/zmq_server_blocking.sh \
+	plugins/van_zmq/tests/zmq_server_schedule.sh \
+	plugins/van_zmq/tests/zmq_server_bad.sh \
+	plugins/van_zmq/tests/zmq_server_async_bad.sh \
+	plugins/van_zmq/tests/zmq_server_timed.sh \
+	plugins/van_zmq/tests/zmq_server_leftover.sh
+EXTRA_DIST += plugins/van_zmq/van.m4 $(ZMQ_INTEGRATION_TESTS) $(ZMQ_SERVER_TESTS)
+if BUILD_VAN_ZMQ
+TESTS += $(ZMQ_INTEGRATION_TESTS) $(ZMQ_SERVER_TESTS)
+endif
