@@ -432,6 +432,29 @@ static void on_established_out(struct psl_van *v, struct ibv_q *q, const void *p
 		ibv_q_kick(v, l->q[i]);
 }
 
+/* What an rdmacm event means for a connection, in words. */
+static const char *event_why(int event)
+{
+	switch (event) {
+	case RDMA_CM_EVENT_ADDR_ERROR:
+		return "the address did not resolve to an RDMA device";
+	case RDMA_CM_EVENT_ROUTE_ERROR:
+		return "no route to it over RDMA";
+	case RDMA_CM_EVENT_CONNECT_ERROR:
+		return "the connection could not be set up";
+	case RDMA_CM_EVENT_UNREACHABLE:
+		return "it did not answer";
+	case RDMA_CM_EVENT_REJECTED:
+		return "it refused (nothing listening there yet?)";
+	case RDMA_CM_EVENT_DISCONNECTED:
+		return "disconnected";
+	case RDMA_CM_EVENT_DEVICE_REMOVAL:
+		return "the RDMA device went away";
+	default:
+		return "unexpected connection event";
+	}
+}
+
 static void out_failed(struct psl_van *v, struct ibv_q *q, int event, int status,
 		       const void *pd, size_t pdlen, int64_t now)
 {
@@ -441,7 +464,7 @@ static void out_failed(struct psl_van *v, struct ibv_q *q, int event, int status
 
 	if (l->state != L_CONNECTING) {
 		snprintf(why, sizeof(why), "RDMA connection to %s lost (%s)", l->where,
-			 rdma_event_str((enum rdma_cm_event_type)event));
+			 event_why(event));
 		ibv_link_down(v, l, -ECONNRESET, why);
 		return;
 	}
@@ -457,8 +480,7 @@ static void out_failed(struct psl_van *v, struct ibv_q *q, int event, int status
 			ibv_sendop_finish(v, l->live, -EPROTO);
 		return;
 	}
-	snprintf(why, sizeof(why), "%s (status %d)", rdma_event_str((enum rdma_cm_event_type)event),
-		 status);
+	snprintf(why, sizeof(why), "%s (status %d)", event_why(event), status);
 	link_retry(v, l, now, why);
 }
 

@@ -35,7 +35,7 @@ all_ok() { # log S W: every node said OK
 	while [ $i -lt "$2" ]; do grep -q "kvtest server $i: OK" "$1" || return 1; i=$((i + 1)); done
 	i=0
 	while [ $i -lt "$3" ]; do grep -q "kvtest worker $i: OK" "$1" || return 1; i=$((i + 1)); done
-	! grep -q "ERROR\|FAILED" "$1"
+	! grep -q "\] ERROR:\|FAILED" "$1"
 }
 show() { echo "----- $1 -----"; tail -n 60 "$1"; }
 
