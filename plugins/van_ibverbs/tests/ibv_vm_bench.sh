@@ -22,6 +22,7 @@ wbw() { # size -> Gbps
 		>"$out/cli" 2>&1
 	wait $sp
 	awk -v s="$1" '$1 == s {print $4; exit}' "$out/cli"
+	grep -q "^ *$1 " "$out/cli" || tail -n 5 "$out/cli" >&2
 }
 
 psl() { # size -> Gbps (push-pull, 1 server, 1 worker)
@@ -31,14 +32,23 @@ psl() { # size -> Gbps (push-pull, 1 server, 1 worker)
 	grep -o '"goodput_gbps":[0-9.]*' "$out/psl" | head -n 1 | cut -d: -f2
 }
 
-echo "device $dev, address $ip, $secs s per run, $(nproc) vCPU"
+median() { tr ' ' '\n' | grep . | sort -g | awk '{a[NR]=$1} END {if (NR==0) print ""; else if (NR%2) print a[(NR+1)/2]; else print (a[NR/2]+a[NR/2+1])/2}'; }
+rep=${REPEAT:-3}
+echo "device $dev, address $ip, $secs s per run, median of $rep interleaved runs, $(nproc) vCPU"
 echo
-echo "| size | ib_write_bw (Gbps) | pslite push-pull over ibverbs (Gbps) | ratio |"
-echo "|---|---|---|---|"
+echo "| size | ib_write_bw (Gbps) | pslite push-pull over ibverbs (Gbps) | ratio | runs (ib_write_bw / pslite) |"
+echo "|---|---|---|---|---|"
 for size in 4096 65536 1048576; do
-	w=$(wbw "$size")
-	p=$(psl "$size")
+	ws= ps= i=0
+	while [ $i -lt "$rep" ]; do
+		ws="$ws $(wbw "$size")"
+		p=$(psl "$size")
+		[ -n "$p" ] || tail -n 20 "$out/psl" >&2
+		ps="$ps $p"
+		i=$((i + 1))
+	done
+	w=$(echo "$ws" | median)
+	p=$(echo "$ps" | median)
 	r=$(awk -v a="${p:-0}" -v b="${w:-0}" 'BEGIN {if (b > 0) printf "%.2f", a / b; else print "-"}')
-	echo "| $size | ${w:-failed} | ${p:-failed} | $r |"
-	[ -n "$p" ] || tail -n 20 "$out/psl"
+	echo "| $size | ${w:-failed} | ${p:-failed} | $r |$ws /$ps |"
 done
