@@ -248,6 +248,11 @@ void ibv_sendop_finish(struct psl_van *v, struct ibv_sendop *op, int status);
 void ibv_recvop_fail(struct psl_van *v, struct ibv_recvop *op, int status);
 void ibv_q_fail(struct psl_van *v, struct ibv_q *q, int status);
 void ibv_stream_fail(struct psl_van *v, struct ibv_stream *s, int status);
+void ibv_q_broken(struct psl_van *v, struct ibv_q *q, int err, const char *what);
+
+/* ibv_recv.c */
+void ibv_rx_msg(struct psl_van *v, struct ibv_q *q, const uint8_t *buf, size_t len);
+void ibv_read_done(struct psl_van *v, struct ibv_q *q, struct ibv_recvop *op, int status);
 
 /* van_ibverbs.c */
 struct ibv_event *ibv_ev_new(struct psl_van *v, int kind);

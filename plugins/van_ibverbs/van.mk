@@ -4,7 +4,8 @@ pkglib_LTLIBRARIES += plugins/van_ibverbs/van_ibverbs.la
 plugins_van_ibverbs_van_ibverbs_la_SOURCES = \
 	plugins/van_ibverbs/van_ibverbs.c plugins/van_ibverbs/ibv.h \
 	plugins/van_ibverbs/ibv_dev.c plugins/van_ibverbs/ibv_conn.c \
-	plugins/van_ibverbs/ibv_xfer.c plugins/van_ibverbs/ibv_pool.c \
+	plugins/van_ibverbs/ibv_xfer.c plugins/van_ibverbs/ibv_recv.c \
+	plugins/van_ibverbs/ibv_pool.c \
 	plugins/van_ibverbs/ibv_wire.c plugins/van_ibverbs/ibv_wire.h \
 	plugins/van_ibverbs/ibv_logic.c plugins/van_ibverbs/ibv_logic.h
 plugins_van_ibverbs_van_ibverbs_la_CPPFLAGS = $(VAN_CPPFLAGS)
