@@ -1,0 +1,15 @@
+#!/bin/sh
+# van_ibverbs on real verbs: boots the soft-RoCE VM once (tests/vm/run.sh)
+# and runs the whole suite, ibv_vm_inner.sh, in it. Skips (77) with one line
+# when the VM cannot run here (no qemu, no VM assets: tests/vm/prepare.sh).
+set -u
+s=${PSL_SRCDIR:?run through make check}
+b=${PSL_BUILDDIR:?run through make check}
+run=$s/tests/vm/run.sh
+if [ ! -x "$run" ]; then
+	echo "ibv_vm.sh: SKIP: no VM test bed in this tree (tests/vm/run.sh)"
+	exit 77
+fi
+export PSL_SRCDIR PSL_BUILDDIR
+cd "$b" || exit 99
+exec "$run" --timeout 1800 -- "$s/plugins/van_ibverbs/tests/ibv_vm_inner.sh" "$@"

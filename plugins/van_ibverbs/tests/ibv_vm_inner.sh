@@ -1,0 +1,175 @@
+#!/bin/sh
+# The van_ibverbs integration suite, run INSIDE the soft-RoCE virtual machine
+# (ibv_vm.sh boots it; rxe0 must be up). Prints one "ibv: PASS name" or
+# "ibv: FAIL name" line per test and exits non-zero when one failed.
+#   ibv_vm_inner.sh [TEST...]   (default: all)
+# Needs PSL_BUILDDIR and PSL_SRCDIR (ibv_vm.sh passes make check's).
+set -u
+b=${PSL_BUILDDIR:?}
+s=${PSL_SRCDIR:?}
+export PSL_BUILDDIR PSL_SRCDIR
+export PS_VAN_PATH=${PS_VAN_PATH:-$b/plugins/van_ibverbs/.libs}
+ulimit -l unlimited 2>/dev/null
+# the nodes' address: IBV_HOST, else the first IPv4 address that is not loopback
+host=${IBV_HOST:-$(ip -4 -o addr show 2>/dev/null | awk '$2 != "lo" {sub("/.*", "", $4); print $4; exit}')}
+host=${host:-127.0.0.1}
+dir=$(mktemp -d "${TMPDIR:-/tmp}/ibv-vm.XXXXXX")
+trap 'rm -rf "$dir"' EXIT
+failed=0 passed=0
+pass() { echo "ibv: PASS $1"; passed=$((passed + 1)); }
+fail() { echo "ibv: FAIL $1${2:+: $2}"; failed=$((failed + 1)); }
+
+# a kvtest job over ibverbs with extra environment; its log in $dir/$name.log
+kvjob() { # name scenario S W [env...]
+	name=$1 scen=$2 S=$3 W=$4
+	shift 4
+	keep=
+	case $scen in kill | hang) keep=--keep-going ;; esac
+	env "$@" KVTEST_DIR="$dir" KVTEST_SCENARIO="$scen" timeout 300 "$b/tools/pslite-run" \
+		-s "$S" -w "$W" --van ibverbs --host "$host" --timeout 280 $keep -- \
+		"$b/tests/integration/kvtest" >"$dir/$name.log" 2>&1
+}
+all_ok() { # log S W: every node said OK
+	i=0
+	grep -q "kvtest scheduler 0: OK" "$1" || return 1
+	while [ $i -lt "$2" ]; do grep -q "kvtest server $i: OK" "$1" || return 1; i=$((i + 1)); done
+	i=0
+	while [ $i -lt "$3" ]; do grep -q "kvtest worker $i: OK" "$1" || return 1; i=$((i + 1)); done
+	! grep -q "\] ERROR:\|FAILED" "$1"
+}
+show() { echo "----- $1 -----"; tail -n 60 "$1"; }
+
+t_info() {
+	"$b/tools/pslite-info" >"$dir/info.log" 2>&1
+	if grep -q "ibverbs *ok" "$dir/info.log" && grep -q "rxe0 port 1 Ethernet/RoCE active gid 0" \
+		"$dir/info.log" && grep -q "memlock" "$dir/info.log"; then
+		pass info
+	else
+		fail info "pslite-info does not list rxe0, its GIDs and the memlock limit"
+		show "$dir/info.log"
+	fi
+}
+
+t_data() { # 0 B to 16 MiB, every size pushed and pulled with checks
+	if kvjob data data 2 2 && all_ok "$dir/data.log" 2 2; then pass data; else
+		fail data; show "$dir/data.log"; fi
+}
+
+t_loopback() { # job.sh as every van's tests use it: nodes on 127.0.0.1
+	if timeout 300 "$s/tests/integration/job.sh" ibverbs data 2 2 280 >"$dir/lo.log" 2>&1; then
+		pass data_loopback; else fail data_loopback; show "$dir/lo.log"; fi
+}
+
+t_busy() {
+	if kvjob busy data 1 2 PS_BUSY_POLL=1 && all_ok "$dir/busy.log" 1 2; then pass busy_poll; else
+		fail busy_poll; show "$dir/busy.log"; fi
+}
+
+t_qps() { # several queue pairs per peer: every one carries records
+	if kvjob qps data 2 1 DMLC_SPLIT_QP_LAG=3 PS_VERBOSE=1 && all_ok "$dir/qps.log" 2 1; then
+		# "records sent per queue pair: qp0 N, qp1 N, qp2 N" for links to servers
+		lines=$(grep "records sent per queue pair: qp0 [1-9][0-9]*, qp1 [1-9][0-9]*, qp2 [1-9]" \
+			"$dir/qps.log" | wc -l)
+		if [ "$lines" -ge 2 ]; then pass qps_per_peer; else
+			fail qps_per_peer "not every queue pair carried traffic"
+			grep "records sent per queue pair" "$dir/qps.log"
+		fi
+	else
+		fail qps_per_peer; show "$dir/qps.log"
+	fi
+}
+
+t_small_depth() { # tiny queues: credits must hold everything back, no RNR
+	if kvjob depth data 1 2 BYTEPS_RDMA_RX_DEPTH=4 BYTEPS_RDMA_START_DEPTH=2 &&
+		all_ok "$dir/depth.log" 1 2; then pass small_depth; else
+		fail small_depth; show "$dir/depth.log"; fi
+}
+
+t_nocache() {
+	if kvjob nocache data 1 1 PS_IBV_MR_CACHE=0 && all_ok "$dir/nocache.log" 1 1; then
+		pass mr_cache_off; else fail mr_cache_off; show "$dir/nocache.log"; fi
+}
+
+t_kill() { # server 1 SIGKILLed mid-job: requests fail, it is declared lost, nothing hangs
+	kvjob kill kill 2 2
+	rc=$?
+	if [ $rc -eq 137 ] && grep -q "lost server 1" "$dir/kill.log" &&
+		grep -q "kvtest worker 0: OK" "$dir/kill.log" && grep -q "kvtest worker 1: OK" "$dir/kill.log" &&
+		! grep -q "FAILED" "$dir/kill.log"; then
+		pass killed_server
+	else
+		fail killed_server "rc $rc"; show "$dir/kill.log"
+	fi
+}
+
+t_hang() { # server 1 stops (SIGSTOP): heartbeats find it, nothing in the van hangs
+	kvjob hang hang 2 2 PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=10
+	rc=$?
+	if [ $rc -eq 137 ] && grep -q "lost server 1" "$dir/hang.log" &&
+		grep -q "kvtest worker 0: OK" "$dir/hang.log" && ! grep -q "FAILED" "$dir/hang.log"; then
+		pass hung_server
+	else
+		fail hung_server "rc $rc"; show "$dir/hang.log"
+	fi
+}
+
+t_resend() { # job.sh's resend scenario (3% of messages dropped, resent), as for every van
+	if timeout 300 "$s/tests/integration/job.sh" ibverbs resend 2 2 280 >"$dir/resend.log" 2>&1; then
+		pass resend; else fail resend; show "$dir/resend.log"; fi
+}
+
+t_server() { # pslite-server (BytePS summation) with pslite-check workers
+	# server_job.sh runs on 127.0.0.1: the van reaches peers given as 127.x
+	# through the RDMA device's own address
+	if timeout 300 "$s/tests/integration/server_job.sh" ibverbs sync 280 >"$dir/server.log" 2>&1; then
+		pass server_sync; else fail server_sync; show "$dir/server.log"; fi
+}
+
+t_bad() { # bad settings: one line naming each, the node does not start
+	ok=1
+	for kv in BYTEPS_RDMA_RX_DEPTH=abc BYTEPS_RDMA_START_DEPTH=0 DMLC_SPLIT_QP_LAG=99 \
+		DMLC_NUM_PORTS=-1; do
+		name=${kv%%=*}
+		env "$kv" timeout 120 "$b/tools/pslite-run" -s 1 -w 1 --van ibverbs --host "$host" --timeout 100 -- \
+			"$b/tests/integration/kvtest" >"$dir/bad.log" 2>&1
+		rc=$?
+		if [ $rc -eq 0 ] || [ $rc -eq 124 ] || ! grep -q "$kv: expected" "$dir/bad.log"; then
+			echo "bad setting $kv: rc $rc"; show "$dir/bad.log"; ok=0
+		fi
+	done
+	# no RDMA device reachable at the scheduler's address: the node says so and stops
+	[ $ok -eq 1 ] && pass bad_settings || fail bad_settings
+}
+
+t_unreachable() { # the scheduler's address has no listener: fails within PS_CONNECT_TIMEOUT
+	DMLC_ROLE=worker DMLC_PS_ROOT_URI=$host DMLC_NODE_HOST=$host DMLC_PS_ROOT_PORT=1 DMLC_NUM_SERVER=1 \
+		DMLC_NUM_WORKER=1 DMLC_ENABLE_RDMA=ibverbs PS_CONNECT_TIMEOUT=2 \
+		timeout 60 "$b/tests/integration/kvtest" >"$dir/unr.log" 2>&1
+	rc=$?
+	if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "PS_CONNECT_TIMEOUT" "$dir/unr.log"; then
+		pass unreachable; else fail unreachable "rc $rc"; show "$dir/unr.log"; fi
+}
+
+t_memlock() { # a non-root node under a small locked-memory limit: says how much it needs
+	command -v setpriv >/dev/null || { echo "ibv: SKIP memlock (no setpriv)"; return; }
+	(ulimit -l 64 && DMLC_ROLE=scheduler DMLC_PS_ROOT_URI=$host DMLC_NODE_HOST=$host \
+		DMLC_PS_ROOT_PORT=9 DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 DMLC_ENABLE_RDMA=ibverbs \
+		timeout 60 setpriv --reuid=65534 --regid=65534 --clear-groups \
+		"$b/tests/integration/kvtest") >"$dir/memlock.log" 2>&1
+	rc=$?
+	if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "locked-memory limit is 64 KiB" "$dir/memlock.log" &&
+		grep -q "ulimit -l" "$dir/memlock.log" && grep -q "LimitMEMLOCK" "$dir/memlock.log"; then
+		pass memlock; else fail memlock "rc $rc"; show "$dir/memlock.log"; fi
+}
+
+tests=${*:-"info data loopback qps small_depth busy nocache kill hang resend server bad unreachable memlock"}
+for t in $tests; do
+	case $t in
+	info) t_info ;; data) t_data ;; loopback) t_loopback ;; qps) t_qps ;; small_depth) t_small_depth ;;
+	busy) t_busy ;; nocache) t_nocache ;; kill) t_kill ;; hang) t_hang ;; resend) t_resend ;;
+	server) t_server ;; bad) t_bad ;; unreachable) t_unreachable ;; memlock) t_memlock ;;
+	*) fail "$t" "no such test" ;;
+	esac
+done
+echo "ibv: $passed passed, $failed failed"
+[ $failed -eq 0 ]

@@ -1,0 +1,41 @@
+# van_ibverbs: build rules and tests (included by Makefile.am).
+if BUILD_VAN_IBVERBS
+pkglib_LTLIBRARIES += plugins/van_ibverbs/van_ibverbs.la
+plugins_van_ibverbs_van_ibverbs_la_SOURCES = \
+	plugins/van_ibverbs/van_ibverbs.c plugins/van_ibverbs/ibv.h \
+	plugins/van_ibverbs/ibv_dev.c plugins/van_ibverbs/ibv_conn.c \
+	plugins/van_ibverbs/ibv_xfer.c plugins/van_ibverbs/ibv_recv.c \
+	plugins/van_ibverbs/ibv_pool.c \
+	plugins/van_ibverbs/ibv_wire.c plugins/van_ibverbs/ibv_wire.h \
+	plugins/van_ibverbs/ibv_logic.c plugins/van_ibverbs/ibv_logic.h
+plugins_van_ibverbs_van_ibverbs_la_CPPFLAGS = $(VAN_CPPFLAGS)
+plugins_van_ibverbs_van_ibverbs_la_CFLAGS = $(AM_CFLAGS) $(IBVERBS_CFLAGS)
+plugins_van_ibverbs_van_ibverbs_la_LIBADD = $(IBVERBS_LIBS)
+plugins_van_ibverbs_van_ibverbs_la_LDFLAGS = $(VAN_LDFLAGS)
+VAN_DIRS += $(abs_top_builddir)/plugins/van_ibverbs/.libs
+
+# the wire records and the protocol logic (no hardware needed)
+if HAVE_CMOCKA
+check_PROGRAMS += plugins/van_ibverbs/tests/test_ibv_wire plugins/van_ibverbs/tests/test_ibv_logic
+TESTS += plugins/van_ibverbs/tests/test_ibv_wire plugins/van_ibverbs/tests/test_ibv_logic
+plugins_van_ibverbs_tests_test_ibv_wire_SOURCES = plugins/van_ibverbs/tests/test_ibv_wire.c \
+	plugins/van_ibverbs/ibv_wire.c plugins/van_ibverbs/ibv_wire.h
+plugins_van_ibverbs_tests_test_ibv_wire_CPPFLAGS = $(VAN_CPPFLAGS) -I$(top_srcdir)/plugins/van_ibverbs
+plugins_van_ibverbs_tests_test_ibv_wire_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+plugins_van_ibverbs_tests_test_ibv_wire_LDADD = $(CMOCKA_LIBS)
+plugins_van_ibverbs_tests_test_ibv_logic_SOURCES = plugins/van_ibverbs/tests/test_ibv_logic.c \
+	plugins/van_ibverbs/ibv_logic.c plugins/van_ibverbs/ibv_logic.h
+plugins_van_ibverbs_tests_test_ibv_logic_CPPFLAGS = $(VAN_CPPFLAGS) -I$(top_srcdir)/plugins/van_ibverbs
+plugins_van_ibverbs_tests_test_ibv_logic_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+plugins_van_ibverbs_tests_test_ibv_logic_LDADD = $(CMOCKA_LIBS)
+endif
+endif
+
+# no device on this machine (ibv_host.sh), and the whole suite on real verbs
+# in the soft-RoCE VM, one boot (ibv_vm.sh: tests/vm/run.sh; skips without it)
+IBV_TESTS = plugins/van_ibverbs/tests/ibv_host.sh plugins/van_ibverbs/tests/ibv_vm.sh
+EXTRA_DIST += plugins/van_ibverbs/van.m4 $(IBV_TESTS) plugins/van_ibverbs/tests/ibv_vm_inner.sh \
+	plugins/van_ibverbs/tests/ibv_vm_bench.sh docs/van-ibverbs.md
+if BUILD_VAN_IBVERBS
+TESTS += $(IBV_TESTS)
+endif
