@@ -21,12 +21,12 @@ TESTS += plugins/van_ibverbs/tests/test_ibv_wire plugins/van_ibverbs/tests/test_
 plugins_van_ibverbs_tests_test_ibv_wire_SOURCES = plugins/van_ibverbs/tests/test_ibv_wire.c \
 	plugins/van_ibverbs/ibv_wire.c plugins/van_ibverbs/ibv_wire.h
 plugins_van_ibverbs_tests_test_ibv_wire_CPPFLAGS = $(VAN_CPPFLAGS) -I$(top_srcdir)/plugins/van_ibverbs
-plugins_van_ibverbs_tests_test_ibv_wire_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+plugins_van_ibverbs_tests_test_ibv_wire_CFLAGS = $(TEST_CFLAGS)
 plugins_van_ibverbs_tests_test_ibv_wire_LDADD = $(CMOCKA_LIBS)
 plugins_van_ibverbs_tests_test_ibv_logic_SOURCES = plugins/van_ibverbs/tests/test_ibv_logic.c \
 	plugins/van_ibverbs/ibv_logic.c plugins/van_ibverbs/ibv_logic.h
 plugins_van_ibverbs_tests_test_ibv_logic_CPPFLAGS = $(VAN_CPPFLAGS) -I$(top_srcdir)/plugins/van_ibverbs
-plugins_van_ibverbs_tests_test_ibv_logic_CFLAGS = $(AM_CFLAGS) $(CMOCKA_CFLAGS)
+plugins_van_ibverbs_tests_test_ibv_logic_CFLAGS = $(TEST_CFLAGS)
 plugins_van_ibverbs_tests_test_ibv_logic_LDADD = $(CMOCKA_LIBS)
 endif
 endif
@@ -34,6 +34,7 @@ endif
 # no device on this machine (ibv_host.sh), and the whole suite on real verbs
 # in the soft-RoCE VM, one boot (ibv_vm.sh: tests/vm/run.sh; skips without it)
 IBV_TESTS = plugins/van_ibverbs/tests/ibv_host.sh plugins/van_ibverbs/tests/ibv_vm.sh
+VM_TESTS += plugins/van_ibverbs/tests/ibv_vm.sh
 EXTRA_DIST += plugins/van_ibverbs/van.m4 $(IBV_TESTS) plugins/van_ibverbs/tests/ibv_vm_inner.sh \
 	plugins/van_ibverbs/tests/ibv_vm_bench.sh docs/van-ibverbs.md
 if BUILD_VAN_IBVERBS

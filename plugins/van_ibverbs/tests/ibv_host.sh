@@ -3,6 +3,7 @@
 # a job over ibverbs stops at once with the van's "no ibverbs device" line, and
 # a bad setting is one line naming it (settings are read before the device).
 # Skips (77) where an ibverbs device exists: the VM suite covers that case.
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 b=${PSL_BUILDDIR:?run through make check}
 if [ -n "$(ls /sys/class/infiniband 2>/dev/null)" ]; then
