@@ -563,6 +563,19 @@ static void run_push_then_pull(struct wctx *w)
 	free(l);
 }
 
+/* The buffers a worker thread lent the van (zero-copy), after psl_finalize. */
+static void worker_free_buffers(struct wctx *w)
+{
+	int k;
+	for (k = 0; w->vals && w->outs && k < w->nkeys; k++) {
+		free(w->vals[k]);
+		free(w->outs[k]);
+	}
+	free(w->keys);
+	free(w->vals);
+	free(w->outs);
+}
+
 static void *worker_main(void *arg)
 {
 	struct wctx *w = arg;
@@ -618,13 +631,10 @@ static void *worker_main(void *arg)
 out:
 	psl_kv_worker_free(w->kv); /* (waits for what is still in flight) */
 	free(warm);
-	for (k = 0; w->vals && w->outs && k < w->nkeys; k++) {
-		free(w->vals[k]);
-		free(w->outs[k]);
-	}
-	free(w->keys);
-	free(w->vals);
-	free(w->outs);
+	/* keys, values and pull buffers went to the van without a copy: after a
+	 * lost node (the scheduler, say) requests fail at once while a van may
+	 * still be sending them to a live server, so they are freed after
+	 * psl_finalize (worker_free_buffers), when the van has let go */
 	free(w->lens);
 	free(w->outlens);
 	free(w->out);
@@ -748,6 +758,7 @@ static int job_lost(const char *role, int exit_code)
 int main(int argc, char **argv)
 {
 	int rc, i, nthread, exit_code = 0, my_rank;
+	struct wctx *workers = NULL;
 	const char *role = getenv("DMLC_ROLE");
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
@@ -884,12 +895,15 @@ int main(int argc, char **argv)
 			       psl_num_servers(), psl_num_workers(), nthread, gp, p50, p99, p999,
 			       nlat, reqs, errors, bad, rss_first, rss_last);
 		free(all);
-		free(w);
 		free(th);
+		workers = w;
 	}
 	rc = psl_finalize(0, true);
 	if (rc && !exit_code)
 		exit_code = 1;
+	for (i = 0; workers && i < nthread; i++)
+		worker_free_buffers(&workers[i]);
+	free(workers);
 	node_report(role, my_rank);
 	return job_lost(role, exit_code);
 }
