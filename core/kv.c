@@ -69,3 +69,17 @@ void psl__kv_meta_data(struct psl__meta *m, enum psl_dtype dt, bool keys, bool l
 			m->data_type[m->data_type_size++] = PSL_WIRE_INT32;
 	}
 }
+
+void psl__kv_request_meta(const struct psl_kv_worker *w, struct psl__meta *m, int cmd, int ts,
+			  bool push, int id)
+{
+	psl__meta_init(m);
+	m->head = cmd;
+	m->app_id = w->c.app_id;
+	m->customer_id = w->c.customer_id;
+	m->timestamp = ts;
+	m->request = true;
+	m->push = push;
+	m->recver = id;
+	m->sid = 0;
+}

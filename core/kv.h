@@ -51,6 +51,10 @@ void psl__kvb_on_complete(struct psl_kv_worker *w, struct psl__req *r);
 
 /* Meta fields common to KV messages: CPU device, data types. */
 void psl__kv_meta_data(struct psl__meta *m, enum psl_dtype dt, bool keys, bool lens);
+/* A worker's request to node id: meta initialised, then head (cmd), app and
+ * customer ids, timestamp, request, push, recver; sid 0. */
+void psl__kv_request_meta(const struct psl_kv_worker *w, struct psl__meta *m, int cmd, int ts,
+			  bool push, int id);
 
 static inline uint64_t psl__load_u64(const void *p)
 {

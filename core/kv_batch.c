@@ -215,19 +215,11 @@ static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, in
 
 	if (rc)
 		return rc;
-	psl__meta_init(&m);
-	m.head = cmd;
-	m.app_id = w->c.app_id;
-	m.customer_id = w->c.customer_id;
-	m.timestamp = ts;
-	m.request = true;
-	m.push = push;
-	m.recver = id;
+	psl__kv_request_meta(w, &m, cmd, ts, push, id);
 	m.key = g->key;
 	m.addr = (uint64_t)(uintptr_t)t->vals;
 	m.val_len = (int)t->len;
 	m.option = PSL_KV_BATCH_OPTION(count, idx);
-	m.sid = 0;
 	psl__kv_meta_data(&m, w->dt, true, false);
 	segs[0] = (struct psl_van_seg){&g->key, 8, PSL_MEM_HOST, -1, NULL};
 	segs[1] = (struct psl_van_seg){push ? t->vals : NULL, push ? t->len * w->esz : 0,

@@ -153,17 +153,9 @@ static int send_slice(struct psl_kv_worker *w, int ts, int r, bool push, int cmd
 
 	if (rc)
 		return rc;
-	psl__meta_init(&m);
-	m.head = cmd;
-	m.app_id = w->c.app_id;
-	m.customer_id = w->c.customer_id;
-	m.timestamp = ts;
-	m.request = true;
-	m.push = push;
-	m.recver = id;
+	psl__kv_request_meta(w, &m, cmd, ts, push, id);
 	m.key = 0;
 	m.option = 0;
-	m.sid = 0;
 	if (push) {
 		m.addr = (uint64_t)(uintptr_t)vals;
 		m.val_len = (int)nv;
