@@ -20,8 +20,12 @@
  *   connector -> acceptor:  frames, each a 16-byte header of four
  *                           little-endian u32: magic "PEX1", kind,
  *                           a, b; then
- *     kind HELLO: a = the connector's node id (b = 0); sent first, and
- *                 again when connect() is called with a new id
+ *     kind HELLO: a = the connector's node id, b = 0 or, when the job
+ *                 has a secret (PS_JOB_SECRET), the length of the proof
+ *                 record that follows (van_util.h's psl_van_proof_make);
+ *                 sent first, and again when connect() is called with a
+ *                 new id. With a secret, the acceptor closes a connection
+ *                 whose hello proves nothing, or no secret it shares.
  *     kind MSG:   a = meta bytes, b = segments; then b u64 segment lengths,
  *                 the meta, the segments
  *
@@ -97,10 +101,13 @@ struct outconn { /* to a peer: carries our messages */
 struct inconn { /* from a peer: carries its messages (the thread's own) */
 	struct inconn *next;
 	int fd;
-	int32_t sender;
+	int32_t sender, claimed;
+	bool proven; /* a hello proved the job's secret (with one) */
 	uint8_t hdr[16];
+	uint8_t proof[PSL_VAN_PROOF_LEN];
 	size_t got;	  /* bytes of the current part */
-	int part;	  /* 0 header, 1 lengths, 2 meta, 3.. segment part-3 */
+	int part;	  /* 0 header, 1 lengths, 2 meta, 3.. segment part-3,
+			     -1 a hello's proof */
 	struct rxmsg *rx; /* the message being received */
 };
 
@@ -131,6 +138,8 @@ struct psl_van {
 	struct inconn *in;    /* the thread's */
 	struct sendrec *done; /* completed, for send_done after unlock */
 	struct event *evs, **evtail;
+	bool secret;		     /* the job has a secret: hellos prove it */
+	struct psl_van_nonces nonces; /* of the proofs taken (the thread's) */
 };
 
 static void wake(struct psl_van *v)
@@ -186,15 +195,21 @@ static void set_down(struct psl_van *v, struct outconn *c, int err, bool report)
 
 /* ------------------------------------------------------------- sending -- */
 
-static struct sendrec *hello_rec(int32_t my_id)
+static struct sendrec *hello_rec(struct psl_van *v, int32_t my_id)
 {
-	struct sendrec *r = calloc(1, sizeof(*r) + 16);
+	size_t plen = v->secret ? PSL_VAN_PROOF_LEN : 0;
+	struct sendrec *r = calloc(1, sizeof(*r) + 16 + plen);
 	if (!r)
 		return NULL;
 	psl_van_put_le32(r->head, MAGIC);
 	psl_van_put_le32(r->head + 4, K_HELLO);
 	psl_van_put_le32(r->head + 8, (uint32_t)my_id);
-	r->iov[0] = (struct iovec){r->head, 16};
+	psl_van_put_le32(r->head + 12, (uint32_t)plen);
+	if (plen && psl_van_proof_make(v->host, VAN_NAME, my_id, r->head + 16)) {
+		free(r);
+		return NULL;
+	}
+	r->iov[0] = (struct iovec){r->head, 16 + plen};
 	r->niov = 1;
 	return r;
 }
@@ -423,7 +438,7 @@ static int ex_connect(struct psl_van *v, const struct psl_van_peer *peer, int32_
 	if (old && old->state != C_DOWN && old->port == peer->port &&
 	    !strcmp(old->host, peer->host)) {
 		/* the same peer: tell it our new id, in order with the rest */
-		hello = hello_rec(my_id);
+		hello = hello_rec(v, my_id);
 		if (hello)
 			enqueue(old, hello);
 		pthread_mutex_unlock(&v->mu);
@@ -431,7 +446,7 @@ static int ex_connect(struct psl_van *v, const struct psl_van_peer *peer, int32_
 		return hello ? 0 : -ENOMEM;
 	}
 	c = calloc(1, sizeof(*c));
-	hello = hello_rec(my_id);
+	hello = hello_rec(v, my_id);
 	if (!c || !hello) {
 		pthread_mutex_unlock(&v->mu);
 		free(c);
@@ -536,6 +551,10 @@ static void *rx_target(struct inconn *c, size_t *want)
 		*want = 16;
 		return c->hdr;
 	}
+	if (c->part == -1) {
+		*want = sizeof(c->proof);
+		return c->proof;
+	}
 	if (c->part == 1) {
 		*want = 8 * (size_t)r->pub.nseg;
 		return r->lens;
@@ -564,12 +583,26 @@ static int rx_part_done(struct psl_van *v, struct inconn *c)
 		uint32_t b = psl_van_get_le32(c->hdr + 12);
 		if (psl_van_get_le32(c->hdr) != MAGIC)
 			return -EPROTO;
-		if (kind == K_HELLO) {
+		if (kind == K_HELLO && b == PSL_VAN_PROOF_LEN) {
+			c->claimed = (int32_t)a;
+			c->part = -1; /* its proof next */
+			return 0;
+		}
+		if (kind == K_HELLO && b == 0 && !v->secret) {
 			c->sender = (int32_t)a;
 			return 0; /* the next header */
 		}
+		if (kind == K_HELLO) {
+			LOG(v, PSL_VAN_LOG_WARN,
+			    "closed a connection whose hello (as node %d) proves no PS_JOB_SECRET "
+			    "(a stranger, or a node with another secret or none)",
+			    (int32_t)a);
+			return -EACCES;
+		}
 		if (kind != K_MSG || a > MAX_META || b > MAX_SEGS)
 			return -EPROTO;
+		if (v->secret && !c->proven)
+			return -EACCES; /* (the hello said so already) */
 		c->rx = calloc(1, sizeof(*c->rx) + a);
 		if (!c->rx)
 			return -ENOMEM;
@@ -580,6 +613,22 @@ static int rx_part_done(struct psl_van *v, struct inconn *c)
 		c->rx->pub.segs = c->rx->segs;
 		c->rx->pub.release = rx_release;
 		c->part = 1;
+		return 0;
+	}
+	if (c->part == -1) {
+		c->part = 0;
+		if (!v->secret || psl_van_proof_check(v->host, VAN_NAME, c->claimed, c->proof) ||
+		    !psl_van_nonce_fresh(&v->nonces, c->proof)) {
+			LOG(v, PSL_VAN_LOG_WARN,
+			    "closed a connection whose hello (as node %d) proves %s", c->claimed,
+			    v->secret ? "no PS_JOB_SECRET this node has (a stranger, or a node "
+					"with another secret or none)"
+				      : "a PS_JOB_SECRET, and this node has none: give every "
+					"node the same PS_JOB_SECRET");
+			return -EACCES;
+		}
+		c->sender = c->claimed;
+		c->proven = true;
 		return 0;
 	}
 	if (c->part == 1) {
@@ -853,6 +902,7 @@ static int ex_init(const struct psl_van_host *host, struct psl_van **out)
 	if (!v)
 		return -ENOMEM;
 	v->host = host;
+	v->secret = psl_van_secret(host);
 	v->connect_ms = connect_s * 1000;
 	v->linger_ms = linger_ms;
 	v->listen_fd = -1;

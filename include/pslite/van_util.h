@@ -9,7 +9,10 @@
  *     expected;
  *   - the defaults every van shares (PS_BUSY_POLL_US);
  *   - a monotonic clock and absolute deadlines for timed waits;
- *   - little-endian byte helpers for a van's own wire records.
+ *   - little-endian byte helpers for a van's own wire records;
+ *   - the job secret on a connection (PS_JOB_SECRET, van ABI 1.2): a fresh
+ *     nonce and the proof of it a connector sends, its check by the
+ *     acceptor, and a memory of recent nonces against replays.
  *
  * Everything here is static inline: a van includes this header and links
  * nothing of pslite's. Installed beside van.h.
@@ -24,6 +27,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <time.h>
 
 #include <pslite/van.h>
@@ -259,6 +263,104 @@ static inline uint64_t psl_van_get_le64(const void *p)
 	for (i = 7; i >= 0; i--)
 		v = v << 8 | b[i];
 	return v;
+}
+
+/* ---------------------------------------------------------- job secret -- */
+
+/* A connection's proof: a 16-byte nonce the connector drew, then the first
+ * PSL_VAN_PROOF_MAC_LEN bytes of HMAC-SHA256(secret, "pslite-<van>|<id>|<hex
+ * nonce>") from the host's proof() (the node id of the connector, "-" before
+ * it has one). 128 bits of the MAC are kept so that the proof fits where
+ * room is short (rdmacm's private data); a van sends the whole record. */
+#define PSL_VAN_PROOF_NONCE_LEN 16
+#define PSL_VAN_PROOF_MAC_LEN 16
+#define PSL_VAN_PROOF_LEN (PSL_VAN_PROOF_NONCE_LEN + PSL_VAN_PROOF_MAC_LEN)
+
+/* Whether the job has a secret, i.e. connections must carry proofs. false
+ * for a host older than ABI 1.2. */
+static inline bool psl_van_secret(const struct psl_van_host *host)
+{
+	uint8_t mac[32];
+	return host->size >= PSL_VAN_HOST_SIZE_1_2 && host->proof && host->proof_check &&
+	       host->proof(host->ctx, "", 0, mac) == 0;
+}
+
+static inline int psl__van_proof_mac(const struct psl_van_host *host, const char *van, int32_t id,
+				     const uint8_t *nonce, uint8_t mac[32])
+{
+	static const char hx[] = "0123456789abcdef";
+	char msg[128], idb[16] = "-";
+	int i, n;
+	if (id != PSL_VAN_ID_NONE)
+		snprintf(idb, sizeof(idb), "%d", (int)id);
+	n = snprintf(msg, sizeof(msg) - 2 * PSL_VAN_PROOF_NONCE_LEN, "pslite-%s|%s|", van, idb);
+	if (n < 0 || (size_t)n >= sizeof(msg) - 2 * PSL_VAN_PROOF_NONCE_LEN)
+		return -EINVAL;
+	for (i = 0; i < PSL_VAN_PROOF_NONCE_LEN; i++) {
+		msg[n++] = hx[nonce[i] >> 4];
+		msg[n++] = hx[nonce[i] & 15];
+	}
+	return host->proof(host->ctx, msg, (size_t)n, mac) ? -EACCES : 0;
+}
+
+/* Draws a nonce and writes the proof record for node id of van into out.
+ * 0, -EACCES without a secret, or -errno when no randomness is to be had. */
+static inline int psl_van_proof_make(const struct psl_van_host *host, const char *van, int32_t id,
+				     uint8_t out[PSL_VAN_PROOF_LEN])
+{
+	uint8_t mac[32];
+	size_t got = 0;
+	int rc;
+	if (!psl_van_secret(host))
+		return -EACCES;
+	while (got < PSL_VAN_PROOF_NONCE_LEN) {
+		ssize_t k = getrandom(out + got, PSL_VAN_PROOF_NONCE_LEN - got, 0);
+		if (k < 0 && errno != EINTR)
+			return -errno;
+		if (k > 0)
+			got += (size_t)k;
+	}
+	if ((rc = psl__van_proof_mac(host, van, id, out, mac)))
+		return rc;
+	memcpy(out + PSL_VAN_PROOF_NONCE_LEN, mac, PSL_VAN_PROOF_MAC_LEN);
+	return 0;
+}
+
+/* 0 when rec proves the secret for node id of van, -EACCES when not. The
+ * comparison takes the same time wherever the bytes differ. */
+static inline int psl_van_proof_check(const struct psl_van_host *host, const char *van,
+				      int32_t id, const uint8_t rec[PSL_VAN_PROOF_LEN])
+{
+	uint8_t mac[32], diff = 0;
+	int i;
+	if (!psl_van_secret(host) || psl__van_proof_mac(host, van, id, rec, mac))
+		return -EACCES;
+	for (i = 0; i < PSL_VAN_PROOF_MAC_LEN; i++)
+		diff |= (uint8_t)(mac[i] ^ rec[PSL_VAN_PROOF_NONCE_LEN + i]);
+	return diff ? -EACCES : 0;
+}
+
+/* The nonces of the last PSL_VAN_NONCES_SEEN proofs an acceptor took, so
+ * that a proof seen on the network cannot be sent again. Zero it to start. */
+#define PSL_VAN_NONCES_SEEN 256
+struct psl_van_nonces {
+	uint8_t seen[PSL_VAN_NONCES_SEEN][PSL_VAN_PROOF_NONCE_LEN];
+	unsigned next, used;
+};
+
+/* true (and the nonce remembered) when it was not seen before. */
+static inline bool psl_van_nonce_fresh(struct psl_van_nonces *s,
+				       const uint8_t nonce[PSL_VAN_PROOF_NONCE_LEN])
+{
+	unsigned i;
+	for (i = 0; i < s->used; i++)
+		if (!memcmp(s->seen[i], nonce, PSL_VAN_PROOF_NONCE_LEN))
+			return false;
+	memcpy(s->seen[s->next], nonce, PSL_VAN_PROOF_NONCE_LEN);
+	s->next = (s->next + 1) % PSL_VAN_NONCES_SEEN;
+	if (s->used < PSL_VAN_NONCES_SEEN)
+		s->used++;
+	return true;
 }
 
 #ifdef __cplusplus

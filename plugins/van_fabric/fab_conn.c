@@ -107,18 +107,25 @@ static int read_greeting(struct fab_conn *c, char *what, size_t wlen)
 	}
 }
 
-static void peer_mismatch(struct psl_van *v, struct fab_peer *p, const char *detail)
+/* err: -EPROTO when the peer speaks another van (the core then names this
+ * node's), another -errno when it refused this node for a reason in detail. */
+static void peer_fail(struct psl_van *v, struct fab_peer *p, int err, const char *detail)
 {
 	pthread_mutex_lock(&p->mu);
 	p->state = P_DOWN;
 	p->told = true;
-	fab_fail_queue(v, p, -EPROTO);
+	fab_fail_queue(v, p, err);
 	pthread_mutex_unlock(&p->mu);
 	conn_close(v, &p->conn);
 	/* the core reports it, naming the node */
 	LOG(v, PSL_VAN_LOG_DEBUG, "node %d: %s", p->id, detail);
 	if (!atomic_load(&p->retiring))
-		v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_MISMATCH, -EPROTO, detail);
+		v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_MISMATCH, err, detail);
+}
+
+static void peer_mismatch(struct psl_van *v, struct fab_peer *p, const char *detail)
+{
+	peer_fail(v, p, -EPROTO, detail);
 }
 
 static void peer_connect_now(struct psl_van *v, struct fab_peer *p, int64_t now)
@@ -178,6 +185,15 @@ void fab_peer_io(struct psl_van *v, struct fab_peer *p, uint32_t events)
 			h.addr_len = (uint32_t)v->name_len;
 			memcpy(h.addr, v->name, v->name_len);
 			snprintf(h.prov, sizeof(h.prov), "%s", v->prov);
+			if (v->secret) {
+				h.text[0] = FAB_HELLO_PROOF;
+				if (psl_van_proof_make(v->host, VAN, p->my_id,
+						       (uint8_t *)h.text + 1)) {
+					peer_fail(v, p, -EACCES,
+						  "cannot prove PS_JOB_SECRET on a connection");
+					return;
+				}
+			}
 			if (send_greeting(p->conn.fd) || fab_send_hello(p->conn.fd, &h)) {
 				peer_retry_later(v, p, now, "cannot write the hello");
 				return;
@@ -202,11 +218,15 @@ void fab_peer_io(struct psl_van *v, struct fab_peer *p, uint32_t events)
 				rc = fab_hello_unpack(p->conn.in, &h);
 				consume(&p->conn, FAB_HELLO_WIRE);
 				if (rc || h.kind == FAB_REFUSE || h.kind != FAB_ACCEPT) {
+					h.text[sizeof(h.text) - 1] = 0;
 					snprintf(detail, sizeof(detail),
 						 "the fabric van at %s refused this node: %s", p->where,
 						 rc ? "its answer is malformed (another pslite version?)"
 						 : h.text[0] ? h.text : "no reason given");
-					peer_mismatch(v, p, detail);
+					if (rc)
+						peer_mismatch(v, p, detail);
+					else
+						peer_fail(v, p, -ECONNREFUSED, detail);
 					return;
 				}
 				if (h.addr_len == 0 || h.stream == 0 || h.stream > FAB_STREAM_MAX) {
@@ -382,6 +402,32 @@ void fab_stream_io(struct psl_van *v, struct fab_stream *s, uint32_t events)
 			fab_send_hello(s->conn.fd, &a);
 			fab_stream_free(v, s);
 			return;
+		}
+		if (v->secret || h.text[0] == FAB_HELLO_PROOF) {
+			bool has = h.text[0] == FAB_HELLO_PROOF;
+			const uint8_t *proof = (const uint8_t *)h.text + 1;
+			if (!v->secret || !has ||
+			    psl_van_proof_check(v->host, VAN, h.node_id, proof) ||
+			    !psl_van_nonce_fresh(&v->nonces, proof)) {
+				a.kind = FAB_REFUSE;
+				snprintf(a.text, sizeof(a.text), "%s",
+					 v->secret ? "it has a PS_JOB_SECRET and this node proves "
+						     "another or none: give every node the same "
+						     "PS_JOB_SECRET"
+						   : "this node has a PS_JOB_SECRET and that node has "
+						     "none: give every node the same PS_JOB_SECRET");
+				LOG(v, PSL_VAN_LOG_WARN,
+				    "refused a connection from %s (%s %d): %s", s->where,
+				    h.node_id == PSL_VAN_ID_NONE ? "not registered yet, id"
+								 : "as node",
+				    h.node_id,
+				    v->secret ? "it proves no PS_JOB_SECRET this node has (a "
+						"stranger, or a node with another secret or none)"
+					      : "it proves a PS_JOB_SECRET and this node has none");
+				fab_send_hello(s->conn.fd, &a);
+				fab_stream_free(v, s);
+				return;
+			}
 		}
 		a.kind = FAB_ACCEPT;
 		a.stream = s->id;

@@ -99,6 +99,13 @@ struct fab_hello {
 	char text[FAB_TEXT_MAX];
 };
 #define FAB_HELLO_WIRE 296 /* bytes on the wire */
+/* With a job secret (PS_JOB_SECRET) a HELLO proves it: its text starts with
+ * FAB_HELLO_PROOF, then the proof record (pslite/van_util.h, van name
+ * "fabric"). The acceptor answers ACCEPT, with its endpoint and the stream
+ * id, only to a hello whose proof holds and whose nonce is new; anything
+ * else gets a REFUSE naming PS_JOB_SECRET. Without a secret the text of a
+ * HELLO stays empty. */
+#define FAB_HELLO_PROOF 'P'
 
 void fab_hello_pack(const struct fab_hello *h, uint8_t out[FAB_HELLO_WIRE]);
 int fab_hello_unpack(const uint8_t in[FAB_HELLO_WIRE], struct fab_hello *h);

@@ -226,6 +226,8 @@ struct psl_van {
 	struct fab_rx *orphans;
 	int hdr_posted;
 	int mismatches;
+	bool secret;		     /* PS_JOB_SECRET: hellos carry proofs */
+	struct psl_van_nonces nonces; /* of the proofs taken (progress thread) */
 	/* threads */
 	pthread_t thread;
 	bool running;

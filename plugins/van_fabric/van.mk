@@ -55,7 +55,8 @@ endif
 
 # exit codes after a lost node, a frozen server (tests/integration/exit_codes.sh,
 # frozen.sh)
-FABRIC_LOSS_TESTS = plugins/van_fabric/tests/fabric_tcp_exit.sh plugins/van_fabric/tests/fabric_tcp_frozen.sh
+FABRIC_LOSS_TESTS = plugins/van_fabric/tests/fabric_tcp_exit.sh plugins/van_fabric/tests/fabric_tcp_frozen.sh \
+	plugins/van_fabric/tests/fabric_tcp_secret.sh
 EXTRA_DIST += $(FABRIC_LOSS_TESTS)
 if BUILD_VAN_FABRIC
 TESTS += $(FABRIC_LOSS_TESTS)

@@ -267,6 +267,7 @@ static int finit(const struct psl_van_host *host, struct psl_van **out)
 	if (!v)
 		return -ENOMEM;
 	v->host = host;
+	v->secret = psl_van_secret(host);
 	v->cq_fd = -1;
 	v->epfd = -1;
 	v->listen.fd = v->wake.fd = -1;

@@ -254,6 +254,34 @@ static void in_mismatch(struct ucx_in *in, int kind, const char *other)
 	psl__ucx_schedule(in->v, in->t_deadline);
 }
 
+/* Answers a hello that proves no secret this node shares with a welcome
+ * that carries only the reason, and closes once the peer has read it. */
+static void in_refuse(struct ucx_in *in, const struct ucxp_hello *h, uint16_t status)
+{
+	struct psl_van *v = in->v;
+	struct ucxp_welcome w = {.version = UCXP_PROTO_VERSION, .status = status};
+	uint8_t buf[UCXP_WELCOME_SIZE];
+	size_t off = 0;
+
+	LOG(v, PSL_VAN_LOG_WARN,
+	    "refused a connection from %s (%s %d): %s", in->desc,
+	    h->node_id == PSL_VAN_ID_NONE ? "not registered yet, id" : "as node", h->node_id,
+	    status == UCXP_WELCOME_BAD_PROOF
+		    ? "it proves no PS_JOB_SECRET this node has (a stranger, or a node with "
+		      "another secret or none)"
+		    : "it proves a PS_JOB_SECRET and this node has none: give every node the "
+		      "same PS_JOB_SECRET");
+	psl__ucxp_welcome_encode(&w, buf);
+	if (psl__ucx_write_some(in->fd, buf, sizeof(buf), &off) != 0 ||
+	    shutdown(in->fd, SHUT_WR) != 0) {
+		in_close(in);
+		return;
+	}
+	in->state = IN_DRAIN;
+	in->t_deadline = psl_van_now_ms() + 1000;
+	psl__ucx_schedule(v, in->t_deadline);
+}
+
 static void in_welcome(struct ucx_in *in, const struct ucxp_hello *h)
 {
 	struct psl_van *v = in->v;
@@ -359,8 +387,24 @@ void psl__ucx_in_io(struct ucx_in *in, uint32_t events)
 				in_close(in);
 				return;
 			}
-			in_welcome(in, &h);
-			if (in->fd < 0)
+			if (h.flags & UCXP_HELLO_F_PROOF) {
+				const uint8_t *proof = in->rx + UCXP_HELLO_SIZE;
+				if (in->rxlen < UCXP_HELLO_SIZE + PSL_VAN_PROOF_LEN)
+					continue;
+				if (!v->secret)
+					in_refuse(in, &h, UCXP_WELCOME_NO_SECRET);
+				else if (psl_van_proof_check(v->host, UCXP_VAN_NAME, h.node_id,
+							     proof) ||
+					 !psl_van_nonce_fresh(&v->nonces, proof))
+					in_refuse(in, &h, UCXP_WELCOME_BAD_PROOF);
+				else
+					in_welcome(in, &h);
+			} else if (v->secret) {
+				in_refuse(in, &h, UCXP_WELCOME_BAD_PROOF);
+			} else {
+				in_welcome(in, &h);
+			}
+			if (in->fd < 0 || in->state == IN_DRAIN)
 				return;
 		}
 	}

@@ -182,10 +182,17 @@ static void out_start(struct ucx_out *o)
 {
 	struct psl_van *v = o->v;
 	struct ucxp_hello h = {.version = UCXP_PROTO_VERSION,
-			       .flags = 0,
+			       .flags = v->secret ? UCXP_HELLO_F_PROOF : 0,
 			       .node_id = o->my_id,
 			       .ucx_version = v->ucx_version};
+	uint8_t proof[PSL_VAN_PROOF_LEN];
 	int fd, rc;
+
+	if (v->secret && (rc = psl_van_proof_make(v->host, UCXP_VAN_NAME, o->my_id, proof))) {
+		psl__ucx_out_fail(o, PSL_VAN_PEER_MISMATCH, rc,
+				  "cannot prove PS_JOB_SECRET on a connection (no randomness?)");
+		return;
+	}
 
 	fd = socket(o->sa.ss_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd < 0) {
@@ -197,6 +204,10 @@ static void out_start(struct ucx_out *o)
 	o->txlen = psl__ucxp_greeting((char *)o->tx, sizeof(o->tx));
 	psl__ucxp_hello_encode(&h, o->tx + o->txlen);
 	o->txlen += UCXP_HELLO_SIZE;
+	if (v->secret) {
+		memcpy(o->tx + o->txlen, proof, sizeof(proof));
+		o->txlen += sizeof(proof);
+	}
 	o->txoff = 0;
 	o->rxlen = 0;
 	o->greeted = false;
@@ -384,6 +395,22 @@ static void out_handshake(struct ucx_out *o)
 	}
 	if (o->greeted) {
 		int d = psl__ucxp_welcome_decode(o->rx, o->rxlen, &w);
+		if (d == 0 && w.status != UCXP_WELCOME_OK) {
+			char why[400];
+			snprintf(why, sizeof(why),
+				 "%s refused this node's connection: %s", o->where,
+				 w.status == UCXP_WELCOME_BAD_PROOF
+					 ? "it has a PS_JOB_SECRET and this node proves another or "
+					   "none: give every node of the job the same PS_JOB_SECRET "
+					   "(or PS_JOB_SECRET_FILE)"
+				 : w.status == UCXP_WELCOME_NO_SECRET
+					 ? "this node has a PS_JOB_SECRET and that node has none: "
+					   "give every node of the job the same PS_JOB_SECRET (or "
+					   "PS_JOB_SECRET_FILE)"
+					 : "for a reason this version does not know");
+			psl__ucx_out_fail(o, PSL_VAN_PEER_MISMATCH, -EACCES, why);
+			return;
+		}
 		if (d == 0) {
 			out_established(o, &w, o->rx + UCXP_WELCOME_SIZE);
 			return;

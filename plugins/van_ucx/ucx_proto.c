@@ -116,7 +116,7 @@ int psl__ucxp_welcome_decode(const uint8_t *buf, size_t len, struct ucxp_welcome
 	w->nonce = psl_van_get_le32(buf + 12);
 	w->ucx_version = psl_van_get_le32(buf + 16);
 	w->addr_len = psl_van_get_le32(buf + 20);
-	if (w->version != UCXP_PROTO_VERSION || w->addr_len == 0 ||
+	if (w->version != UCXP_PROTO_VERSION || (w->addr_len == 0 && w->status == 0) ||
 	    w->addr_len > UCXP_MAX_ADDR)
 		return -EPROTO;
 	if (len < UCXP_WELCOME_SIZE + (size_t)w->addr_len)

@@ -8,7 +8,14 @@
  * Bootstrap (TCP, on the port bind() returned):
  *   acceptor -> connector  "PSLVAN1 ucx\n"                      (at accept)
  *   connector -> acceptor  "PSLVAN1 ucx\n" + hello (16 bytes)
+ *                          [+ proof (32 bytes) when the hello's flags say so]
  *   acceptor -> connector  welcome (24 bytes) + UCX worker address
+ *                          (a refusal: a welcome with a status, no address)
+ * With a job secret (PS_JOB_SECRET) the connector proves it in the hello
+ * (pslite/van_util.h's proof record, van name "ucx"), and the acceptor
+ * answers only a hello whose proof holds and whose nonce is new: nobody
+ * without the secret learns the node's UCX address or the connection's
+ * (conn, nonce) that every active message must carry.
  * Then the connector creates a UCP endpoint to that worker address and sends
  * active messages whose header names the acceptor's connection (conn,
  * nonce). The TCP connection stays open: its end tells that the peer is
@@ -56,6 +63,14 @@ const char *psl__ucxp_peer_desc(int kind, const char *other, char *buf, size_t l
 
 #define UCXP_HELLO_SIZE 16
 #define UCXP_WELCOME_SIZE 24
+#define UCXP_HELLO_F_PROOF 1u /* a proof record follows the hello */
+
+/* welcome.status */
+enum ucxp_welcome_status {
+	UCXP_WELCOME_OK = 0,
+	UCXP_WELCOME_BAD_PROOF = 1, /* the acceptor has a secret; the hello proves none */
+	UCXP_WELCOME_NO_SECRET = 2, /* the hello proves a secret the acceptor has not */
+};
 
 struct ucxp_hello {
 	uint16_t version;

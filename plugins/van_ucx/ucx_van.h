@@ -82,7 +82,7 @@ struct ucx_out {
 	uint8_t *rx;
 	size_t rxlen, rxcap;
 	bool greeted;
-	uint8_t tx[64];
+	uint8_t tx[96];
 	size_t txlen, txoff;
 	int64_t t_first, t_retry, t_deadline;
 	int tries;
@@ -130,7 +130,7 @@ struct ucx_in {
 	int state;
 	int32_t node_id;
 	char desc[80];
-	uint8_t rx[64];
+	uint8_t rx[128];
 	size_t rxlen;
 	bool greeted;
 	uint8_t *tx;
@@ -292,6 +292,8 @@ struct psl_van {
 	struct ucx_in **ins; /* progress thread only */
 	uint32_t nins, cap_ins;
 	uint32_t nonce_seed;
+	bool secret;		     /* PS_JOB_SECRET: hellos carry proofs */
+	struct psl_van_nonces nonces; /* of the proofs taken (progress thread) */
 
 	pthread_mutex_t cq_mu; /* sends done by UCX, waiting for send_done */
 	struct ucx_send *done_head, *done_tail;

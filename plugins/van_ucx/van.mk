@@ -69,7 +69,8 @@ endif
 
 # exit codes after a lost node, a frozen server (tests/integration/exit_codes.sh,
 # frozen.sh)
-UCX_LOSS_TESTS = plugins/van_ucx/tests/ucx_tcp_exit.sh plugins/van_ucx/tests/ucx_tcp_frozen.sh
+UCX_LOSS_TESTS = plugins/van_ucx/tests/ucx_tcp_exit.sh plugins/van_ucx/tests/ucx_tcp_frozen.sh \
+	plugins/van_ucx/tests/ucx_tcp_secret.sh
 EXTRA_DIST += $(UCX_LOSS_TESTS)
 if BUILD_VAN_UCX
 TESTS += $(UCX_LOSS_TESTS)

@@ -278,7 +278,12 @@ static int uinit(const struct psl_van_host *host, struct psl_van **out)
 	pthread_mutexattr_settype(&ma, PTHREAD_MUTEX_RECURSIVE);
 	pthread_mutex_init(&v->ucx_mu, &ma);
 	pthread_mutexattr_destroy(&ma);
-	v->nonce_seed = (uint32_t)getpid() * 2654435761u ^ (uint32_t)psl_van_now_ms();
+	/* the (conn, nonce) pairs every active message carries must not be
+	 * guessable by a stranger: from the kernel's randomness */
+	if (getrandom(&v->nonce_seed, sizeof(v->nonce_seed), GRND_NONBLOCK) !=
+	    (ssize_t)sizeof(v->nonce_seed))
+		v->nonce_seed = (uint32_t)getpid() * 2654435761u ^ (uint32_t)psl_van_now_ms();
+	v->secret = psl_van_secret(host);
 	psl__ucx_pool_init(&v->pool, 0);
 	rc = read_settings(v);
 	if (rc)

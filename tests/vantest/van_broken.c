@@ -95,6 +95,16 @@ static void b_recv_dest_put(void *ctx, void *loan, int status)
 	S(ctx)->real->recv_dest_put(S(ctx)->real->ctx, loan, status);
 }
 
+static int b_proof(void *ctx, const void *msg, size_t len, uint8_t mac[32])
+{
+	return S(ctx)->real->proof(S(ctx)->real->ctx, msg, len, mac);
+}
+
+static int b_proof_check(void *ctx, const void *msg, size_t len, const uint8_t mac[32])
+{
+	return S(ctx)->real->proof_check(S(ctx)->real->ctx, msg, len, mac);
+}
+
 static int b_init(const struct psl_van_host *host, struct psl_van **out)
 {
 	struct shim *s = calloc(1, sizeof(*s));
@@ -112,6 +122,10 @@ static int b_init(const struct psl_van_host *host, struct psl_van **out)
 	if (host->size >= PSL_VAN_HOST_SIZE_1_1) {
 		s->h.recv_dest = b_recv_dest;
 		s->h.recv_dest_put = b_recv_dest_put;
+	}
+	if (host->size >= PSL_VAN_HOST_SIZE_1_2 && host->proof && host->proof_check) {
+		s->h.proof = b_proof;
+		s->h.proof_check = b_proof_check;
 	}
 	pthread_mutex_init(&s->mu, NULL);
 	rc = ex_init(&s->h, out);

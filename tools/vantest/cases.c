@@ -1268,6 +1268,61 @@ out:
 	return VT_FAIL;
 }
 
+/* ------------------------------------------------------------- secret -- */
+
+/* ABI 1.2's job secret: A has one; B proves the same, C another, D none.
+ * Only B's messages may reach A's host, and A warns about the others. */
+static int c_secret(void)
+{
+	enum { N = 3, C_ID = 11, D_ID = 13 };
+	struct vt_node a = {0}, b = {0}, c = {0}, d = {0};
+	struct vt_node *from[3] = {&b, &c, &d};
+	int i, k, rc;
+	long strangers = 0;
+	vt_host_init(&a.t, "A");
+	vt_host_init(&b.t, "B");
+	vt_host_init(&c.t, "C");
+	vt_host_init(&d.t, "D");
+	a.t.secret = b.t.secret = "one secret";
+	c.t.secret = "another secret";
+	CHECK(vt_node_up(&a, "A", A_ID, true) && vt_node_up(&b, "B", B_ID, true) &&
+		      vt_node_up(&c, "C", C_ID, true) && vt_node_up(&d, "D", D_ID, true),
+	      "%s", vt_why);
+	for (k = 0; k < 3; k++) {
+		rc = vt_connect(from[k], A_ID, a.port, from[k]->id);
+		CHECK(rc == 0, "%s: connect to A returned %d", from[k]->t.label, rc);
+	}
+	/* the strangers first, so that their messages would be there before B's */
+	for (k = 2; k >= 0; k--)
+		for (i = 0; i < N; i++) {
+			rc = vt_send_msg(from[k], A_ID, 1, (uint32_t)i, 1, (size_t[]){100}, 40, 0,
+					 NULL);
+			CHECK(rc == 0 || k > 0, "B: send %d to A returned %d", i, rc);
+		}
+	CHECK(wait_recv(&a, N, DATA_MS), "%s", vt_why);
+	vt_sleep_ms(1500);
+	pthread_mutex_lock(&a.t.mu);
+	for (i = 0; i < a.t.nstreams; i++)
+		if (a.t.streams[i].sender != B_ID)
+			strangers += a.t.streams[i].next;
+	pthread_mutex_unlock(&a.t.mu);
+	CHECK(strangers == 0 && nrecv(&a) == N,
+	      "A (with a secret) received %ld messages from nodes that proved another secret "
+	      "or none (%ld in all, %d from B expected)",
+	      strangers, nrecv(&a), N);
+	CHECK(atomic_load(&a.t.log_warns) > 0,
+	      "A dropped the strangers' connections without a warning");
+	vt_node_down(&c);
+	vt_node_down(&d);
+	vt_node_free(&c);
+	vt_node_free(&d);
+	return finish(&a, &b, true);
+out:
+	vt_node_free(&c);
+	vt_node_free(&d);
+	return finish(&a, &b, false);
+}
+
 /* -------------------------------------------------------------- table -- */
 
 const struct vt_case vt_cases[] = {
@@ -1309,5 +1364,8 @@ const struct vt_case vt_cases[] = {
 	{"host-1-0", "a host of ABI 1.0: the van never calls recv_dest", c_host_1_0},
 	{"bad-setting", "--bad-setting NAME=VALUE: init fails with one ERROR line naming NAME",
 	 c_bad_setting},
+	{"secret", "PS_JOB_SECRET (ABI 1.2): messages over a connection that proves another "
+		   "secret or none never reach the host, with a warning",
+	 c_secret},
 };
 const int vt_ncases = sizeof(vt_cases) / sizeof(vt_cases[0]);

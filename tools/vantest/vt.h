@@ -144,8 +144,12 @@ struct vt_host {
 	/* log */
 	char log[8192];
 	size_t loglen;
-	atomic_int log_errors;
+	atomic_int log_errors, log_warns;
 	atomic_int callbacks;
+	/* the job secret proof() and proof_check() use (NULL: none); the MAC
+	 * is a test's own keyed hash, not the core's HMAC: a van never
+	 * computes one itself */
+	const char *secret;
 };
 
 void vt_host_init(struct vt_host *t, const char *label);

@@ -173,6 +173,14 @@ static void test_welcome(void **state)
 	w.addr_len = UCXP_MAX_ADDR + 1;
 	psl__ucxp_welcome_encode(&w, buf);
 	assert_int_equal(psl__ucxp_welcome_decode(buf, sizeof(buf), &g), -EPROTO);
+	/* a refusal (job secret) carries its status and no address */
+	w.addr_len = 0;
+	w.status = UCXP_WELCOME_BAD_PROOF;
+	psl__ucxp_welcome_encode(&w, buf);
+	assert_int_equal(psl__ucxp_welcome_decode(buf, UCXP_WELCOME_SIZE, &g), 0);
+	assert_int_equal(g.status, UCXP_WELCOME_BAD_PROOF);
+	assert_int_equal(g.addr_len, 0);
+	w.status = 0;
 	/* a hello is not a welcome */
 	{
 		struct ucxp_hello h = {.version = UCXP_PROTO_VERSION, .node_id = 1};
