@@ -97,6 +97,22 @@ void psl__control_handle(struct psl__meta *m, uint32_t nseg)
 	case PSL_CMD_ACK:
 		break; /* the resender's, when it is on */
 	case PSL_CMD_TERMINATE:
+		if (m->sender == 1 && po.role != PSL_SCHEDULER && m->body &&
+		    m->body_size > (int)strlen(PSL__REFUSED_TAG) &&
+		    !strncmp(m->body, PSL__REFUSED_TAG, strlen(PSL__REFUSED_TAG))) {
+			int tag = (int)strlen(PSL__REFUSED_TAG);
+			pthread_mutex_lock(&po.mu);
+			if (po.state == PSL__STARTING && !po.got_node_list) {
+				pthread_mutex_unlock(&po.mu);
+				psl__start_failed(-ECONNREFUSED,
+					     "the scheduler at %s:%d refused this node's registration: "
+					     "%.*s",
+					     po.cfg.root_uri, po.cfg.root_port, m->body_size - tag,
+					     m->body + tag);
+				break;
+			}
+			pthread_mutex_unlock(&po.mu);
+		}
 		PSL_WARN("ignored TERMINATE from node %d: pslite nodes stop by finalize",
 			 m->sender);
 		break;

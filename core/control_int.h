@@ -16,6 +16,10 @@ void psl__start_failed(int err, const char *fmt, ...) __attribute__((format(prin
 void psl__start_failed_held(int err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 
+/* The body of the TERMINATE a scheduler sends a node whose registration it
+ * ignored, before the reason (registration.c; docs/wire.md). */
+#define PSL__REFUSED_TAG "pslite-refused: "
+
 /* Received control messages, by kind. */
 void psl__scheduler_add_node(const struct psl__meta *m);
 void psl__node_take_list(const struct psl__meta *m);

@@ -256,10 +256,11 @@ static int wait_registrations(void)
 					 "only %d of %d servers (DMLC_NUM_SERVER) and %d of %d workers "
 					 "(DMLC_NUM_WORKER) registered within %d s (PS_START_TIMEOUT): "
 					 "start the missing nodes with DMLC_PS_ROOT_URI=%s "
-					 "DMLC_PS_ROOT_PORT=%d%s, or raise PS_START_TIMEOUT",
+					 "DMLC_PS_ROOT_PORT=%d%s, or raise PS_START_TIMEOUT%s%s",
 					 ns, po.cfg.num_servers, nw, po.cfg.num_workers,
 					 po.cfg.start_timeout_s, po.cfg.root_uri, po.cfg.root_port,
-					 po.cfg.secret_len ? " and the same PS_JOB_SECRET" : "");
+					 po.cfg.secret_len ? " and the same PS_JOB_SECRET" : "",
+					 po.refused[0] ? "; refused: " : "", po.refused);
 				po.start_err = -ETIMEDOUT;
 				break;
 			}
@@ -364,6 +365,7 @@ static void teardown(void)
 	po.got_node_list = false;
 	po.start_err = 0;
 	po.start_msg[0] = 0;
+	po.refused[0] = 0;
 	po.leaving = false;
 	po.final_released = false;
 	atomic_store(&po.resend_live, false);

@@ -60,7 +60,8 @@ struct psl__po {
 	 * un-ACKed, be resent later and count twice (docs/wire.md section 9). */
 	atomic_bool resend_live;
 	int start_err; /* set when registration failed */
-	char start_msg[512];
+	char start_msg[768];
+	char refused[256]; /* scheduler: the last registration it refused, and why */
 
 	/* barriers, node side */
 	unsigned barrier_gen;

@@ -228,6 +228,63 @@ out:
 	free(order);
 }
 
+/* Scheduler: tells a node whose registration it ignored why, so that the
+ * node fails at once with the reason instead of waiting for its start-up
+ * timeout: the scheduler connects to the address the registration gave,
+ * under an id no node of the job has (its events are ignored), and sends a
+ * TERMINATE whose body is PSL__REFUSED_TAG and the reason. Said to at most
+ * REFUSALS_MAX addresses, once each, so that a flood of registrations does
+ * not make the scheduler open connections without end. ps-lite has no such
+ * message: a C++ node's receive thread stops on it (it would have waited for
+ * ever). */
+#define REFUSALS_MAX 16
+#define REFUSED_ID_BASE 30000
+static void tell_refused(const struct psl__node *n, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void tell_refused(const struct psl__node *n, const char *fmt, ...)
+{
+	static struct {
+		char host[64];
+		int port;
+	} told[REFUSALS_MAX];
+	static int ntold;
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	char body[400];
+	struct psl__node t = *n;
+	struct psl__meta m;
+	va_list ap;
+	int i, len;
+
+	pthread_mutex_lock(&mu);
+	for (i = 0; i < ntold; i++)
+		if (told[i].port == n->port && !strcmp(told[i].host, n->hostname))
+			break;
+	if (i < ntold || ntold >= REFUSALS_MAX) {
+		pthread_mutex_unlock(&mu);
+		return;
+	}
+	snprintf(told[ntold].host, sizeof(told[ntold].host), "%s", n->hostname);
+	told[ntold].port = n->port;
+	t.id = REFUSED_ID_BASE + ntold++;
+	pthread_mutex_unlock(&mu);
+	len = snprintf(body, sizeof(body), "%s", PSL__REFUSED_TAG);
+	va_start(ap, fmt);
+	vsnprintf(body + len, sizeof(body) - (size_t)len, fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&po.mu); /* for the start-up timeout's message */
+	snprintf(po.refused, sizeof(po.refused), "the %s at %s:%d (%.160s)",
+		 psl__role_name(n->role), n->hostname, n->port, body + len);
+	pthread_mutex_unlock(&po.mu);
+	if (psl__control_connect(&t, 1))
+		return;
+	psl__meta_init(&m);
+	m.cmd = PSL_CMD_TERMINATE;
+	m.recver = t.id;
+	m.body = body;
+	m.body_size = (int)strlen(body);
+	psl__send_control(&m, true);
+}
+
 void psl__scheduler_add_node(const struct psl__meta *m)
 {
 	const struct psl__node *n;
@@ -282,17 +339,51 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 			 "every node)",
 			 psl__role_name(n->role), n->hostname, n->port, po.cfg.num_servers,
 			 po.cfg.num_workers);
+		tell_refused(n,
+			     "the job already has its %d servers and %d workers: another node "
+			     "registered in this one's place (set the same PS_JOB_SECRET on every "
+			     "node to keep strangers out), or DMLC_NUM_SERVER / DMLC_NUM_WORKER "
+			     "differ between nodes",
+			     po.cfg.num_servers, po.cfg.num_workers);
 		return;
 	}
+	want = n->role == PSL_SERVER ? po.cfg.num_servers : po.cfg.num_workers;
 	for (i = 0; i < po.nreg; i++) {
+		const char *clash = NULL;
 		if (!strcmp(po.reg[i].hostname, n->hostname) && po.reg[i].port == n->port) {
 			pthread_mutex_unlock(&po.mu);
 			PSL_WARN("ignored a second registration from %s:%d", n->hostname, n->port);
 			return;
 		}
 		have += po.reg[i].role == n->role;
+		/* DMLC_RANK: checked as each node comes, so that one bad or hostile
+		 * registration is refused instead of failing the whole job's start */
+		if ((po.reg[i].aux_id == -1) != (n->aux_id == -1))
+			clash = "some nodes set DMLC_RANK and others do not: set it on every "
+				"server and worker, or on none";
+		else if (n->aux_id != -1 && po.reg[i].role == n->role &&
+			 po.reg[i].aux_id == n->aux_id)
+			clash = "another node of this role registered with the same DMLC_RANK "
+				"(set the same PS_JOB_SECRET on every node to keep strangers out)";
+		if (clash) {
+			pthread_mutex_unlock(&po.mu);
+			PSL_WARN("ignored a registration from the %s at %s:%d with DMLC_RANK=%d: %s",
+				 psl__role_name(n->role), n->hostname, n->port, n->aux_id, clash);
+			tell_refused(n, "DMLC_RANK=%d: %s", n->aux_id, clash);
+			return;
+		}
 	}
-	want = n->role == PSL_SERVER ? po.cfg.num_servers : po.cfg.num_workers;
+	if (n->aux_id < -1 || n->aux_id >= want) {
+		pthread_mutex_unlock(&po.mu);
+		PSL_WARN("ignored a registration from the %s at %s:%d: DMLC_RANK=%d, expected 0 "
+			 "to %d (DMLC_NUM_%s=%d here)",
+			 psl__role_name(n->role), n->hostname, n->port, n->aux_id, want - 1,
+			 n->role == PSL_SERVER ? "SERVER" : "WORKER", want);
+		tell_refused(n, "DMLC_RANK=%d, expected 0 to %d (DMLC_NUM_%s=%d at the scheduler)",
+			     n->aux_id, want - 1, n->role == PSL_SERVER ? "SERVER" : "WORKER",
+			     want);
+		return;
+	}
 	if (have >= want) {
 		pthread_mutex_unlock(&po.mu);
 		PSL_WARN("ignored a registration from the %s at %s:%d: %d %ss are registered "
@@ -300,6 +391,13 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 			 psl__role_name(n->role), n->hostname, n->port, have,
 			 psl__role_name(n->role), n->role == PSL_SERVER ? "SERVER" : "WORKER",
 			 want);
+		tell_refused(n,
+			     "%d %ss are registered already and DMLC_NUM_%s=%d at the scheduler: "
+			     "another node registered in this one's place (set the same "
+			     "PS_JOB_SECRET on every node to keep strangers out), or the numbers "
+			     "differ between nodes",
+			     have, psl__role_name(n->role),
+			     n->role == PSL_SERVER ? "SERVER" : "WORKER", want);
 		return;
 	}
 	po.reg[po.nreg++] = *n;

@@ -303,7 +303,8 @@ int psl__send(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg
 	psl__meta_encode(m, buf);
 	if (psl__log_level >= PSL_LOG_TRACE)
 		trace_msg("to", m, nseg, m->recver);
-	if (psl__po.cfg.resend && atomic_load(&psl__po.resend_live) && m->cmd != PSL_CMD_ACK)
+	if (psl__po.cfg.resend && atomic_load(&psl__po.resend_live) && m->cmd != PSL_CMD_ACK &&
+	    m->cmd != PSL_CMD_TERMINATE) /* (only to refused nodes, which do not ack) */
 		psl__resender_on_send(m, buf, len, segs, nseg);
 	if (m->recver == psl__po.my_id && psl__po.my_id != PSL_EMPTY) {
 		rc = loopback(buf, len, segs, nseg);
