@@ -182,6 +182,8 @@ struct ibv_event {
 
 struct psl_van {
 	const struct psl_van_host *host;
+	bool secret;		     /* PS_JOB_SECRET: connection requests carry proofs */
+	struct psl_van_nonces nonces; /* of the proofs taken (the cm thread's) */
 	/* settings */
 	long rx_depth, start_depth, nports, split_qp, connect_s, mr_cache_max, rndv_min;
 	bool busy_poll, mr_cache_on;

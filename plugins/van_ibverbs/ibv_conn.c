@@ -321,6 +321,24 @@ static void on_connect_request(struct psl_van *v, struct rdma_cm_id *id, const v
 		rdma_destroy_id(id);
 		return;
 	}
+	if (v->secret || (r.flags & IBV_REQ_F_PROOF)) {
+		bool ok = v->secret && (r.flags & IBV_REQ_F_PROOF) &&
+			  !psl_van_proof_check(v->host, "ibverbs", r.sender, r.proof) &&
+			  psl_van_nonce_fresh(&v->nonces, r.proof);
+		if (!ok) {
+			uint8_t rej[IBV_CONN_REJ_LEN];
+			LOG(v, PSL_VAN_LOG_WARN, "refused an RDMA connection (as node %d): %s",
+			    r.sender,
+			    v->secret ? "it proves no PS_JOB_SECRET this node has (a stranger, or "
+					"a node with another secret or none)"
+				      : "it proves a PS_JOB_SECRET and this node has none: give "
+					"every node the same PS_JOB_SECRET");
+			ibv_conn_rej_encode(rej, v->secret ? IBV_REJ_BAD_PROOF : IBV_REJ_NO_SECRET);
+			rdma_reject(id, rej, sizeof(rej));
+			rdma_destroy_id(id);
+			return;
+		}
+	}
 	rc = ibv_dev_attach(v, id->verbs);
 	s = rc ? NULL : stream_for(v, &r);
 	q = s && !s->q[r.qp_index] ? q_new(v) : NULL;
@@ -370,7 +388,8 @@ static void on_route_resolved(struct psl_van *v, struct ibv_q *q, int64_t now)
 	struct ibv_link *l = q->link;
 	struct ibv_conn_req r;
 	struct rdma_conn_param cp;
-	uint8_t buf[IBV_CONN_REQ_LEN];
+	uint8_t buf[IBV_CONN_REQ_PROOF_LEN];
+	size_t len;
 	int rc;
 
 	rc = ibv_dev_attach(v, q->cm->verbs);
@@ -389,8 +408,20 @@ static void on_route_resolved(struct psl_van *v, struct ibv_q *q, int64_t now)
 	r.rx_depth = (uint32_t)v->rx_depth;
 	r.rx_buf = IBV_CTL_BUF;
 	r.nonce = l->nonce;
-	ibv_conn_req_encode(buf, &r);
-	conn_params(v, &cp, buf, sizeof(buf));
+	r.flags = 0;
+	if (v->secret) {
+		uint8_t mac[32];
+		r.flags = IBV_REQ_F_PROOF;
+		psl_van_put_le64(r.proof, l->nonce);
+		if (getrandom(r.proof + 8, 8, 0) != 8 ||
+		    psl__van_proof_mac(v->host, "ibverbs", l->my_id, r.proof, mac)) {
+			link_retry(v, l, now, "cannot prove PS_JOB_SECRET (no randomness?)");
+			return;
+		}
+		memcpy(r.proof + PSL_VAN_PROOF_NONCE_LEN, mac, PSL_VAN_PROOF_MAC_LEN);
+	}
+	len = ibv_conn_req_encode(buf, &r);
+	conn_params(v, &cp, buf, len);
 	if (rdma_connect(q->cm, &cp)) {
 		char why[160];
 		snprintf(why, sizeof(why), "rdma_connect: %s", strerror(errno));
@@ -466,6 +497,22 @@ static void out_failed(struct psl_van *v, struct ibv_q *q, int event, int status
 		snprintf(why, sizeof(why), "RDMA connection to %s lost (%s)", l->where,
 			 event_why(event));
 		ibv_link_down(v, l, -ECONNRESET, why);
+		return;
+	}
+	if (reason == IBV_REJ_BAD_PROOF || reason == IBV_REJ_NO_SECRET) {
+		snprintf(why, sizeof(why), "the node at %s refused this node's RDMA connection: %s",
+			 l->where,
+			 reason == IBV_REJ_BAD_PROOF
+				 ? "it has a PS_JOB_SECRET and this node proves another or none: "
+				   "give every node of the job the same PS_JOB_SECRET"
+				 : "this node has a PS_JOB_SECRET and that node has none: give "
+				   "every node of the job the same PS_JOB_SECRET");
+		link_reset_qs(v, l);
+		l->state = L_DOWN;
+		l->told = true;
+		tell(v, l->id, PSL_VAN_PEER_MISMATCH, -EACCES, why);
+		while (l->live)
+			ibv_sendop_finish(v, l->live, -EACCES);
 		return;
 	}
 	if (reason == IBV_REJ_VERSION || reason == IBV_REJ_MALFORMED) {

@@ -40,7 +40,12 @@ size_t ibv_conn_req_encode(void *buf, const struct ibv_conn_req *r)
 	psl_van_put_le32(b + 12, r->rx_depth);
 	psl_van_put_le32(b + 16, r->rx_buf);
 	psl_van_put_le64(b + 20, r->nonce);
-	return IBV_CONN_REQ_LEN;
+	if (!(r->flags & IBV_REQ_F_PROOF))
+		return IBV_CONN_REQ_LEN;
+	b[7] = IBV_REQ_F_PROOF;
+	/* the link nonce is the proof nonce's first half, already at 20 */
+	memcpy(b + 28, r->proof + 8, PSL_VAN_PROOF_LEN - 8);
+	return IBV_CONN_REQ_PROOF_LEN;
 }
 
 static int check_queues(uint8_t qi, uint8_t nqp, uint32_t depth, uint32_t rxbuf, const char **why)
@@ -69,6 +74,19 @@ int ibv_conn_req_decode(const void *buf, size_t len, struct ibv_conn_req *r, con
 	r->rx_depth = psl_van_get_le32(b + 12);
 	r->rx_buf = psl_van_get_le32(b + 16);
 	r->nonce = psl_van_get_le64(b + 20);
+	r->flags = b[7];
+	if (r->flags & ~IBV_REQ_F_PROOF) {
+		*why = "unknown flags";
+		return -EPROTO;
+	}
+	if (r->flags & IBV_REQ_F_PROOF) {
+		if (len < IBV_CONN_REQ_PROOF_LEN) {
+			*why = "connection record too short for its proof";
+			return -EPROTO;
+		}
+		memcpy(r->proof, b + 20, 8);
+		memcpy(r->proof + 8, b + 28, PSL_VAN_PROOF_LEN - 8);
+	}
 	if (r->sender < 1 || r->sender > PSL_VAN_ID_NONE) {
 		*why = "sender node id out of range";
 		return -EPROTO;

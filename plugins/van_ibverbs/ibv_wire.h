@@ -4,11 +4,18 @@
  * checks lengths and ranges and never trusts a field (tests/test_ibv_wire.c).
  *
  * Connection set-up (rdmacm private data, at most 56 bytes on a request):
- *   request  "PSIB" u8 version, u8 qp_index, u8 nqp, u8 0, i32 sender,
+ *   request  "PSIB" u8 version, u8 qp_index, u8 nqp, u8 flags, i32 sender,
  *            u32 rx_depth, u32 rx_buf, u64 link nonce              (28 bytes)
+ *            with flags bit 0 (a job secret, PS_JOB_SECRET): u64 a random
+ *            nonce of this request, then 16 bytes of HMAC from the host's
+ *            proof() over "pslite-ibverbs|<sender>|<hex of link nonce and
+ *            this nonce>" (pslite/van_util.h)                       (52 bytes)
  *   accept   "PSIB" u8 version, u8 qp_index, u8 nqp, u8 0,
  *            u32 rx_depth, u32 rx_buf                              (16 bytes)
  *   reject   "PSIB" u8 version, u8 reason, u16 0                   (8 bytes)
+ *            reasons 4 and 5: the acceptor has a job secret and the request
+ *            proves another or none; the request proves a secret and the
+ *            acceptor has none
  *
  * In a receive buffer (one record per send):
  *   MSG     u8 1, u8 0, u16 credits, u32 nseg, u64 seq, u32 meta_len, u32 0,
@@ -28,9 +35,13 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include <pslite/van_util.h>
+
 #define IBV_WIRE_MAGIC "PSIB"
 #define IBV_WIRE_VERSION 1
 #define IBV_CONN_REQ_LEN 28
+#define IBV_CONN_REQ_PROOF_LEN 52 /* with IBV_REQ_F_PROOF */
+#define IBV_REQ_F_PROOF 1u
 #define IBV_CONN_ACC_LEN 16
 #define IBV_CONN_REJ_LEN 8
 #define IBV_MSG_HDR_LEN 32
@@ -41,13 +52,22 @@
 #define IBV_MAX_QPS 8
 
 enum ibv_rec_type { IBV_REC_MSG = 1, IBV_REC_FIN = 2, IBV_REC_CREDIT = 3 };
-enum ibv_rej_reason { IBV_REJ_MALFORMED = 1, IBV_REJ_VERSION = 2, IBV_REJ_RESOURCES = 3 };
+enum ibv_rej_reason {
+	IBV_REJ_MALFORMED = 1,
+	IBV_REJ_VERSION = 2,
+	IBV_REJ_RESOURCES = 3,
+	IBV_REJ_BAD_PROOF = 4,
+	IBV_REJ_NO_SECRET = 5,
+};
 
 struct ibv_conn_req {
-	uint8_t version, qp_index, nqp;
+	uint8_t version, qp_index, nqp, flags;
 	int32_t sender;
 	uint32_t rx_depth, rx_buf;
 	uint64_t nonce;
+	/* with IBV_REQ_F_PROOF: the proof's nonce (link nonce, then this
+	 * request's) and the first 16 bytes of its MAC */
+	uint8_t proof[PSL_VAN_PROOF_LEN];
 };
 
 struct ibv_conn_acc {

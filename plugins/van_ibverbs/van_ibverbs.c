@@ -211,6 +211,7 @@ static int vinit(const struct psl_van_host *host, struct psl_van **out)
 	if (!v)
 		return -ENOMEM;
 	v->host = host;
+	v->secret = psl_van_secret(host);
 	v->wake_fd = -1;
 	v->pagemap_fd = -1;
 	rc = read_settings(v);

@@ -162,12 +162,27 @@ t_memlock() { # a non-root node under a small locked-memory limit: says how much
 		pass memlock; else fail memlock "rc $rc"; show "$dir/memlock.log"; fi
 }
 
-tests=${*:-"info data loopback qps small_depth busy nocache kill hang resend server bad unreachable memlock"}
+t_secret() { # PS_JOB_SECRET: the same on every node works; a server with another is refused at once
+	if kvjob secret data 1 1 PS_JOB_SECRET=correct-horse-17 && all_ok "$dir/secret.log" 1 1; then
+		pass secret_same; else fail secret_same; show "$dir/secret.log"; fi
+	env PS_JOB_SECRET=correct-horse-17 PS_START_TIMEOUT=60 KVTEST_SCENARIO=data timeout 200 \
+		"$b/tools/pslite-run" -s 1 -w 1 --van ibverbs --host "$host" --timeout 150 -- \
+		sh -c 'if [ "$DMLC_ROLE" = server ]; then export PS_JOB_SECRET=battery-staple-2; fi
+			exec "$1"' sh "$b/tests/integration/kvtest" >"$dir/secret2.log" 2>&1
+	rc=$?
+	if [ $rc -ne 0 ] && [ $rc -ne 124 ] &&
+		grep "^\[server 0\]" "$dir/secret2.log" | grep -q "refused this node's RDMA connection.*PS_JOB_SECRET" &&
+		grep "^\[scheduler\]" "$dir/secret2.log" | grep -q "refused an RDMA connection.*PS_JOB_SECRET"; then
+		pass secret_other; else fail secret_other "rc $rc"; show "$dir/secret2.log"; fi
+}
+
+tests=${*:-"info data loopback qps small_depth busy nocache kill hang resend server bad unreachable memlock secret"}
 for t in $tests; do
 	case $t in
 	info) t_info ;; data) t_data ;; loopback) t_loopback ;; qps) t_qps ;; small_depth) t_small_depth ;;
 	busy) t_busy ;; nocache) t_nocache ;; kill) t_kill ;; hang) t_hang ;; resend) t_resend ;;
 	server) t_server ;; bad) t_bad ;; unreachable) t_unreachable ;; memlock) t_memlock ;;
+	secret) t_secret ;;
 	*) fail "$t" "no such test" ;;
 	esac
 done

@@ -51,6 +51,39 @@ static void test_conn_roundtrip(void **state)
 	assert_int_equal(ibv_conn_rej_decode(b, IBV_CONN_REJ_LEN), -1);
 }
 
+/* With a job secret the request carries the proof record after the link
+ * nonce (the nonce's first half): 52 bytes, within rdmacm's 56. */
+static void test_conn_proof(void **state)
+{
+	struct ibv_conn_req r = {.qp_index = 0, .nqp = 1, .sender = 9, .rx_depth = 64,
+				 .rx_buf = 8704, .nonce = 0x0102030405060708ull,
+				 .flags = IBV_REQ_F_PROOF},
+			    o;
+	uint8_t b[64];
+	const char *why = "";
+	int i;
+	(void)state;
+	psl_van_put_le64(r.proof, r.nonce);
+	for (i = 8; i < PSL_VAN_PROOF_LEN; i++)
+		r.proof[i] = (uint8_t)(0xa0 + i);
+	assert_int_equal(ibv_conn_req_encode(b, &r), IBV_CONN_REQ_PROOF_LEN);
+	assert_true(IBV_CONN_REQ_PROOF_LEN <= 56);
+	assert_int_equal(ibv_conn_req_decode(b, 56, &o, &why), 0);
+	assert_int_equal(o.flags, IBV_REQ_F_PROOF);
+	assert_memory_equal(o.proof, r.proof, PSL_VAN_PROOF_LEN);
+	assert_true(o.nonce == r.nonce);
+	/* the proof cut off, or a flag this version does not know */
+	assert_int_equal(ibv_conn_req_decode(b, IBV_CONN_REQ_PROOF_LEN - 1, &o, &why), -EPROTO);
+	b[7] = 3;
+	assert_int_equal(ibv_conn_req_decode(b, 56, &o, &why), -EPROTO);
+	/* without the flag the same bytes are a request without a proof */
+	b[7] = 0;
+	assert_int_equal(ibv_conn_req_decode(b, 56, &o, &why), 0);
+	assert_int_equal(o.flags, 0);
+	assert_int_equal(ibv_conn_rej_encode(b, IBV_REJ_BAD_PROOF), IBV_CONN_REJ_LEN);
+	assert_int_equal(ibv_conn_rej_decode(b, IBV_CONN_REJ_LEN), IBV_REJ_BAD_PROOF);
+}
+
 static void test_conn_malformed(void **state)
 {
 	struct ibv_conn_req r = {.qp_index = 0, .nqp = 1, .sender = 8, .rx_depth = 16,
@@ -261,6 +294,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_conn_roundtrip),
+		cmocka_unit_test(test_conn_proof),
 		cmocka_unit_test(test_conn_malformed),
 		cmocka_unit_test(test_msg_roundtrip),
 		cmocka_unit_test(test_msg_malformed),
