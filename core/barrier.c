@@ -85,20 +85,30 @@ bool psl__control_node_leaving(int id)
 
 /* A node waiting in its final barrier may see a peer leave before its own
  * release arrives (they travel on different connections): such a loss is
- * judged after a grace period, by the barrier's waiting loop. */
+ * judged after a grace period, by the barrier's waiting loop. With
+ * PS_RESEND the release may itself have been lost and be on its way again:
+ * the grace then covers a few of its resends. */
 #define LEAVE_GRACE_MS 1500
+
+static int64_t leave_grace_ms(void)
+{
+	int64_t g = LEAVE_GRACE_MS;
+	if (po.cfg.resend && 3 * (int64_t)po.cfg.resend_timeout_ms + 500 > g)
+		g = 3 * (int64_t)po.cfg.resend_timeout_ms + 500;
+	return g;
+}
 
 static void judge_pending_losses(bool released)
 {
 	int id;
-	int64_t now = psl__now_ms();
+	int64_t now = psl__now_ms(), grace = leave_grace_ms();
 	for (id = 1; id <= po.max_id; id++) {
 		int64_t t;
 		int err;
 		pthread_mutex_lock(&po.mu);
 		t = po.peers[id].down_pending_ms;
 		err = po.peers[id].down_err;
-		if (t && (released || now - t >= LEAVE_GRACE_MS))
+		if (t && (released || now - t >= grace))
 			po.peers[id].down_pending_ms = 0;
 		pthread_mutex_unlock(&po.mu);
 		if (!t)
@@ -106,7 +116,7 @@ static void judge_pending_losses(bool released)
 		if (released) {
 			char d[96];
 			PSL_DBG("%s left", psl__node_desc(id, d, sizeof(d)));
-		} else if (now - t >= LEAVE_GRACE_MS) {
+		} else if (now - t >= grace) {
 			psl__node_lost(id, err, "connection lost while this node waited in the final "
 						"barrier");
 		}
