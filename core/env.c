@@ -358,6 +358,13 @@ static int config_load(struct psl__config *c, char *err, size_t errlen)
 	if ((rc = env_int("BYTEPS_ENABLE_MIXED_MODE", 0, 0, 1, &rs, err, errlen)))
 		return rc;
 	c->mixed_mode = rs != 0;
+	if ((rc = env_int("BYTEPS_ENABLE_IPC", 0, 0, 1, &rs, err, errlen)))
+		return rc;
+	c->ipc = rs != 0;
+	if ((rc = env_int("PS_IPC_BUF_MB", 64, 1, 65536, &c->ipc_buf_mb, err, errlen)))
+		return rc;
+	if ((rc = env_int("PS_IPC_MIN_BYTES", 16384, 0, INT_MAX, &c->ipc_min_bytes, err, errlen)))
+		return rc;
 	v = env_get("BYTEPS_ORDERED_HOSTS");
 	if (v) {
 		if (strlen(v) >= sizeof(c->ordered_hosts)) {

@@ -29,6 +29,9 @@ struct psl__config {
 	int start_timeout_s;	     /* PS_START_TIMEOUT */
 	int barrier_warn_s;	     /* PS_BARRIER_WARN_S, 0 = off */
 	bool mixed_mode;	     /* BYTEPS_ENABLE_MIXED_MODE */
+	bool ipc;		     /* BYTEPS_ENABLE_IPC: shared memory with local peers */
+	int ipc_buf_mb;		     /* PS_IPC_BUF_MB: each ring to a local peer */
+	int ipc_min_bytes;	     /* PS_IPC_MIN_BYTES: smaller messages take the van */
 	char ordered_hosts[1024];    /* BYTEPS_ORDERED_HOSTS */
 	/* PS_JOB_SECRET, or the content of PS_JOB_SECRET_FILE (a final newline
 	 * dropped); secret_len 0 = no secret (ps-lite's behaviour and wire) */

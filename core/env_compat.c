@@ -27,7 +27,7 @@
 #define WORKER (1u << PSL_WORKER)
 
 #define ONE_INSTANCE "ignored: pslite runs one instance per process (DMLC_GROUP_SIZE=1)"
-#define NO_IPC "ignored: pslite has no IPC path (BYTEPS_ENABLE_IPC is not supported)"
+#define NO_IPC "ignored: pslite's IPC (BYTEPS_ENABLE_IPC=1) copies on the calling thread, into one shared-memory ring per local peer"
 #define NO_PIN                                                                            \
 	"ignored: pslite does not pin its threads to cores: bind the process with taskset or " \
 	"numactl"
@@ -64,9 +64,6 @@ const struct psl__env_compat psl__env_compat_table[] = {
 	 "ignored: van ucx registers each segment with its own memory type and device"},
 	{"DMLC_NUM_GPU_DEV", ALL, NULL,
 	 "ignored: van ucx registers each segment with its own memory type and device"},
-	{"BYTEPS_ENABLE_IPC", ALL, "0",
-	 "not supported yet, data goes through the van (between processes of one host: van ucx "
-	 "over shared memory, UCX_TLS=posix,sysv,cma,self)"},
 	{"BYTEPS_IPC_COPY_NUM_THREADS", ALL, NULL, NO_IPC},
 	{"BYTEPS_IPC_ENABLE_ASYNC_COPY", ALL, "0", NO_IPC},
 	{"BYTEPS_PCIE_SWITCH_SIZE", SCHED | SERVER, NULL, NO_IPC},
@@ -111,7 +108,7 @@ const struct psl__env_compat psl__env_compat_table[] = {
 	{"BYTEPS_ENCODING_SCHEME_VERSION", ALL, NULL,
 	 "ignored: no pslite van has StepMesh's RDMA encoding schemes"},
 	{"BYTEPS_JOB_ID", ALL, NULL,
-	 "ignored: it names StepMesh's shared memory; pslite has no IPC path"},
+	 "ignored: it names StepMesh's shared memory; pslite's IPC rings are named by process and node id"},
 	{"STEPMESH_BAKCEND", ALL, NULL, NO_GPU_BACKEND},
 	{"STEPMESH_GPU", ALL, NULL, NO_GPU_BACKEND},
 	{"STEPMESH_MEM_SYNC", ALL, NULL, NO_GPU_BACKEND},

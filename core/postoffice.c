@@ -10,6 +10,7 @@
 #include "control.h"
 #include "customer.h"
 #include "log.h"
+#include "ipc.h"
 #include "postoffice.h"
 #include "resender.h"
 #include "van_host.h"
@@ -126,6 +127,7 @@ void psl__node_lost(int id, int err, const char *why)
 	bool leaving, cut;
 	if (id < 1 || id > po.max_id)
 		return;
+	psl__ipc_peer_lost(id);
 	leaving = psl__control_node_leaving(id);
 	pthread_mutex_lock(&po.mu);
 	if (po.peers[id].dead || (po.state != PSL__READY && po.state != PSL__STARTING)) {
@@ -353,6 +355,7 @@ static void teardown(void)
 	psl__customer_drop_held();
 	if (po.cfg.resend)
 		psl__resender_fini();
+	psl__ipc_stop(); /* (held messages pointed into peers' rings) */
 	psl__van_close(&po.lib);
 	psl__control_reset();
 	pthread_mutex_lock(&po.mu);
@@ -529,6 +532,8 @@ static int start_node(void)
 	rc = psl__timer_start();
 	if (rc)
 		return rc;
+	if (po.role != PSL_SCHEDULER)
+		psl__ipc_start();
 	pthread_mutex_lock(&po.mu);
 	po.state = PSL__READY;
 	pthread_cond_broadcast(&po.cv);

@@ -13,6 +13,7 @@
 #include "customer.h"
 #include "env.h"
 #include "kv.h"
+#include "ipc.h"
 #include "log.h"
 #include "postoffice.h"
 #include "resender.h"
@@ -160,6 +161,10 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 		psl__raw_release(raw);
 		return;
 	}
+	if (m.body_size && !(raw = psl__ipc_unpack(&m, raw))) {
+		psl__meta_clear(&m);
+		return;
+	}
 	psl__customer_dispatch(&m, raw);
 }
 
@@ -286,6 +291,8 @@ int psl__send(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg
 	size_t len, data = 0;
 	uint32_t i;
 	int rc;
+	struct psl_van_seg ipc_seg;
+	bool copied = false;
 
 	if (!psl__po.van) {
 		rc = -ESHUTDOWN;
@@ -295,6 +302,13 @@ int psl__send(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg
 		data += segs[i].len;
 	if (m->cmd == PSL_CMD_EMPTY)
 		m->data_size = data > 0x7fffffff ? 0x7fffffff : (int)data;
+	/* to a local peer (BYTEPS_ENABLE_IPC=1): the data goes into shared
+	 * memory, copied now, and a descriptor through the van */
+	if (nseg && psl__ipc_pack(m, segs, nseg, data, &ipc_seg)) {
+		segs = &ipc_seg;
+		nseg = 1;
+		copied = true;
+	}
 	len = psl__meta_size(m);
 	if (len > sizeof(stack) && !(buf = malloc(len))) {
 		rc = -ENOMEM;
@@ -314,7 +328,16 @@ int psl__send(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg
 			free(buf);
 		return rc;
 	}
-	rc = psl__po.lib.ops->send(psl__po.van, m->recver, buf, len, segs, nseg, ref);
+	rc = psl__po.lib.ops->send(psl__po.van, m->recver, buf, len, segs, nseg,
+				   copied ? NULL : ref);
+	if (copied) { /* (the caller's buffers were copied: done with them now) */
+		m->body = NULL;
+		m->body_size = 0;
+		if (rc)
+			psl__ipc_cancel(&ipc_seg);
+		else if (ref)
+			ref->done(ref, 0);
+	}
 	if (buf != stack)
 		free(buf);
 out:

@@ -63,7 +63,7 @@ TESTS += $(FABRIC_LOSS_TESTS)
 endif
 
 # Attention-FFN batches (tests/integration/af_run.sh)
-EXTRA_DIST += plugins/van_fabric/tests/af_fabric_tcp.sh
+EXTRA_DIST += plugins/van_fabric/tests/af_fabric_tcp.sh plugins/van_fabric/tests/ipc_fabric_tcp.sh
 if BUILD_VAN_FABRIC
-TESTS += plugins/van_fabric/tests/af_fabric_tcp.sh
+TESTS += plugins/van_fabric/tests/af_fabric_tcp.sh plugins/van_fabric/tests/ipc_fabric_tcp.sh
 endif

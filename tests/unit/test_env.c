@@ -33,7 +33,7 @@ static const char *const all_vars[] = {
 	"PS_HEARTBEAT_TIMEOUT", "PS_RESEND",		  "PS_RESEND_TIMEOUT",
 	"PS_CONNECT_TIMEOUT", "PS_START_TIMEOUT",	  "BYTEPS_ENABLE_MIXED_MODE",
 	"BYTEPS_ORDERED_HOSTS", "DMLC_ENABLE_UCX",	  "PS_JOB_SECRET",
-	"PS_JOB_SECRET_FILE",
+	"PS_JOB_SECRET_FILE", "BYTEPS_ENABLE_IPC", "PS_IPC_BUF_MB", "PS_IPC_MIN_BYTES",
 };
 
 static struct psl__config cfg;
@@ -422,7 +422,7 @@ static void test_compat_named_cases(void **state)
 	free(log);
 
 	setenv("DMLC_SPLIT_QP_LAG", "2", 1);
-	setenv("BYTEPS_ENABLE_IPC", "1", 1);
+	setenv("BYTEPS_IPC_COPY_NUM_THREADS", "4", 1);
 	setenv("DMLC_WORKER_ID", "3", 1);
 	setenv("STEPMESH_CPU_START_OFFSET", "8", 1);
 	setenv("DMLC_NUM_PORTS", "2", 1);
@@ -435,8 +435,9 @@ static void test_compat_named_cases(void **state)
 	assert_int_equal(count_lines_with(log, "DMLC_SPLIT_QP_LAG=2: ignored: each pslite van "
 					       "keeps one connection per peer"),
 			 1);
-	assert_int_equal(count_lines_with(log, "BYTEPS_ENABLE_IPC=1: not supported yet, data "
-					       "goes through the van"),
+	assert_int_equal(count_lines_with(log, "BYTEPS_IPC_COPY_NUM_THREADS=4: ignored: pslite's "
+					       "IPC (BYTEPS_ENABLE_IPC=1) copies on the calling "
+					       "thread"),
 			 1);
 	assert_int_equal(count_lines_with(log, "DMLC_WORKER_ID=3: not read by pslite: the "
 					       "scheduler gives ranks in order of registration"),
