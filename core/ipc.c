@@ -509,7 +509,9 @@ static struct peer_map *peer_ring(int sender, const struct desc *d, const char *
 
 struct psl_van_rmsg *psl__ipc_unpack(struct psl__meta *m, struct psl_van_rmsg *raw)
 {
-	const struct desc *d;
+	/* the descriptor, copied out: a van's frame may start anywhere */
+	uint64_t dbuf[(sizeof(struct desc) + MAX_SEG * 2 * sizeof(uint64_t)) / 8 + 1];
+	const struct desc *d = (const struct desc *)(void *)dbuf;
 	const char *why = NULL;
 	struct peer_map *p = NULL;
 	struct ipc_rmsg *w;
@@ -521,9 +523,12 @@ struct psl_van_rmsg *psl__ipc_unpack(struct psl__meta *m, struct psl_van_rmsg *r
 		return raw;
 	m->body = NULL;
 	m->body_size = 0;
-	d = raw->nseg == 1 ? raw->segs[0].data : NULL;
-	if (!d || raw->segs[0].len < sizeof(*d) || d->magic != DESC_MAGIC || d->nseg == 0 ||
-	    d->nseg > MAX_SEG || raw->segs[0].len != sizeof(*d) + d->nseg * sizeof(d->seg[0]))
+	if (raw->nseg != 1 || raw->segs[0].len < sizeof(*d) || raw->segs[0].len > sizeof(dbuf))
+		why = "its descriptor is malformed";
+	else
+		memcpy(dbuf, raw->segs[0].data, raw->segs[0].len);
+	if (!why && (d->magic != DESC_MAGIC || d->nseg == 0 || d->nseg > MAX_SEG ||
+		     raw->segs[0].len != sizeof(*d) + d->nseg * sizeof(d->seg[0])))
 		why = "its descriptor is malformed";
 	w = calloc(1, sizeof(*w) + MAX_SEG * sizeof(w->segs[0]));
 	if (!w) {
