@@ -162,6 +162,11 @@ t_memlock() { # a non-root node under a small locked-memory limit: says how much
 		pass memlock; else fail memlock "rc $rc"; show "$dir/memlock.log"; fi
 }
 
+t_af() { # the AF benchmark's short form, as for every van (failure checks included)
+	if timeout 600 "$s/tests/integration/af_run.sh" ibverbs >"$dir/af.log" 2>&1; then
+		pass af; else fail af; show "$dir/af.log"; fi
+}
+
 t_secret() { # PS_JOB_SECRET: the same on every node works; a server with another is refused at once
 	if kvjob secret data 1 1 PS_JOB_SECRET=correct-horse-17 && all_ok "$dir/secret.log" 1 1; then
 		pass secret_same; else fail secret_same; show "$dir/secret.log"; fi
@@ -176,13 +181,13 @@ t_secret() { # PS_JOB_SECRET: the same on every node works; a server with anothe
 		pass secret_other; else fail secret_other "rc $rc"; show "$dir/secret2.log"; fi
 }
 
-tests=${*:-"info data loopback qps small_depth busy nocache kill hang resend server bad unreachable memlock secret"}
+tests=${*:-"info data loopback qps small_depth busy nocache kill hang resend server bad unreachable memlock secret af"}
 for t in $tests; do
 	case $t in
 	info) t_info ;; data) t_data ;; loopback) t_loopback ;; qps) t_qps ;; small_depth) t_small_depth ;;
 	busy) t_busy ;; nocache) t_nocache ;; kill) t_kill ;; hang) t_hang ;; resend) t_resend ;;
 	server) t_server ;; bad) t_bad ;; unreachable) t_unreachable ;; memlock) t_memlock ;;
-	secret) t_secret ;;
+	secret) t_secret ;; af) t_af ;;
 	*) fail "$t" "no such test" ;;
 	esac
 done
