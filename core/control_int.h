@@ -30,6 +30,8 @@ void psl__handle_heartbeat(const struct psl__meta *m);
  * PS_BARRIER_WARN_S seconds still waits for (barrier.c); its state reset. */
 void psl__barrier_watch(int64_t now);
 void psl__barrier_reset(void);
+/* Forgets the registrations refused so far (registration.c). */
+void psl__registration_reset(void);
 
 /* The timer's heartbeat work (heartbeat.c). */
 void psl__heartbeat_tick(int64_t now, int64_t *last_hb);

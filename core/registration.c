@@ -239,34 +239,42 @@ out:
  * ever). */
 #define REFUSALS_MAX 16
 #define REFUSED_ID_BASE 30000
+static struct {
+	char host[64];
+	int port;
+} told[REFUSALS_MAX];
+static int ntold;
+static pthread_mutex_t told_mu = PTHREAD_MUTEX_INITIALIZER;
+
+void psl__registration_reset(void)
+{
+	pthread_mutex_lock(&told_mu);
+	ntold = 0;
+	pthread_mutex_unlock(&told_mu);
+}
+
 static void tell_refused(const struct psl__node *n, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
 static void tell_refused(const struct psl__node *n, const char *fmt, ...)
 {
-	static struct {
-		char host[64];
-		int port;
-	} told[REFUSALS_MAX];
-	static int ntold;
-	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 	char body[400];
 	struct psl__node t = *n;
 	struct psl__meta m;
 	va_list ap;
 	int i, len;
 
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&told_mu);
 	for (i = 0; i < ntold; i++)
 		if (told[i].port == n->port && !strcmp(told[i].host, n->hostname))
 			break;
 	if (i < ntold || ntold >= REFUSALS_MAX) {
-		pthread_mutex_unlock(&mu);
+		pthread_mutex_unlock(&told_mu);
 		return;
 	}
 	snprintf(told[ntold].host, sizeof(told[ntold].host), "%s", n->hostname);
 	told[ntold].port = n->port;
 	t.id = REFUSED_ID_BASE + ntold++;
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&told_mu);
 	len = snprintf(body, sizeof(body), "%s", PSL__REFUSED_TAG);
 	va_start(ap, fmt);
 	vsnprintf(body + len, sizeof(body) - (size_t)len, fmt, ap);

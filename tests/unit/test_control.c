@@ -164,6 +164,24 @@ static void test_ids_by_rank(void **state)
 	assert_int_equal(in_list(s, "d", 1)->id, 8);
 }
 
+/* A send of the scheduler's refusal: TERMINATE to an id no node has, the
+ * body "pslite-refused: " and the reason (copied out NUL-terminated). */
+static const char *refusal(int i)
+{
+	static char body[512];
+	const struct sent *s = &g_sent[i];
+	int n = s->m.body_size < (int)sizeof(body) - 1 ? s->m.body_size : (int)sizeof(body) - 1;
+	assert_int_equal(s->m.cmd, PSL_CMD_TERMINATE);
+	assert_true(s->to >= 30000);
+	memcpy(body, s->m.body, (size_t)n);
+	body[n] = 0;
+	assert_contains(body, "pslite-refused: ");
+	return body;
+}
+
+/* DMLC_RANK taken, out of range or set on some nodes only: that
+ * registration is refused and told why; the job's start goes on (one
+ * registration, maybe a stranger's, must not end it). */
 static void test_ranks_clash(void **state)
 {
 	struct capture c;
@@ -174,12 +192,22 @@ static void test_ranks_clash(void **state)
 	reg("a", 1, PSL_WORKER, 0);
 	reg("b", 1, PSL_WORKER, 0); /* the same DMLC_RANK twice */
 	reg("c", 1, PSL_SERVER, 0);
+	reg("d", 1, PSL_WORKER, 7);  /* out of range */
+	reg("e", 1, PSL_WORKER, -1); /* none, while the others have one */
 	log = capture_end(&c);
+	assert_contains(log, "ignored a registration from the worker at b:1 with DMLC_RANK=0");
 	free(log);
-	assert_int_equal(g_nsent, 0);
-	assert_int_equal(psl__po.start_err, -EINVAL);
-	assert_contains(psl__po.start_msg, "DMLC_RANK=0");
-	assert_contains(psl__po.start_msg, "distinct DMLC_RANK from 0 to 1");
+	assert_int_equal(psl__po.start_err, 0);
+	assert_int_equal(psl__po.nreg, 2);
+	assert_int_equal(g_nsent, 3);
+	assert_contains(refusal(0), "DMLC_RANK=0: another node of this role registered with "
+				    "the same DMLC_RANK");
+	assert_contains(refusal(1), "DMLC_RANK=7, expected 0 to 1");
+	assert_contains(refusal(2), "some nodes set DMLC_RANK and others do not");
+	assert_contains(psl__po.refused, "the worker at e:1");
+	reg("f", 1, PSL_WORKER, 1); /* the job is complete: the list goes out */
+	assert_int_equal(g_nsent, 3 + 3);
+	assert_int_equal(g_sent[3].m.cmd, PSL_CMD_ADD_NODE);
 }
 
 static void test_registrations_refused(void **state)
@@ -197,20 +225,22 @@ static void test_registrations_refused(void **state)
 	reg("h", 13, PSL_SCHEDULER, -1); /* not a role that registers */
 	log = capture_end(&c);
 	assert_int_equal(psl__po.nreg, 1);
-	assert_int_equal(g_nsent, 0);
+	assert_int_equal(g_nsent, 1); /* the second worker is told why */
+	assert_contains(refusal(0), "1 workers are registered already and DMLC_NUM_WORKER=1");
 	assert_contains(log, "ignored a second registration from h:10");
 	assert_contains(log, "1 workers are registered already and DMLC_NUM_WORKER=1");
 	assert_int_equal(count_lines_with(log, "ignored a malformed registration"), 3);
 	free(log);
 	reg("h", 14, PSL_SERVER, -1);
-	assert_int_equal(g_nsent, 2);
-	/* and after the list went out, nobody else gets in */
+	assert_int_equal(g_nsent, 1 + 2);
+	/* and after the list went out, nobody else gets in (and is told so) */
 	capture_start(&c);
 	reg("h", 15, PSL_WORKER, -1);
 	log = capture_end(&c);
 	assert_contains(log, "this job already has its 1 servers and 1 workers");
 	free(log);
-	assert_int_equal(g_nsent, 2);
+	assert_int_equal(g_nsent, 1 + 2 + 1);
+	assert_contains(refusal(3), "the job already has its 1 servers and 1 workers");
 }
 
 /* ------------------------------------------------------------- barriers -- */
