@@ -518,6 +518,16 @@ static int start_node(void)
 		if (!rc)
 			rc = psl__control_register();
 		if (rc) {
+			int why;
+			/* the van may have said why first (another van answered, a
+			 * refused secret): that reason, not the send's error */
+			pthread_mutex_lock(&po.mu);
+			why = po.start_err;
+			pthread_mutex_unlock(&po.mu);
+			if (why) {
+				PSL_ERR("%s", po.start_msg);
+				return why;
+			}
 			PSL_ERR("cannot contact the scheduler at %s:%d (DMLC_PS_ROOT_URI, "
 				"DMLC_PS_ROOT_PORT): %s",
 				po.cfg.root_uri, po.cfg.root_port, psl_strerror(rc));
