@@ -136,9 +136,12 @@ static void sweep(void)
 		if (!strncmp(e->d_name, "pslite-ipc-", 11)) {
 			pid = strtol(e->d_name + 11, NULL, 10);
 		} else if (!strncmp(e->d_name, "pslite-ipcnode-", 15)) {
+			const char *dot = strrchr(e->d_name, '.');
 			FILE *f;
 			snprintf(path, sizeof(path), IPC_DIR "/%s", e->d_name);
-			if ((f = fopen(path, "r"))) {
+			if (dot) { /* a marker being written: its writer's pid */
+				pid = strtol(dot + 1, NULL, 10);
+			} else if ((f = fopen(path, "r"))) {
 				if (fgets(buf, sizeof(buf), f))
 					pid = strtol(buf, NULL, 10);
 				fclose(f);
@@ -146,7 +149,9 @@ static void sweep(void)
 		} else {
 			continue;
 		}
-		if (pid_alive(pid))
+		/* (a file whose pid cannot be read is left alone: another node
+		 * of this machine may be writing it right now) */
+		if (pid <= 0 || pid_alive(pid))
 			continue;
 		snprintf(path, sizeof(path), IPC_DIR "/%s", e->d_name);
 		if (unlink(path) == 0)
