@@ -168,6 +168,16 @@ static void marker_name(int id, char *out, size_t len)
 	snprintf(out, len, IPC_DIR "/pslite-ipcnode-%s-%d", ipc.job, id);
 }
 
+/* Frees the ring and map arrays and turns IPC off (ipc.mu held). */
+static void drop_arrays(void)
+{
+	free(ipc.rings);
+	free(ipc.maps);
+	ipc.rings = NULL;
+	ipc.maps = NULL;
+	ipc.on = false;
+}
+
 void psl__ipc_start(void)
 {
 	char tmp[160];
@@ -194,11 +204,7 @@ void psl__ipc_start(void)
 	ipc.rings = calloc((size_t)ipc.nids, sizeof(*ipc.rings));
 	ipc.maps = calloc((size_t)ipc.nids, sizeof(*ipc.maps));
 	if (!ipc.rings || !ipc.maps) {
-		free(ipc.rings);
-		free(ipc.maps);
-		ipc.rings = NULL;
-		ipc.maps = NULL;
-		ipc.on = false;
+		drop_arrays();
 		pthread_mutex_unlock(&ipc.mu);
 		PSL_WARN("BYTEPS_ENABLE_IPC=1: out of memory; data goes through the van");
 		return;
@@ -244,11 +250,7 @@ void psl__ipc_stop(void)
 			munmap(ipc.maps[i].base, ipc.maps[i].size);
 			shm_unlink(ipc.maps[i].name); /* the sender may have died */
 		}
-	free(ipc.rings);
-	free(ipc.maps);
-	ipc.rings = NULL;
-	ipc.maps = NULL;
-	ipc.on = false;
+	drop_arrays();
 	pthread_mutex_unlock(&ipc.mu);
 }
 
