@@ -28,6 +28,8 @@ kvjob() { # name scenario S W [env...]
 	env "$@" KVTEST_DIR="$dir" KVTEST_SCENARIO="$scen" timeout 300 "$b/tools/pslite-run" \
 		-s "$S" -w "$W" --van ibverbs --host "$host" --timeout 280 $keep -- \
 		"$b/tests/integration/kvtest" >"$dir/$name.log" 2>&1
+	kvrc=$?
+	return $kvrc
 }
 all_ok() { # log S W: every node said OK
 	i=0
@@ -37,7 +39,12 @@ all_ok() { # log S W: every node said OK
 	while [ $i -lt "$3" ]; do grep -q "kvtest worker $i: OK" "$1" || return 1; i=$((i + 1)); done
 	! grep -q "\] ERROR:\|FAILED" "$1"
 }
-show() { echo "----- $1 -----"; tail -n 60 "$1"; }
+show() { # the lines that fail a job wherever they are, then the log's end
+	echo "----- $1: errors -----"
+	grep -n "\] ERROR:\|FAILED\|pslite-run:" "$1" | head -n 20
+	echo "----- $1: last lines -----"
+	tail -n 60 "$1"
+}
 
 t_info() {
 	"$b/tools/pslite-info" >"$dir/info.log" 2>&1
@@ -66,6 +73,7 @@ t_busy() {
 }
 
 t_qps() { # several queue pairs per peer: every one carries records
+	kvrc=0
 	if kvjob qps data 2 1 DMLC_SPLIT_QP_LAG=3 PS_VERBOSE=1 && all_ok "$dir/qps.log" 2 1; then
 		# "records sent per queue pair: qp0 N, qp1 N, qp2 N" for links to servers
 		lines=$(grep "records sent per queue pair: qp0 [1-9][0-9]*, qp1 [1-9][0-9]*, qp2 [1-9]" \
@@ -75,7 +83,7 @@ t_qps() { # several queue pairs per peer: every one carries records
 			grep "records sent per queue pair" "$dir/qps.log"
 		fi
 	else
-		fail qps_per_peer; show "$dir/qps.log"
+		fail qps_per_peer "pslite-run exit $kvrc"; show "$dir/qps.log"
 	fi
 }
 
