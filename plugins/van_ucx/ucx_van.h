@@ -245,6 +245,7 @@ struct psl_van {
 	/* settings */
 	bool busy_poll;
 	int64_t spin_ns; /* PS_BUSY_POLL_US, in ns */
+	long idle_wake_us; /* PS_UCX_IDLE_WAKE_US, -1: none */
 	size_t inline_max;
 	int handshake_ms, connect_ms, linger_ms;
 	bool peer_errors; /* PS_UCX_ERR_MODE=peer: UCP_ERR_HANDLING_MODE_PEER */

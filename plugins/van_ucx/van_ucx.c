@@ -35,6 +35,11 @@
  *                               detect peer failure, which excludes shared
  *                               memory in UCX 1.13)
  *   PS_CONNECT_TIMEOUT=S        how long to retry reaching a peer (60)
+ *   PS_UCX_IDLE_WAKE_US=US      longest sleep of the progress thread when
+ *                               idle (-1 = until an event; the default is
+ *                               1000 on a machine with an RDMA device in
+ *                               /sys/class/infiniband, -1 elsewhere: see
+ *                               progress_main)
  * and UCX's own UCX_* variables (UCX_TLS, UCX_NET_DEVICES, ...).
  */
 
@@ -132,6 +137,21 @@ static int param_long(struct psl_van *v, const char *name, long def, long lo, lo
 	return psl_van_param_long(v->host, UCX_LOGNAME, name, def, lo, hi, unit, out);
 }
 
+/* Whether the kernel lists an RDMA device (InfiniBand, RoCE, soft-RoCE). */
+static bool has_rdma_device(void)
+{
+	DIR *d = opendir("/sys/class/infiniband");
+	struct dirent *e;
+	bool found = false;
+
+	if (!d)
+		return false;
+	while (!found && (e = readdir(d)))
+		found = e->d_name[0] != '.';
+	closedir(d);
+	return found;
+}
+
 static int read_settings(struct psl_van *v)
 {
 	long x;
@@ -157,6 +177,10 @@ static int read_settings(struct psl_van *v)
 	if ((rc = param_long(v, "PS_UCX_LINGER_MS", 1000, 0, 600000, "milliseconds", &x)))
 		return rc;
 	v->linger_ms = (int)x;
+	if ((rc = param_long(v, "PS_UCX_IDLE_WAKE_US", has_rdma_device() ? 1000 : -1, -1,
+			     1000000, "microseconds", &x)))
+		return rc;
+	v->idle_wake_us = x;
 	if ((rc = param_long(v, "PS_CONNECT_TIMEOUT", 60, 1, 86400, "seconds", &x)))
 		return rc;
 	v->connect_ms = (int)x * 1000;
@@ -498,6 +522,13 @@ static int wait_events(struct psl_van *v, struct epoll_event *ev, int max, long 
  * a send it had to queue (the shared memory FIFO does not), and two nodes
  * could otherwise both sleep with sends queued for each other. Sleeping
  * rather than spinning leaves the CPU to the peer that makes the room.
+ *
+ * Idle, it sleeps at most PS_UCX_IDLE_WAKE_US: over UCX's verbs transports
+ * (rc_verbs, ud_verbs in UCX 1.13 on soft-RoCE) an armed worker's event fd
+ * was not always signalled for an arrival, and a job hung with messages
+ * waiting until a 1 ms bound was set (tests/vm/ucx_verbs.sh: every run hung
+ * without it, none with it). The bound is the default where an RDMA device
+ * exists; elsewhere the thread sleeps until an event.
  */
 #define PENDING_WAIT_MIN_US 20
 #define PENDING_WAIT_MAX_US 1000
@@ -543,6 +574,8 @@ static void *progress_main(void *arg)
 				if (pending_wait < PENDING_WAIT_MAX_US)
 					pending_wait *= 2;
 			}
+			if (v->idle_wake_us >= 0 && (us < 0 || us > v->idle_wake_us))
+				us = v->idle_wake_us;
 			atomic_store(&v->sleeping, true);
 			if (atomic_load(&v->inbox_full)) { /* see psl__ucx_kick */
 				atomic_store(&v->sleeping, false);
