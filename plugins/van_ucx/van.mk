@@ -77,7 +77,9 @@ TESTS += $(UCX_LOSS_TESTS)
 endif
 
 # Attention-FFN batches (tests/integration/af_run.sh)
-EXTRA_DIST += plugins/van_ucx/tests/af_ucx_tcp.sh plugins/van_ucx/tests/ipc_ucx_tcp.sh
+EXTRA_DIST += plugins/van_ucx/tests/af_ucx_tcp.sh plugins/van_ucx/tests/ipc_ucx_tcp.sh \
+	plugins/van_ucx/tests/python_ucx_tcp.sh
 if BUILD_VAN_UCX
-TESTS += plugins/van_ucx/tests/af_ucx_tcp.sh plugins/van_ucx/tests/ipc_ucx_tcp.sh
+TESTS += plugins/van_ucx/tests/af_ucx_tcp.sh plugins/van_ucx/tests/ipc_ucx_tcp.sh \
+	plugins/van_ucx/tests/python_ucx_tcp.sh
 endif

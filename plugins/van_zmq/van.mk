@@ -40,7 +40,9 @@ TESTS += $(ZMQ_LOSS_TESTS)
 endif
 
 # Attention-FFN batches (tests/integration/af_run.sh)
-EXTRA_DIST += plugins/van_zmq/tests/af_zmq.sh plugins/van_zmq/tests/ipc_zmq.sh
+EXTRA_DIST += plugins/van_zmq/tests/af_zmq.sh plugins/van_zmq/tests/ipc_zmq.sh \
+	plugins/van_zmq/tests/python_zmq.sh
 if BUILD_VAN_ZMQ
-TESTS += plugins/van_zmq/tests/af_zmq.sh plugins/van_zmq/tests/ipc_zmq.sh
+TESTS += plugins/van_zmq/tests/af_zmq.sh plugins/van_zmq/tests/ipc_zmq.sh \
+	plugins/van_zmq/tests/python_zmq.sh
 endif

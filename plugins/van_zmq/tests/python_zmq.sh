@@ -1,0 +1,4 @@
+#!/bin/sh
+# The Python package in a 1+2+2 job (tests/integration/python_job.sh) over van zmq
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
+exec "$PSL_SRCDIR/tests/integration/python_job.sh" zmq

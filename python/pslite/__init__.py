@@ -1,0 +1,363 @@
+"""pslite from Python: the node API, barriers and the KV worker and server,
+through ctypes over libpslite.so (no compiled extension, so one package for
+every Python 3). Calls into the library release the GIL (ctypes does), so a
+thread waiting in wait() or barrier() lets the others run.
+
+The library is found through PSLITE_LIB (a path to libpslite.so), else the
+installed libpslite.so.0. Nodes are configured by the environment exactly as
+ps-lite's are (DMLC_ROLE, DMLC_PS_ROOT_URI, DMLC_NUM_WORKER, ...).
+
+    import pslite, array
+    pslite.start()
+    w = pslite.KVWorker()
+    w.wait(w.push([1, 2], array.array('f', [1.0, 2.0])))
+    out = array.array('f', [0.0, 0.0])
+    w.wait(w.pull([1, 2], out))
+    w.close()
+    pslite.finalize()
+
+Values are any object with the buffer protocol (array.array, bytearray,
+numpy arrays); pulls write into a writable one. See docs/python.md.
+"""
+
+import ctypes
+import ctypes.util
+import os
+import threading
+
+__all__ = [
+    "PsliteError", "SERVER", "WORKER", "SCHEDULER", "GROUP_SCHEDULER", "GROUP_SERVERS",
+    "GROUP_WORKERS", "GROUP_ALL", "start", "finalize", "barrier", "role", "is_worker",
+    "is_server", "is_scheduler", "rank", "node_id", "num_workers", "num_servers",
+    "van_name", "job_lost", "KVWorker", "KVServer", "Request",
+]
+
+SERVER, WORKER, SCHEDULER = 0, 1, 2
+GROUP_SCHEDULER, GROUP_SERVERS, GROUP_WORKERS, GROUP_ALL = 1, 2, 4, 7
+
+# enum psl_dtype, by the names numpy and array.array use
+_DTYPES = {
+    "int8": (1, 1), "int16": (2, 2), "int32": (3, 4), "int64": (4, 8),
+    "uint8": (5, 1), "uint16": (6, 2), "uint32": (7, 4), "uint64": (8, 8),
+    "float32": (9, 4), "float64": (10, 8), "bytes": (11, 1),
+}
+
+
+class PsliteError(RuntimeError):
+    """A pslite call failed; errno is the (positive) error number."""
+
+    def __init__(self, what, err):
+        self.errno = -err if err < 0 else err
+        msg = _lib().psl_strerror(-self.errno).decode(errors="replace")
+        super().__init__("%s: %s" % (what, msg))
+
+
+class _Kv(ctypes.Structure):
+    _fields_ = [("keys", ctypes.POINTER(ctypes.c_uint64)), ("num_keys", ctypes.c_size_t),
+                ("vals", ctypes.c_void_p), ("num_vals", ctypes.c_size_t),
+                ("lens", ctypes.POINTER(ctypes.c_int))]
+
+
+class _KvOut(ctypes.Structure):
+    _fields_ = [("vals", ctypes.c_void_p), ("cap", ctypes.c_size_t),
+                ("num_vals", ctypes.c_size_t), ("lens", ctypes.POINTER(ctypes.c_int))]
+
+
+class _Meta(ctypes.Structure):
+    _fields_ = [("cmd", ctypes.c_int), ("push", ctypes.c_bool), ("pull", ctypes.c_bool),
+                ("sender", ctypes.c_int), ("timestamp", ctypes.c_int),
+                ("app_id", ctypes.c_int), ("customer_id", ctypes.c_int),
+                ("key", ctypes.c_uint64), ("addr", ctypes.c_uint64),
+                ("val_len", ctypes.c_int), ("option", ctypes.c_int)]
+
+
+class _Req(ctypes.Structure):
+    _fields_ = [("meta", _Meta), ("kv", _Kv)]
+
+
+_HANDLER = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.POINTER(_Req), ctypes.c_void_p)
+_LIB = None
+_LIB_MU = threading.Lock()
+
+
+def _lib():
+    global _LIB
+    with _LIB_MU:
+        if _LIB is None:
+            path = os.environ.get("PSLITE_LIB") or ctypes.util.find_library("pslite") \
+                or "libpslite.so.0"
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError as e:
+                raise OSError("cannot load libpslite (%s): install pslite (make install; "
+                              "ldconfig) or set PSLITE_LIB to the path of libpslite.so"
+                              % e) from None
+            _declare(lib)
+            _LIB = lib
+        return _LIB
+
+
+def _declare(lib):
+    c_int, c_bool, c_vp, c_sz = ctypes.c_int, ctypes.c_bool, ctypes.c_void_p, ctypes.c_size_t
+    sigs = {
+        "psl_start": (c_int, [c_int, c_bool]),
+        "psl_finalize": (c_int, [c_int, c_bool]),
+        "psl_barrier": (c_int, [c_int, c_int]),
+        "psl_job_lost": (c_int, [ctypes.c_char_p, c_sz]),
+        "psl_my_role": (c_int, []), "psl_my_rank": (c_int, []), "psl_my_id": (c_int, []),
+        "psl_num_workers": (c_int, []), "psl_num_servers": (c_int, []),
+        "psl_strerror": (ctypes.c_char_p, [c_int]),
+        "psl_van_name": (ctypes.c_char_p, []),
+        "psl_kv_worker_new": (c_int, [c_int, c_int, c_int, ctypes.POINTER(c_vp)]),
+        "psl_kv_worker_free": (None, [c_vp]),
+        "psl_kv_push": (c_int, [c_vp, ctypes.POINTER(_Kv), c_int, c_vp, c_vp]),
+        "psl_kv_pull": (c_int, [c_vp, ctypes.POINTER(ctypes.c_uint64), c_sz,
+                                ctypes.POINTER(_KvOut), c_int, c_vp, c_vp]),
+        "psl_kv_pushpull": (c_int, [c_vp, ctypes.POINTER(_Kv), ctypes.POINTER(_KvOut), c_int,
+                                    c_vp, c_vp]),
+        "psl_kv_wait": (c_int, [c_vp, c_int]),
+        "psl_kv_server_new": (c_int, [c_int, c_int, _HANDLER, c_vp, ctypes.POINTER(c_vp)]),
+        "psl_kv_server_free": (None, [c_vp]),
+        "psl_kv_respond": (c_int, [ctypes.POINTER(_Req), ctypes.POINTER(_Kv)]),
+        "psl_kv_respond_error": (c_int, [ctypes.POINTER(_Req), c_int]),
+    }
+    for name, (res, args) in sigs.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
+
+
+def _check(what, rc):
+    if rc < 0:
+        raise PsliteError(what, rc)
+    return rc
+
+
+def start(customer_id=0, do_barrier=True):
+    """Start this node (ps-lite's Start): reads the environment, loads the van,
+    registers with the scheduler and, with do_barrier, waits for every node."""
+    _check("start", _lib().psl_start(customer_id, do_barrier))
+
+
+def finalize(customer_id=0, do_barrier=True):
+    """Stop this node (ps-lite's Finalize). Raises if the job lost a node."""
+    _check("finalize", _lib().psl_finalize(customer_id, do_barrier))
+    lost = job_lost()
+    if lost:
+        raise PsliteError("finalize: " + lost[1], lost[0])
+
+
+def barrier(group=GROUP_ALL, customer_id=0):
+    """Wait until every node of group (GROUP_* or-ed) has called it."""
+    _check("barrier", _lib().psl_barrier(customer_id, group))
+
+
+def job_lost():
+    """None if this node's job lost no node, else (errno, the line naming it)."""
+    buf = ctypes.create_string_buffer(512)
+    rc = _lib().psl_job_lost(buf, len(buf))
+    return None if rc == 0 else (-rc, buf.value.decode(errors="replace"))
+
+
+def role():
+    return _lib().psl_my_role()
+
+
+def is_worker():
+    return role() == WORKER
+
+
+def is_server():
+    return role() == SERVER
+
+
+def is_scheduler():
+    return role() == SCHEDULER
+
+
+def rank():
+    return _lib().psl_my_rank()
+
+
+def node_id():
+    return _lib().psl_my_id()
+
+
+def num_workers():
+    return _lib().psl_num_workers()
+
+
+def num_servers():
+    return _lib().psl_num_servers()
+
+
+def van_name():
+    name = _lib().psl_van_name()
+    return name.decode() if name else None
+
+
+def _keys(keys):
+    arr = (ctypes.c_uint64 * len(keys))(*keys)
+    if any(keys[i] >= keys[i + 1] for i in range(len(keys) - 1)):
+        raise ValueError("keys must be sorted ascending without repeats")
+    return arr
+
+
+def _lens(lens):
+    return None if lens is None else (ctypes.c_int * len(lens))(*lens)
+
+
+def _view(buf, size, writable):
+    mv = memoryview(buf).cast("B")
+    if mv.nbytes % size:
+        raise ValueError("a buffer of %d bytes is not a whole number of %d-byte values"
+                         % (mv.nbytes, size))
+    if writable and mv.readonly:
+        raise ValueError("pull needs a writable buffer (array.array, bytearray, numpy array)")
+    if writable or not mv.readonly:
+        cbuf = (ctypes.c_char * mv.nbytes).from_buffer(mv) if mv.nbytes else None
+    else:
+        cbuf = ctypes.create_string_buffer(mv.tobytes(), mv.nbytes)
+    return cbuf, mv.nbytes // size
+
+
+class KVWorker:
+    """ps-lite's KVWorker<Val>: push, pull and push-pull by key; each returns
+    a timestamp for wait(). A pull's output buffer is written when wait()
+    returns for it (keep it until then: the worker holds a reference)."""
+
+    def __init__(self, app_id=0, customer_id=0, dtype="float32"):
+        if dtype not in _DTYPES:
+            raise ValueError("dtype %r: one of %s" % (dtype, ", ".join(_DTYPES)))
+        self._dt, self._size = _DTYPES[dtype]
+        self._w = ctypes.c_void_p()
+        _check("KVWorker", _lib().psl_kv_worker_new(app_id, customer_id, self._dt,
+                                                    ctypes.byref(self._w)))
+        self._held = {}
+
+    def _kv(self, keys, vals, lens):
+        karr = _keys(keys)
+        cbuf, n = _view(vals, self._size, False)
+        kv = _Kv(karr, len(keys), ctypes.cast(cbuf, ctypes.c_void_p) if cbuf else None, n,
+                 _lens(lens))
+        return kv, (karr, cbuf, kv.lens)
+
+    def _out(self, out, lens_out):
+        cbuf, n = _view(out, self._size, True)
+        lens = (ctypes.c_int * lens_out) () if lens_out else None
+        o = _KvOut(ctypes.cast(cbuf, ctypes.c_void_p) if cbuf else None, n, 0, lens)
+        return o, (cbuf, lens)
+
+    def push(self, keys, vals, lens=None, cmd=0):
+        kv, _ = self._kv(keys, vals, lens)
+        return _check("push", _lib().psl_kv_push(self._w, ctypes.byref(kv), cmd, None, None))
+
+    def pull(self, keys, out, cmd=0):
+        karr = _keys(keys)
+        o, refs = self._out(out, 0)
+        ts = _check("pull", _lib().psl_kv_pull(self._w, karr, len(keys), ctypes.byref(o), cmd,
+                                              None, None))
+        self._held[ts] = (o, refs, out)
+        return ts
+
+    def pushpull(self, keys, vals, out, lens=None, cmd=0):
+        kv, _ = self._kv(keys, vals, lens)
+        o, refs = self._out(out, 0)
+        ts = _check("pushpull", _lib().psl_kv_pushpull(self._w, ctypes.byref(kv),
+                                                      ctypes.byref(o), cmd, None, None))
+        self._held[ts] = (o, refs, out)
+        return ts
+
+    def wait(self, ts):
+        """Wait for request ts; returns the number of values a pull received."""
+        rc = _lib().psl_kv_wait(self._w, ts)
+        held = self._held.pop(ts, None)
+        _check("request %d" % ts, rc)
+        return held[0].num_vals if held else 0
+
+    def close(self):
+        if self._w:
+            _lib().psl_kv_worker_free(self._w)
+            self._w = ctypes.c_void_p()
+            self._held.clear()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
+class Request:
+    """One request as a KVServer's handler sees it: cmd, push, pull, sender,
+    timestamp, keys (a list), vals (bytes, the pushed values), lens (list or
+    None). Answer it exactly once: respond() or respond_error()."""
+
+    def __init__(self, ptr, size):
+        self._p, self._size = ptr, size
+        m, kv = ptr.contents.meta, ptr.contents.kv
+        self.cmd, self.push, self.pull = m.cmd, m.push, m.pull
+        self.sender, self.timestamp = m.sender, m.timestamp
+        self.keys = [kv.keys[i] for i in range(kv.num_keys)]
+        self.num_vals = kv.num_vals
+        self.lens = [kv.lens[i] for i in range(kv.num_keys)] if kv.lens else None
+        self._vals_ptr = kv.vals
+
+    def vals(self):
+        """The pushed values as bytes."""
+        n = self.num_vals * self._size
+        return ctypes.string_at(self._vals_ptr, n) if n else b""
+
+    def respond(self, keys=None, vals=None, lens=None):
+        """Answer: nothing for a push; keys and values (copied) for a pull."""
+        if self._p is None:
+            raise RuntimeError("request already answered")
+        if keys is None:
+            rc = _lib().psl_kv_respond(self._p, None)
+        else:
+            karr = _keys(keys)
+            cbuf, n = _view(vals, self._size, False)
+            kv = _Kv(karr, len(keys), ctypes.cast(cbuf, ctypes.c_void_p) if cbuf else None, n,
+                     _lens(lens))
+            rc = _lib().psl_kv_respond(self._p, ctypes.byref(kv))
+        self._p = None
+        _check("respond", rc)
+
+    def respond_error(self, errno_value):
+        """Fail the worker's request with errno_value (a positive errno)."""
+        if self._p is None:
+            raise RuntimeError("request already answered")
+        rc = _lib().psl_kv_respond_error(self._p, -abs(errno_value))
+        self._p = None
+        _check("respond_error", rc)
+
+
+class KVServer:
+    """ps-lite's KVServer<Val> with a Python handler(server, request), called
+    on a pslite receive thread; it must answer each request once (an
+    exception in it answers with EIO)."""
+
+    def __init__(self, handler, app_id=0, dtype="float32"):
+        if dtype not in _DTYPES:
+            raise ValueError("dtype %r: one of %s" % (dtype, ", ".join(_DTYPES)))
+        self.dtype, self.size = dtype, _DTYPES[dtype][1]
+        self._handler = handler
+        self._cb = _HANDLER(self._call)
+        self._s = ctypes.c_void_p()
+        _check("KVServer", _lib().psl_kv_server_new(app_id, _DTYPES[dtype][0], self._cb, None,
+                                                    ctypes.byref(self._s)))
+
+    def _call(self, _s, req, _arg):
+        r = Request(req, self.size)
+        try:
+            self._handler(self, r)
+        except Exception as e:  # the worker must hear of it, not hang
+            import sys
+            print("pslite: KVServer handler raised %r; answering with EIO" % (e,),
+                  file=sys.stderr)
+            if r._p is not None:
+                r.respond_error(5)
+
+    def close(self):
+        if self._s:
+            _lib().psl_kv_server_free(self._s)
+            self._s = ctypes.c_void_p()

@@ -1,0 +1,33 @@
+#!/bin/sh
+# The Python package (python/pslite, ctypes over libpslite.so) in a 1+2+2
+# job on one van: every role in Python (python/tests/job.py), the servers a
+# Python KVServer summing pushes, the workers checking pull and push-pull
+# against the sums, and two bad inputs answered with errors (a read-only
+# pull buffer, a buffer too small for the answer).
+#   python_job.sh VAN
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
+set -u
+van=$1
+b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
+s=${PSL_SRCDIR:?}
+py=$(command -v python3) || { echo "python_job.sh: SKIP: no python3 (apt-get install python3)"; exit 77; }
+if grep -q 'fsanitize=address' "$b/Makefile" 2>/dev/null; then
+	echo "python_job.sh: SKIP: sanitizer build (an instrumented libpslite.so cannot be loaded into python3 without preloading the sanitizer runtimes); the plain build runs it"
+	exit 77
+fi
+lib=$b/.libs/libpslite.so
+[ -f "$lib" ] || { echo "python_job.sh: $lib missing: build first" >&2; exit 99; }
+log=$(mktemp "${TMPDIR:-/tmp}/pslite-py.XXXXXX")
+trap 'rm -f "$log"' EXIT
+export PS_VAN_PATH
+PSLITE_LIB=$lib PYTHONPATH=$s/python timeout -k 10 150 "$b/tools/pslite-run" -s 2 -w 2 \
+	--van "$van" --timeout 120 -- "$py" "$s/python/tests/job.py" >"$log" 2>&1
+rc=$?
+n=$(grep -c "python worker [01]: OK (van $van)" "$log")
+if [ $rc -ne 0 ] || [ "$n" -ne 2 ]; then
+	tail -n 60 "$log"
+	echo "python_job.sh $van: pslite-run exited $rc, $n of 2 workers OK" >&2
+	exit 1
+fi
+grep "numpy" "$log"
+echo "python_job.sh $van: OK"
