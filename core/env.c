@@ -5,10 +5,13 @@
 #include <ifaddrs.h>
 #include <limits.h>
 #include <net/if.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "pslite.h"
 #include "env.h"
@@ -157,6 +160,41 @@ int psl__resolve_host(const char *node_host, const char *iface, char *out, size_
 		return -ENODEV;
 	}
 	snprintf(out, outlen, "127.0.0.1");
+	return 0;
+}
+
+int psl__route_host(const char *host, int port, char *out, size_t outlen, char *err,
+		    size_t errlen)
+{
+	struct addrinfo hints = {.ai_family = AF_INET, .ai_socktype = SOCK_DGRAM}, *ai = NULL;
+	struct sockaddr_in me;
+	socklen_t len = sizeof(me);
+	char svc[16];
+	int fd, rc, e = 0;
+
+	snprintf(svc, sizeof(svc), "%d", port);
+	if ((rc = getaddrinfo(host, svc, &hints, &ai)) != 0) {
+		snprintf(err, errlen,
+			 "DMLC_INTERFACE=auto: cannot resolve the scheduler's host '%s' (%s); set "
+			 "DMLC_PS_ROOT_URI to its address, or DMLC_INTERFACE or DMLC_NODE_HOST",
+			 host, gai_strerror(rc));
+		return -EHOSTUNREACH;
+	}
+	fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+	if (fd < 0 || connect(fd, ai->ai_addr, ai->ai_addrlen) != 0 ||
+	    getsockname(fd, (struct sockaddr *)&me, &len) != 0)
+		e = errno;
+	if (fd >= 0)
+		close(fd);
+	freeaddrinfo(ai);
+	if (e || !inet_ntop(AF_INET, &me.sin_addr, out, (socklen_t)outlen)) {
+		snprintf(err, errlen,
+			 "DMLC_INTERFACE=auto: no route from this machine to the scheduler %s:%d "
+			 "(%s); set DMLC_INTERFACE to the interface that reaches it, or "
+			 "DMLC_NODE_HOST",
+			 host, port, strerror(e ? e : EINVAL));
+		return -EHOSTUNREACH;
+	}
 	return 0;
 }
 
@@ -386,8 +424,14 @@ static int config_load(struct psl__config *c, char *err, size_t errlen)
 		v = env_get("DMLC_NODE_HOST");
 		if (v && (rc = copy_host("DMLC_NODE_HOST", v, c->node_host, err, errlen)))
 			return rc;
-		if ((rc = psl__resolve_host(v, env_get("DMLC_INTERFACE"), c->node_host,
-					    sizeof(c->node_host), err, errlen)))
+		const char *iface = env_get("DMLC_INTERFACE");
+		if ((!v || !*v) && iface && !strcmp(iface, "auto"))
+			rc = psl__route_host(c->root_uri, c->root_port, c->node_host,
+					     sizeof(c->node_host), err, errlen);
+		else
+			rc = psl__resolve_host(v, iface, c->node_host, sizeof(c->node_host), err,
+					       errlen);
+		if (rc)
 			return rc;
 	}
 	return 0;

@@ -62,6 +62,12 @@ const char *psl__role_name(int role);
 int psl__resolve_host(const char *node_host, const char *iface, char *out, size_t outlen,
 		      char *err, size_t errlen);
 
+/* DMLC_INTERFACE=auto (StepMesh): the IPv4 address this machine sends from
+ * to reach host:port (the scheduler), as the routing table picks it; no
+ * packet is sent. */
+int psl__route_host(const char *host, int port, char *out, size_t outlen, char *err,
+		    size_t errlen);
+
 /* ---------------------------------------------------- env_compat.c -- */
 
 /* A variable of ps-lite, BytePS or StepMesh that pslite does not implement. */

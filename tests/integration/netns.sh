@@ -10,6 +10,10 @@
 #      others finish.
 #   3. lossy: the data scenario while the bridge drops 1% of the frames at
 #      random (nftables), so that TCP retransmits under every message size.
+#   4. auto: the data scenario with DMLC_INTERFACE=auto (StepMesh's: each node
+#      takes the address it reaches the scheduler from), each host having a
+#      second interface (d0, 10.99.0.x, made only when auto is asked for)
+#      that leads nowhere and comes first.
 #   netns.sh VAN [SCENARIO...]   (default: data cut)
 # Needs root and iproute2; skips (77) where namespaces cannot be made (a
 # container without CAP_NET_ADMIN). Needs PSL_BUILDDIR (set by make check).
@@ -53,6 +57,16 @@ for n in $nodes; do
 	ns=$tag$n
 	ip netns add "$ns" || exit 1
 	made="$made $ns"
+	case " $scenarios " in *" auto "*)
+		# d0 first, so that it is the first interface with an address (a
+		# veth whose other end is on no bridge: it leads nowhere)
+		ip link add d0 netns "$ns" type veth peer name "d$n" netns "$hub" 2>"$dir/err" ||
+			skip "cannot make a veth pair: $(cat "$dir/err")"
+		ip -n "$ns" addr add "10.99.0.$i/24" dev d0
+		ip -n "$ns" link set d0 up
+		ip -n "$hub" link set "d$n" up
+		;;
+	esac
 	ip link add e0 netns "$ns" type veth peer name "v$n" netns "$hub" 2>"$dir/err" ||
 		skip "cannot make a veth pair: $(cat "$dir/err")"
 	ip -n "$ns" addr add "10.77.0.$i/24" dev e0
@@ -70,6 +84,8 @@ run() {
 	sc=$1
 	rm -f "$dir"/*.log "$dir/cut"
 	pids=
+	iface=e0 kvsc=$sc
+	[ "$sc" = auto ] && iface=auto kvsc=data
 	for n in $nodes; do
 		case $n in
 		sc) role=scheduler rank= ;;
@@ -78,8 +94,8 @@ run() {
 		esac
 		ip netns exec "$tag$n" env DMLC_ROLE=$role ${rank:+DMLC_RANK=$rank} \
 			DMLC_ENABLE_RDMA="$van" DMLC_PS_ROOT_URI=10.77.0.1 DMLC_PS_ROOT_PORT=9100 \
-			DMLC_NUM_SERVER=2 DMLC_NUM_WORKER=2 DMLC_INTERFACE=e0 \
-			KVTEST_SCENARIO="$sc" KVTEST_DIR="$dir" \
+			DMLC_NUM_SERVER=2 DMLC_NUM_WORKER=2 DMLC_INTERFACE=$iface \
+			KVTEST_SCENARIO="$kvsc" KVTEST_DIR="$dir" \
 			timeout -k 5 180 "$b/tests/integration/kvtest" >"$dir/$n.log" 2>&1 &
 		pids="$pids $!"
 		eval "pid_$n=$!"
@@ -131,6 +147,11 @@ run() {
 	# every node found its address on e0, not on loopback
 	grep -q "listening on 10.77.0.1:9100" "$dir/sc.log" ||
 		{ echo "netns.sh: $van/$sc: the scheduler did not listen on 10.77.0.1:9100" >&2; fail=1; }
+	for n in s0 s1 w0 w1; do
+		[ "$n" = "$victim" ] && continue
+		grep -q "listening on 10\.77\.0\.[0-9]*:" "$dir/$n.log" ||
+			{ echo "netns.sh: $van/$sc: node $n did not listen on its 10.77.0.x address" >&2; fail=1; }
+	done
 	if [ $fail -ne 0 ]; then
 		for n in $nodes; do
 			echo "----- $n ($van/$sc) -----" >&2

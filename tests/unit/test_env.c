@@ -725,6 +725,20 @@ static void test_resolve_host(void **state)
 	assert_contains(e, "DMLC_INTERFACE=nosuchif0");
 }
 
+/* DMLC_INTERFACE=auto: the address that routes to the scheduler */
+static void test_route_host(void **state)
+{
+	char out[64], e[256];
+	(void)state;
+	assert_int_equal(psl__route_host("127.0.0.1", 9000, out, sizeof(out), e, sizeof(e)), 0);
+	assert_string_equal(out, "127.0.0.1");
+	assert_int_equal(psl__route_host("no-such-host.invalid", 9000, out, sizeof(out), e,
+					 sizeof(e)),
+			 -EHOSTUNREACH);
+	assert_contains(e, "DMLC_INTERFACE=auto");
+	assert_contains(e, "no-such-host.invalid");
+}
+
 /* PS_JOB_SECRET, PS_JOB_SECRET_FILE */
 static void test_job_secret(void **state)
 {
@@ -769,7 +783,7 @@ int main(void)
 		T(test_van_bad_names),	       T(test_host_lengths),
 		T(test_interface),	       T(test_ordered_hosts_too_long),
 		T(test_first_error_wins),      T(test_parse_int),
-		T(test_roles),		       T(test_resolve_host),
+		T(test_roles),		       T(test_resolve_host), T(test_route_host),
 		T(test_enable_ucx),	       T(test_compat_named_cases),
 		T(test_compat_quiet_values),   T(test_compat_van_reads),
 		T(test_compat_every_variable),
