@@ -163,6 +163,7 @@ static int read_settings(struct psl_van *v)
 {
 	const struct psl_van_host *h = v->host;
 	long busy = 0, us = 0, mrc = 1, lag = 0, ports = 1;
+	const char *lag_var;
 	int bad = 0;
 
 	bad |= psl_van_param_long(h, VAN, "BYTEPS_RDMA_RX_DEPTH", 256, 4, 65535,
@@ -171,7 +172,11 @@ static int read_settings(struct psl_van *v)
 				  "a send depth", &v->start_depth);
 	bad |= psl_van_param_long(h, VAN, "DMLC_NUM_PORTS", 1, 1, IBV_MAX_QPS,
 				  "a number of ports", &ports);
-	bad |= psl_van_param_long(h, VAN, "DMLC_SPLIT_QP_LAG", 0, -1, IBV_MAX_QPS,
+	/* StepMesh's name for it, when ps-lite's is not set */
+	lag_var = psl_van_param(h, "DMLC_SPLIT_QP_LAG") || !psl_van_param(h, "STEPMESH_SPLIT_QP_LAG")
+			  ? "DMLC_SPLIT_QP_LAG"
+			  : "STEPMESH_SPLIT_QP_LAG";
+	bad |= psl_van_param_long(h, VAN, lag_var, 0, -1, IBV_MAX_QPS,
 				  "a number of queue pairs per peer (0 auto, -1 off)", &lag);
 	bad |= psl_van_param_long(h, VAN, "PS_CONNECT_TIMEOUT", 60, 1, 86400, "seconds",
 				  &v->connect_s);
@@ -190,7 +195,7 @@ static int read_settings(struct psl_van *v)
 	/* queue pairs per link: DMLC_SPLIT_QP_LAG when set (0: one per active
 	 * port, found at bind), else DMLC_NUM_PORTS */
 	v->split_qp = lag > 0 ? lag : lag < 0 ? 1 : 0;
-	if (!psl_van_param(h, "DMLC_SPLIT_QP_LAG"))
+	if (!psl_van_param(h, lag_var))
 		v->split_qp = ports;
 	return 0;
 }

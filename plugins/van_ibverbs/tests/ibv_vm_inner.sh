@@ -136,6 +136,7 @@ t_server() { # pslite-server (BytePS summation) with pslite-check workers
 t_bad() { # bad settings: one line naming each, the node does not start
 	ok=1
 	for kv in BYTEPS_RDMA_RX_DEPTH=abc BYTEPS_RDMA_START_DEPTH=0 DMLC_SPLIT_QP_LAG=99 \
+		STEPMESH_SPLIT_QP_LAG=-2 \
 		DMLC_NUM_PORTS=-1; do
 		name=${kv%%=*}
 		env "$kv" timeout 120 "$b/tools/pslite-run" -s 1 -w 1 --van ibverbs --host "$host" --timeout 100 -- \
