@@ -22,6 +22,7 @@ numpy arrays); pulls write into a writable one. See docs/python.md.
 
 import ctypes
 import ctypes.util
+import errno as _errno
 import os
 import threading
 
@@ -29,7 +30,7 @@ __all__ = [
     "PsliteError", "SERVER", "WORKER", "SCHEDULER", "GROUP_SCHEDULER", "GROUP_SERVERS",
     "GROUP_WORKERS", "GROUP_ALL", "start", "finalize", "barrier", "role", "is_worker",
     "is_server", "is_scheduler", "rank", "node_id", "num_workers", "num_servers",
-    "van_name", "job_lost", "KVWorker", "KVServer", "Request",
+    "van_name", "job_lost", "KVWorker", "KVServer", "Request", "AFWorker", "AFServer", "Batch",
 ]
 
 SERVER, WORKER, SCHEDULER = 0, 1, 2
@@ -360,4 +361,153 @@ class KVServer:
     def close(self):
         if self._s:
             _lib().psl_kv_server_free(self._s)
+            self._s = ctypes.c_void_p()
+
+
+# ------------------------------------------------- Attention-FFN batches --
+
+class _Tensor(ctypes.Structure):
+    _fields_ = [("key", ctypes.c_uint64), ("vals", ctypes.c_void_p), ("len", ctypes.c_size_t),
+                ("received", ctypes.c_size_t)]
+
+
+class _Times(ctypes.Structure):
+    _fields_ = [("submit_ns", ctypes.c_uint64), ("sent_ns", ctypes.c_uint64),
+                ("answered_ns", ctypes.c_uint64), ("completed_ns", ctypes.c_uint64)]
+
+
+class _Batch(ctypes.Structure):
+    _fields_ = [("push", ctypes.POINTER(_Tensor)), ("npush", ctypes.c_size_t),
+                ("pull", ctypes.POINTER(_Tensor)), ("npull", ctypes.c_size_t),
+                ("times", _Times)]
+
+
+class _BatchReq(ctypes.Structure):
+    _fields_ = [("id", ctypes.c_uint64), ("sender", ctypes.c_int), ("cmd", ctypes.c_int),
+                ("timestamp", ctypes.c_int), ("npush", ctypes.c_size_t),
+                ("push", ctypes.POINTER(_Tensor)), ("npull", ctypes.c_size_t),
+                ("pull", ctypes.POINTER(_Tensor))]
+
+
+def _declare_af(lib):
+    c_int, c_vp, c_sz = ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t
+    sigs = {
+        "psl_kv_batch_pushpull": (c_int, [c_vp, ctypes.POINTER(_Batch), c_int, c_int, c_vp,
+                                          c_vp]),
+        "psl_kv_batch_server_new": (c_int, [c_int, c_int, c_sz, c_vp, c_vp,
+                                            ctypes.POINTER(c_vp)]),
+        "psl_kv_batch_server_free": (None, [c_vp]),
+        "psl_kv_batch_next": (c_int, [c_vp, c_int, ctypes.POINTER(ctypes.POINTER(_BatchReq))]),
+        "psl_kv_batch_respond": (c_int, [c_vp, ctypes.c_uint64, ctypes.POINTER(_Tensor), c_sz]),
+        "psl_kv_batch_respond_error": (c_int, [c_vp, ctypes.c_uint64, c_int]),
+    }
+    for name, (res, args) in sigs.items():
+        f = getattr(lib, name)
+        f.restype, f.argtypes = res, args
+
+
+def _tensors(bufs, keys, size, writable, what):
+    if len(bufs) != len(keys):
+        raise ValueError("%s: %d tensors but %d keys" % (what, len(bufs), len(keys)))
+    arr = (_Tensor * len(bufs))()
+    refs = []
+    for i, (b, k) in enumerate(zip(bufs, keys)):
+        cbuf, n = _view(b, size, writable)
+        refs.append(cbuf)
+        arr[i].key, arr[i].len = k, n
+        arr[i].vals = ctypes.cast(cbuf, ctypes.c_void_p) if cbuf else None
+    return arr, refs
+
+
+class AFWorker:
+    """An attention worker (StepMesh's ZBatchPushPull): push_pull() sends
+    several tensors to the FFN servers and pulls the answers into the pull
+    tensors, zero-copy both ways; wait() returns the batch's timestamps."""
+
+    def __init__(self, app_id=0, customer_id=0, dtype="float32", broadcast=False):
+        self._kv = KVWorker(app_id, customer_id, dtype)
+        _declare_af(_lib())
+        self._size = self._kv._size
+        self._flags = 1 if broadcast else 0
+        self._held = {}
+
+    def push_pull(self, push_tensors, push_keys, pull_tensors, pull_keys, cmd=0):
+        """Start one batch; returns a handle for wait(). The tensors (any
+        buffer; pull ones writable) must stay alive and unchanged until then."""
+        push, r1 = _tensors(push_tensors, push_keys, self._size, False, "push")
+        pull, r2 = _tensors(pull_tensors, pull_keys, self._size, True, "pull")
+        b = _Batch(push, len(push_keys), pull, len(pull_keys))
+        ts = _check("push_pull", _lib().psl_kv_batch_pushpull(self._kv._w, ctypes.byref(b), cmd,
+                                                             self._flags, None, None))
+        self._held[ts] = (b, push, pull, r1, r2, push_tensors, pull_tensors)
+        return ts
+
+    def wait(self, handle):
+        """Wait for a batch; returns its times (ns, CLOCK_MONOTONIC) and the
+        values each pull tensor received."""
+        rc = _lib().psl_kv_wait(self._kv._w, handle)
+        held = self._held.pop(handle, None)
+        _check("batch %d" % handle, rc)
+        if held is None:
+            return {}
+        t = held[0].times
+        return {"submit_ns": t.submit_ns, "sent_ns": t.sent_ns, "answered_ns": t.answered_ns,
+                "completed_ns": t.completed_ns,
+                "received": [held[2][i].received for i in range(held[0].npull)]}
+
+    def close(self):
+        self._kv.close()
+        self._held.clear()
+
+
+class Batch:
+    """A whole batch from one worker, as AFServer.get_batch() gives it: id,
+    sender, cmd, push (a list of (key, bytes)), pull (a list of (key, room in
+    values)). Answer once with AFServer.respond()."""
+
+    def __init__(self, req, size):
+        r = req.contents
+        self.id, self.sender, self.cmd = r.id, r.sender, r.cmd
+        self.push = [(r.push[i].key, ctypes.string_at(r.push[i].vals, r.push[i].len * size)
+                      if r.push[i].len else b"") for i in range(r.npush)]
+        self.pull = [(r.pull[i].key, r.pull[i].len) for i in range(r.npull)]
+
+
+class AFServer:
+    """An FFN server's side: get_batch() blocks for the next whole batch,
+    respond() answers it (any order, from any thread)."""
+
+    def __init__(self, app_id=0, dtype="float32", max_tensors=0):
+        if dtype not in _DTYPES:
+            raise ValueError("dtype %r: one of %s" % (dtype, ", ".join(_DTYPES)))
+        _declare_af(_lib())
+        self._size = _DTYPES[dtype][1]
+        self._s = ctypes.c_void_p()
+        _check("AFServer", _lib().psl_kv_batch_server_new(app_id, _DTYPES[dtype][0], max_tensors,
+                                                          None, None, ctypes.byref(self._s)))
+
+    def get_batch(self, timeout_ms=-1):
+        """The next batch, or None after timeout_ms (< 0: wait for ever);
+        raises PsliteError (ESHUTDOWN) once the node finalizes."""
+        req = ctypes.POINTER(_BatchReq)()
+        rc = _lib().psl_kv_batch_next(self._s, timeout_ms, ctypes.byref(req))
+        if rc == -_errno.ETIMEDOUT:
+            return None
+        _check("get_batch", rc)
+        return Batch(req, self._size)
+
+    def respond(self, tensors, batch):
+        """Answer batch with one tensor per pull key, in the batch's order."""
+        keys = [k for k, _ in batch.pull]
+        arr, refs = _tensors(tensors, keys, self._size, False, "respond")
+        _check("respond", _lib().psl_kv_batch_respond(self._s, batch.id, arr, len(keys)))
+        del refs
+
+    def respond_error(self, batch, errno_value):
+        _check("respond_error", _lib().psl_kv_batch_respond_error(self._s, batch.id,
+                                                                 -abs(errno_value)))
+
+    def close(self):
+        if self._s:
+            _lib().psl_kv_batch_server_free(self._s)
             self._s = ctypes.c_void_p()

@@ -3,7 +3,9 @@
 # job on one van: every role in Python (python/tests/job.py), the servers a
 # Python KVServer summing pushes, the workers checking pull and push-pull
 # against the sums, and two bad inputs answered with errors (a read-only
-# pull buffer, a buffer too small for the answer).
+# pull buffer, a buffer too small for the answer); then StepMesh's
+# test_fserver shape (python/tests/af_job.py: 2 attention workers push three
+# tensors a step, the FFN server answers with their sum, 50 steps checked).
 #   python_job.sh VAN
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
@@ -30,4 +32,14 @@ if [ $rc -ne 0 ] || [ "$n" -ne 2 ]; then
 	exit 1
 fi
 grep "numpy" "$log"
+PSLITE_LIB=$lib PYTHONPATH=$s/python timeout -k 10 150 "$b/tools/pslite-run" -s 1 -w 2 \
+	--van "$van" --timeout 120 -- "$py" "$s/python/tests/af_job.py" >"$log" 2>&1
+rc=$?
+n=$(grep -c "python af worker [01]: OK, 50 steps checked" "$log")
+if [ $rc -ne 0 ] || [ "$n" -ne 2 ]; then
+	tail -n 60 "$log"
+	echo "python_job.sh $van: af: pslite-run exited $rc, $n of 2 workers OK" >&2
+	exit 1
+fi
+grep "python af worker" "$log"
 echo "python_job.sh $van: OK"
