@@ -7,6 +7,7 @@ import array
 import sys
 
 import pslite
+import roles
 
 STEPS = 50
 N = 1024  # values per tensor
@@ -57,16 +58,6 @@ def worker():
           % (r, STEPS, lat[len(lat) // 2], lat[int(len(lat) * 0.99)], van))
 
 
-def main():
-    pslite.start()
-    if pslite.is_scheduler():
-        pslite.finalize()
-    elif pslite.is_server():
-        server()
-    else:
-        worker()
-    return 0
-
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(roles.main(server, worker))

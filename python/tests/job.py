@@ -6,6 +6,7 @@ import array
 import sys
 
 import pslite
+import roles
 
 KEYS = [1, 2, 2**63 + 5]  # server 0 holds the first two, server 1 (of 2) the last
 PER_KEY = 4
@@ -84,16 +85,6 @@ def worker():
     print("python worker %d: OK (van %s)" % (r, van))
 
 
-def main():
-    pslite.start()
-    if pslite.is_scheduler():
-        pslite.finalize()
-    elif pslite.is_server():
-        server()
-    else:
-        worker()
-    return 0
-
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(roles.main(server, worker))

@@ -22,24 +22,21 @@ lib=$b/.libs/libpslite.so
 log=$(mktemp "${TMPDIR:-/tmp}/pslite-py.XXXXXX")
 trap 'rm -f "$log"' EXIT
 export PS_VAN_PATH
-PSLITE_LIB=$lib PYTHONPATH=$s/python timeout -k 10 150 "$b/tools/pslite-run" -s 2 -w 2 \
-	--van "$van" --timeout 120 -- "$py" "$s/python/tests/job.py" >"$log" 2>&1
-rc=$?
-n=$(grep -c "python worker [01]: OK (van $van)" "$log")
-if [ $rc -ne 0 ] || [ "$n" -ne 2 ]; then
-	tail -n 60 "$log"
-	echo "python_job.sh $van: pslite-run exited $rc, $n of 2 workers OK" >&2
-	exit 1
-fi
+# job SERVERS SCRIPT PATTERN WHAT: a job of every role running SCRIPT; fails
+# unless pslite-run exits 0 and both workers print PATTERN
+job() {
+	PSLITE_LIB=$lib PYTHONPATH=$s/python timeout -k 10 150 "$b/tools/pslite-run" -s "$1" -w 2 \
+		--van "$van" --timeout 120 -- "$py" "$s/python/tests/$2" >"$log" 2>&1
+	rc=$?
+	n=$(grep -c "$3" "$log")
+	if [ $rc -ne 0 ] || [ "$n" -ne 2 ]; then
+		tail -n 60 "$log"
+		echo "python_job.sh $van: $4: pslite-run exited $rc, $n of 2 workers OK" >&2
+		exit 1
+	fi
+}
+job 2 job.py "python worker [01]: OK (van $van)" kv
 grep "numpy" "$log"
-PSLITE_LIB=$lib PYTHONPATH=$s/python timeout -k 10 150 "$b/tools/pslite-run" -s 1 -w 2 \
-	--van "$van" --timeout 120 -- "$py" "$s/python/tests/af_job.py" >"$log" 2>&1
-rc=$?
-n=$(grep -c "python af worker [01]: OK, 50 steps checked" "$log")
-if [ $rc -ne 0 ] || [ "$n" -ne 2 ]; then
-	tail -n 60 "$log"
-	echo "python_job.sh $van: af: pslite-run exited $rc, $n of 2 workers OK" >&2
-	exit 1
-fi
+job 1 af_job.py "python af worker [01]: OK, 50 steps checked" af
 grep "python af worker" "$log"
 echo "python_job.sh $van: OK"
