@@ -121,6 +121,14 @@ def _declare(lib):
         "psl_kv_server_free": (None, [c_vp]),
         "psl_kv_respond": (c_int, [ctypes.POINTER(_Req), ctypes.POINTER(_Kv)]),
         "psl_kv_respond_error": (c_int, [ctypes.POINTER(_Req), c_int]),
+        "psl_kv_batch_pushpull": (c_int, [c_vp, ctypes.POINTER(_Batch), c_int, c_int, c_vp,
+                                          c_vp]),
+        "psl_kv_batch_server_new": (c_int, [c_int, c_int, c_sz, c_vp, c_vp,
+                                            ctypes.POINTER(c_vp)]),
+        "psl_kv_batch_server_free": (None, [c_vp]),
+        "psl_kv_batch_next": (c_int, [c_vp, c_int, ctypes.POINTER(ctypes.POINTER(_BatchReq))]),
+        "psl_kv_batch_respond": (c_int, [c_vp, ctypes.c_uint64, ctypes.POINTER(_Tensor), c_sz]),
+        "psl_kv_batch_respond_error": (c_int, [c_vp, ctypes.c_uint64, c_int]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)
@@ -221,6 +229,18 @@ def _view(buf, size, writable):
     return cbuf, mv.nbytes // size
 
 
+def _vptr(cbuf):
+    return ctypes.cast(cbuf, ctypes.c_void_p) if cbuf else None
+
+
+def _make_kv(keys, vals, lens, size):
+    """A struct psl_kv over keys, vals and lens (kept alive by the struct)."""
+    cbuf, n = _view(vals, size, False)
+    kv = _Kv(_keys(keys), len(keys), _vptr(cbuf), n, _lens(lens))
+    kv._buf = cbuf
+    return kv
+
+
 class KVWorker:
     """ps-lite's KVWorker<Val>: push, pull and push-pull by key; each returns
     a timestamp for wait(). A pull's output buffer is written when wait()
@@ -235,34 +255,25 @@ class KVWorker:
                                                     ctypes.byref(self._w)))
         self._held = {}
 
-    def _kv(self, keys, vals, lens):
-        karr = _keys(keys)
-        cbuf, n = _view(vals, self._size, False)
-        kv = _Kv(karr, len(keys), ctypes.cast(cbuf, ctypes.c_void_p) if cbuf else None, n,
-                 _lens(lens))
-        return kv, (karr, cbuf, kv.lens)
-
-    def _out(self, out, lens_out):
+    def _out(self, out):
         cbuf, n = _view(out, self._size, True)
-        lens = (ctypes.c_int * lens_out) () if lens_out else None
-        o = _KvOut(ctypes.cast(cbuf, ctypes.c_void_p) if cbuf else None, n, 0, lens)
-        return o, (cbuf, lens)
+        return _KvOut(_vptr(cbuf), n, 0, None), cbuf
 
     def push(self, keys, vals, lens=None, cmd=0):
-        kv, _ = self._kv(keys, vals, lens)
+        kv = _make_kv(keys, vals, lens, self._size)
         return _check("push", _lib().psl_kv_push(self._w, ctypes.byref(kv), cmd, None, None))
 
     def pull(self, keys, out, cmd=0):
         karr = _keys(keys)
-        o, refs = self._out(out, 0)
+        o, refs = self._out(out)
         ts = _check("pull", _lib().psl_kv_pull(self._w, karr, len(keys), ctypes.byref(o), cmd,
                                               None, None))
         self._held[ts] = (o, refs, out)
         return ts
 
     def pushpull(self, keys, vals, out, lens=None, cmd=0):
-        kv, _ = self._kv(keys, vals, lens)
-        o, refs = self._out(out, 0)
+        kv = _make_kv(keys, vals, lens, self._size)
+        o, refs = self._out(out)
         ts = _check("pushpull", _lib().psl_kv_pushpull(self._w, ctypes.byref(kv),
                                                       ctypes.byref(o), cmd, None, None))
         self._held[ts] = (o, refs, out)
@@ -315,10 +326,7 @@ class Request:
         if keys is None:
             rc = _lib().psl_kv_respond(self._p, None)
         else:
-            karr = _keys(keys)
-            cbuf, n = _view(vals, self._size, False)
-            kv = _Kv(karr, len(keys), ctypes.cast(cbuf, ctypes.c_void_p) if cbuf else None, n,
-                     _lens(lens))
+            kv = _make_kv(keys, vals, lens, self._size)
             rc = _lib().psl_kv_respond(self._p, ctypes.byref(kv))
         self._p = None
         _check("respond", rc)
@@ -389,23 +397,6 @@ class _BatchReq(ctypes.Structure):
                 ("pull", ctypes.POINTER(_Tensor))]
 
 
-def _declare_af(lib):
-    c_int, c_vp, c_sz = ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t
-    sigs = {
-        "psl_kv_batch_pushpull": (c_int, [c_vp, ctypes.POINTER(_Batch), c_int, c_int, c_vp,
-                                          c_vp]),
-        "psl_kv_batch_server_new": (c_int, [c_int, c_int, c_sz, c_vp, c_vp,
-                                            ctypes.POINTER(c_vp)]),
-        "psl_kv_batch_server_free": (None, [c_vp]),
-        "psl_kv_batch_next": (c_int, [c_vp, c_int, ctypes.POINTER(ctypes.POINTER(_BatchReq))]),
-        "psl_kv_batch_respond": (c_int, [c_vp, ctypes.c_uint64, ctypes.POINTER(_Tensor), c_sz]),
-        "psl_kv_batch_respond_error": (c_int, [c_vp, ctypes.c_uint64, c_int]),
-    }
-    for name, (res, args) in sigs.items():
-        f = getattr(lib, name)
-        f.restype, f.argtypes = res, args
-
-
 def _tensors(bufs, keys, size, writable, what):
     if len(bufs) != len(keys):
         raise ValueError("%s: %d tensors but %d keys" % (what, len(bufs), len(keys)))
@@ -415,7 +406,7 @@ def _tensors(bufs, keys, size, writable, what):
         cbuf, n = _view(b, size, writable)
         refs.append(cbuf)
         arr[i].key, arr[i].len = k, n
-        arr[i].vals = ctypes.cast(cbuf, ctypes.c_void_p) if cbuf else None
+        arr[i].vals = _vptr(cbuf)
     return arr, refs
 
 
@@ -426,7 +417,6 @@ class AFWorker:
 
     def __init__(self, app_id=0, customer_id=0, dtype="float32", broadcast=False):
         self._kv = KVWorker(app_id, customer_id, dtype)
-        _declare_af(_lib())
         self._size = self._kv._size
         self._flags = 1 if broadcast else 0
         self._held = {}
@@ -480,7 +470,6 @@ class AFServer:
     def __init__(self, app_id=0, dtype="float32", max_tensors=0):
         if dtype not in _DTYPES:
             raise ValueError("dtype %r: one of %s" % (dtype, ", ".join(_DTYPES)))
-        _declare_af(_lib())
         self._size = _DTYPES[dtype][1]
         self._s = ctypes.c_void_p()
         _check("AFServer", _lib().psl_kv_batch_server_new(app_id, _DTYPES[dtype][0], max_tensors,
@@ -499,9 +488,8 @@ class AFServer:
     def respond(self, tensors, batch):
         """Answer batch with one tensor per pull key, in the batch's order."""
         keys = [k for k, _ in batch.pull]
-        arr, refs = _tensors(tensors, keys, self._size, False, "respond")
+        arr, _ = _tensors(tensors, keys, self._size, False, "respond")
         _check("respond", _lib().psl_kv_batch_respond(self._s, batch.id, arr, len(keys)))
-        del refs
 
     def respond_error(self, batch, errno_value):
         _check("respond_error", _lib().psl_kv_batch_respond_error(self._s, batch.id,
