@@ -54,11 +54,23 @@ static int check_release_locked(int kind, int g, int *out)
 	bool any = false;
 
 	n = psl__group_members(g, out);
-	for (i = 0; i < n; i++) {
-		if (a[out[i]])
-			any = true;
-		else if (!po.peers[out[i]].dead)
+	if (kind == 0 && po.cfg.group_size > 1) {
+		/* C++ ps-lite's group-level BARRIER: one instance of each group asks
+		 * (a C++ process holds its whole group), the scheduler once */
+		int want = (n - ((g & PSL_GROUP_SCHEDULER) ? 1 : 0)) / po.cfg.group_size +
+			   ((g & PSL_GROUP_SCHEDULER) ? 1 : 0), have = 0;
+		for (i = 0; i < n; i++)
+			have += a[out[i]];
+		if (have < want)
 			return 0;
+		any = true;
+	} else {
+		for (i = 0; i < n; i++) {
+			if (a[out[i]])
+				any = true;
+			else if (!po.peers[out[i]].dead)
+				return 0;
+		}
 	}
 	if (!any)
 		return 0;

@@ -306,6 +306,56 @@ int psl__config_load(struct psl__config *c, char *err, size_t errlen)
 	return rc;
 }
 
+/* Instance groups (DMLC_GROUP_SIZE > 1, StepMesh's rule): each process is
+ * one instance, of rank DMLC_NODE_RANK x DMLC_GROUP_SIZE + STEPMESH_GPU +
+ * DMLC_RANK_OFFSET unless DMLC_RANK gives the instance's rank; its index in
+ * the group is rank % DMLC_GROUP_SIZE. */
+static int group_rank(struct psl__config *c, char *err, size_t errlen)
+{
+	int node_rank, gpu, offset, rc, n;
+	long r;
+
+	c->instance = 0;
+	if (c->group_size == 1 || c->role == PSL_SCHEDULER)
+		return 0;
+	n = c->role == PSL_SERVER ? c->num_servers : c->num_workers;
+	if ((rc = env_int("DMLC_NODE_RANK", -1, -1, INT_MAX, &node_rank, err, errlen)) ||
+	    (rc = env_int("STEPMESH_GPU", 0, 0, INT_MAX, &gpu, err, errlen)) ||
+	    (rc = env_int("DMLC_RANK_OFFSET", 0, 0, INT_MAX, &offset, err, errlen)))
+		return rc;
+	if (c->preferred_rank < 0) {
+		if (node_rank < 0) {
+			snprintf(err, errlen,
+				 "DMLC_GROUP_SIZE=%d: set DMLC_NODE_RANK (this %s's rank among the "
+				 "%ss, 0 to %d) and STEPMESH_GPU (the instance, 0 to %d), or "
+				 "DMLC_RANK (the instance's rank, 0 to %d)",
+				 c->group_size, psl__role_name(c->role), psl__role_name(c->role),
+				 n / c->group_size - 1, c->group_size - 1, n - 1);
+			return -EINVAL;
+		}
+		r = (long)node_rank * c->group_size + gpu + offset;
+		if (r >= n) {
+			snprintf(err, errlen,
+				 "DMLC_NODE_RANK=%d, STEPMESH_GPU=%d, DMLC_RANK_OFFSET=%d, "
+				 "DMLC_GROUP_SIZE=%d: the instance's rank %ld is not below the %d %s "
+				 "instances (DMLC_NUM_%s x DMLC_GROUP_SIZE)",
+				 node_rank, gpu, offset, c->group_size, r, n, psl__role_name(c->role),
+				 c->role == PSL_SERVER ? "SERVER" : "WORKER");
+			return -EINVAL;
+		}
+		c->preferred_rank = (int)r;
+	} else if (c->preferred_rank >= n) {
+		snprintf(err, errlen,
+			 "DMLC_RANK=%d with DMLC_GROUP_SIZE=%d: expected an instance's rank, 0 to %d "
+			 "(DMLC_NUM_%s x DMLC_GROUP_SIZE - 1)",
+			 c->preferred_rank, c->group_size, n - 1,
+			 c->role == PSL_SERVER ? "SERVER" : "WORKER");
+		return -EINVAL;
+	}
+	c->instance = c->preferred_rank % c->group_size;
+	return 0;
+}
+
 static int config_load(struct psl__config *c, char *err, size_t errlen)
 {
 	const char *v;
@@ -343,32 +393,31 @@ static int config_load(struct psl__config *c, char *err, size_t errlen)
 		return rc;
 	if ((rc = env_required_int("DMLC_PS_ROOT_PORT", 1, 65535, &c->root_port, err, errlen)))
 		return rc;
-	if ((rc = env_required_int("DMLC_NUM_WORKER", 1, INT_MAX, &c->num_workers, err, errlen)))
+	if ((rc = env_required_int("DMLC_NUM_WORKER", 1, INT_MAX, &c->worker_groups, err, errlen)))
 		return rc;
-	if ((rc = env_required_int("DMLC_NUM_SERVER", 1, INT_MAX, &c->num_servers, err, errlen)))
+	if ((rc = env_required_int("DMLC_NUM_SERVER", 1, INT_MAX, &c->server_groups, err, errlen)))
 		return rc;
-	if (c->num_workers > 16000 || c->num_servers > 16000) {
+	if ((rc = env_int("DMLC_GROUP_SIZE", 1, 1, 16000, &c->group_size, err, errlen)))
+		return rc;
+	if ((long)c->worker_groups * c->group_size > 16000 ||
+	    (long)c->server_groups * c->group_size > 16000) {
 		snprintf(err, errlen,
-			 "DMLC_NUM_WORKER=%d, DMLC_NUM_SERVER=%d: expected at most 16000 each (node "
-			 "ids must stay below 32767)",
-			 c->num_workers, c->num_servers);
+			 "DMLC_NUM_WORKER=%d, DMLC_NUM_SERVER=%d, DMLC_GROUP_SIZE=%d: expected at "
+			 "most 16000 worker and 16000 server instances (node ids must stay below "
+			 "32767)",
+			 c->worker_groups, c->server_groups, c->group_size);
 		return -EINVAL;
 	}
-	if ((rc = env_int("DMLC_GROUP_SIZE", 1, 1, INT_MAX, &gs, err, errlen)))
-		return rc;
-	if (gs != 1) {
-		snprintf(err, errlen,
-			 "DMLC_GROUP_SIZE=%d: pslite runs one instance per process; expected 1 "
-			 "(start one process per instance instead)",
-			 gs);
-		return -EINVAL;
-	}
+	c->num_workers = c->worker_groups * c->group_size;
+	c->num_servers = c->server_groups * c->group_size;
 	/* more than one: a WARN (env_compat.c), one port is used */
 	if ((rc = env_int("DMLC_NUM_PORTS", 1, 1, INT_MAX, &gs, err, errlen)))
 		return rc;
 	if ((rc = env_int("DMLC_PORT", 0, 0, 65535, &c->port, err, errlen)))
 		return rc;
 	if ((rc = env_int("DMLC_RANK", -1, -1, INT_MAX, &c->preferred_rank, err, errlen)))
+		return rc;
+	if ((rc = group_rank(c, err, errlen)))
 		return rc;
 	if ((rc = env_int("PS_HEARTBEAT_INTERVAL", 0, 0, 86400, &c->heartbeat_interval, err,
 			  errlen)))

@@ -11,8 +11,12 @@ struct psl__config {
 	int role;		     /* enum psl_role */
 	char root_uri[PSL_HOST_MAX]; /* DMLC_PS_ROOT_URI */
 	int root_port;		     /* DMLC_PS_ROOT_PORT */
-	int num_workers;	     /* DMLC_NUM_WORKER */
-	int num_servers;	     /* DMLC_NUM_SERVER */
+	int num_workers;	     /* worker instances: DMLC_NUM_WORKER x group_size */
+	int num_servers;	     /* server instances: DMLC_NUM_SERVER x group_size */
+	int worker_groups;	     /* DMLC_NUM_WORKER (ps-lite's num_workers()) */
+	int server_groups;	     /* DMLC_NUM_SERVER: the key ranges */
+	int group_size;		     /* DMLC_GROUP_SIZE: instances per worker or server */
+	int instance;		     /* this node's index in its group: rank % group_size */
 	char node_host[PSL_HOST_MAX]; /* resolved advertised host (servers, workers) */
 	int port;		     /* DMLC_PORT, 0 = let the system choose */
 	char van[64];		     /* van name from DMLC_ENABLE_RDMA / DMLC_PS_VAN_TYPE */
@@ -24,7 +28,7 @@ struct psl__config {
 	bool resend;		     /* PS_RESEND */
 	int resend_timeout_ms;	     /* PS_RESEND_TIMEOUT */
 	int drop_rate;		     /* PS_DROP_MSG: percent of received messages dropped (tests) */
-	int preferred_rank;	     /* DMLC_RANK, -1 = any */
+	int preferred_rank;	     /* DMLC_RANK, -1 = any; with groups the instance's rank */
 	int connect_timeout_s;	     /* PS_CONNECT_TIMEOUT */
 	int start_timeout_s;	     /* PS_START_TIMEOUT */
 	int barrier_warn_s;	     /* PS_BARRIER_WARN_S, 0 = off */

@@ -26,7 +26,9 @@
 #define SERVER (1u << PSL_SERVER)
 #define WORKER (1u << PSL_WORKER)
 
-#define ONE_INSTANCE "ignored: pslite runs one instance per process (DMLC_GROUP_SIZE=1)"
+#define ONE_INSTANCE                                                                      \
+	"ignored: each pslite process is one instance; its index in the group is its rank "    \
+	"modulo DMLC_GROUP_SIZE"
 #define NO_IPC "ignored: pslite's IPC (BYTEPS_ENABLE_IPC=1) copies on the calling thread, into one shared-memory ring per local peer"
 #define NO_PIN                                                                            \
 	"ignored: pslite does not pin its threads to cores: bind the process with taskset or " \
@@ -39,8 +41,8 @@
 	"ignored: queue depths are the van's own settings (van fabric: PS_FABRIC_RX_DEPTH; "   \
 	"van ucx: UCX's variables)"
 #define NODE_RANK                                                                         \
-	"not read by pslite: the scheduler gives ranks in order of registration; DMLC_RANK "   \
-	"asks for one"
+	"not read by pslite with DMLC_GROUP_SIZE=1: the scheduler gives ranks in order of "   \
+	"registration; DMLC_RANK asks for one"
 #define NO_GPU_BACKEND                                                                    \
 	"ignored: pslite has no GPU backend; a van sends GPU memory where it can (van ucx, "   \
 	"van fabric with FI_HMEM)"

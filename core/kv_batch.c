@@ -205,7 +205,7 @@ static void kvb_free(struct kvb *q)
 static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, int cmd)
 {
 	struct bmsg *g = &q->msg[i];
-	int id = psl_server_rank_to_id(g->rank), count = q->first[g->rank + 1] - q->first[g->rank];
+	int id = psl__server_id(g->rank), count = q->first[g->rank + 1] - q->first[g->rank];
 	int idx = (int)i - q->first[g->rank];
 	bool push;
 	const struct psl_kv_tensor *t = tensor_of(q, g->t, &push);
@@ -246,7 +246,7 @@ int psl_kv_batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 	if (rc)
 		return rc;
 	c = &w->c;
-	S = psl__po.cfg.num_servers;
+	S = psl__po.cfg.server_groups;
 	if (S <= 0)
 		return -EINVAL;
 	q = plan(w, b, flags, S, &rc);
@@ -270,7 +270,7 @@ int psl_kv_batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 	ts = r->ts;
 	for (rank = 0; rank < S; rank++) {
 		if (q->left[rank])
-			psl__req_expect_locked(c, r, psl_server_rank_to_id(rank));
+			psl__req_expect_locked(c, r, psl__server_id(rank));
 		if (q->left[rank] > maxn)
 			maxn = q->left[rank];
 	}
@@ -280,7 +280,7 @@ int psl_kv_batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 	/* one message per server in turn, so that every server starts early */
 	for (i = 0; i < (size_t)maxn; i++) {
 		for (rank = 0; rank < S; rank++) {
-			int id = psl_server_rank_to_id(rank);
+			int id = psl__server_id(rank);
 			bool alive;
 			if ((int)i >= q->first[rank + 1] - q->first[rank])
 				continue;
@@ -317,7 +317,7 @@ int psl_kv_batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
  * option. NULL if it is none of this batch's. */
 static struct bmsg *msg_of(struct kvb *q, const struct psl__meta *m)
 {
-	int rank = psl_id_to_rank(m->sender), count, idx;
+	int rank = psl__id_to_group_rank(m->sender), count, idx;
 	if (rank < 0 || rank >= q->S || m->option < 0 || !(m->option & 0x40000000))
 		return NULL;
 	count = (m->option >> 15) & 0x7fff;
@@ -334,7 +334,7 @@ bool psl__kvb_on_answer_locked(struct psl_kv_worker *w, struct psl__req *r,
 	struct kvb *q = r->priv;
 	struct bmsg *g;
 	char d[96], why[160] = "";
-	int rank = psl_id_to_rank(m->sender), err = 0;
+	int rank = psl__id_to_group_rank(m->sender), err = 0;
 	const struct psl_kv_tensor *t;
 	bool push;
 

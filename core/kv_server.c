@@ -33,6 +33,7 @@ struct kv_req {
 	enum psl_dtype dt;
 	size_t esz;
 	int sid;
+	int reply_to; /* the sender's id (pub.meta.sender names its group) */
 	atomic_int refs; /* 1, plus one per psl_kv_request_hold */
 };
 
@@ -60,7 +61,7 @@ static void response_meta(const struct kv_req *q, struct psl__meta *m)
 	m->val_len = rm->val_len;
 	m->option = rm->option;
 	m->sid = q->sid;
-	m->recver = rm->sender;
+	m->recver = q->reply_to;
 	/* the device fields stay UNK/-1 unless data frames are added
 	 * (psl__kv_meta_data), as ps-lite writes them */
 }
@@ -247,11 +248,13 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 	q->dt = s->dt;
 	q->esz = s->esz;
 	q->sid = m->sid;
+	q->reply_to = m->sender;
 	q->pub.meta = (struct psl_kv_meta){
 		.cmd = m->head,
 		.push = m->push,
 		.pull = !m->push,
-		.sender = m->sender,
+		/* with instance groups, the worker group's id, as ps-lite's KVMeta */
+		.sender = psl_worker_rank_to_id(psl__id_to_group_rank(m->sender)),
 		.timestamp = m->timestamp,
 		.app_id = m->app_id,
 		.customer_id = m->customer_id,

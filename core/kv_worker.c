@@ -148,7 +148,7 @@ static int send_slice(struct psl_kv_worker *w, int ts, int r, bool push, int cmd
 	struct psl__meta m;
 	struct psl_van_seg segs[3];
 	uint32_t n = 0;
-	int id = psl_server_rank_to_id(r);
+	int id = psl__server_id(r);
 	int rc = psl__send_check(id);
 
 	if (rc)
@@ -212,8 +212,8 @@ static void send_failed(struct psl_kv_worker *w, int ts, int r, int rc)
 	 * it was lost */
 	PSL_LOG(rc == -EHOSTDOWN || rc == -ENOLINK ? PSL_LOG_DEBUG : PSL_LOG_WARN,
 		"request %d of app %d: cannot send to %s: %s", ts, w->c.app_id,
-		psl__node_desc(psl_server_rank_to_id(r), d, sizeof(d)), psl_strerror(rc));
-	fail_target(&w->c, ts, psl_server_rank_to_id(r), rc);
+		psl__node_desc(psl__server_id(r), d, sizeof(d)), psl_strerror(rc));
+	fail_target(&w->c, ts, psl__server_id(r), rc);
 }
 
 static void send_pushes(struct job *j, int ts, const struct slice *sl, int S)
@@ -280,7 +280,7 @@ static struct pull *pull_new(const struct job *j, const struct slice *sl, int S)
 static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 {
 	struct psl__customer *c = &j->w->c;
-	int S = psl__po.cfg.num_servers, r, ts, push_ts;
+	int S = psl__po.cfg.server_groups, r, ts, push_ts;
 	struct slice *sl;
 	struct pull *p = NULL;
 	struct psl__req *rp = NULL, *rq = NULL, *fin[2] = {NULL, NULL};
@@ -329,9 +329,9 @@ static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 		if (sl[r].k1 == sl[r].k0)
 			continue;
 		if (rp)
-			psl__req_expect_locked(c, rp, psl_server_rank_to_id(r));
+			psl__req_expect_locked(c, rp, psl__server_id(r));
 		if (rq)
-			psl__req_expect_locked(c, rq, psl_server_rank_to_id(r));
+			psl__req_expect_locked(c, rq, psl__server_id(r));
 	}
 	if (rp && rq) { /* push-pull: the pull completes after the push */
 		rp->parent = rq->ts;
@@ -522,7 +522,7 @@ int psl_kv_wait(struct psl_kv_worker *w, int ts)
 static int accept_pull(struct psl_kv_worker *w, struct pull *p, const struct psl__meta *m,
 		       struct psl_van_rmsg *raw, char *why, size_t whylen)
 {
-	int rank = psl_id_to_rank(m->sender);
+	int rank = psl__id_to_group_rank(m->sender);
 	size_t nk, nv, i;
 	const struct psl_van_rseg *s = raw->segs;
 	long long sum = 0;
@@ -697,7 +697,7 @@ static int kvw_recv_dest(struct psl__customer *c, const struct psl__meta *m, uin
 			 size_t len, struct psl_van_dest *dest)
 {
 	struct psl_kv_worker *w = (struct psl_kv_worker *)c;
-	int rank = psl_id_to_rank(m->sender), i, rc = -ENOENT;
+	int rank = psl__id_to_group_rank(m->sender), i, rc = -ENOENT;
 	struct psl__req *r;
 	struct pull *p;
 	struct loan *l;

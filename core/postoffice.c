@@ -71,11 +71,11 @@ bool psl__group_has(int g, int id)
 int psl_server_key_range(int rank, uint64_t *begin, uint64_t *end)
 {
 	uint64_t q;
-	if (po.cfg.num_servers <= 0)
+	if (po.cfg.server_groups <= 0)
 		return -ESHUTDOWN;
-	if (rank < 0 || rank >= po.cfg.num_servers || !begin || !end)
+	if (rank < 0 || rank >= po.cfg.server_groups || !begin || !end)
 		return -EINVAL;
-	q = UINT64_MAX / (uint64_t)po.cfg.num_servers;
+	q = UINT64_MAX / (uint64_t)po.cfg.server_groups;
 	*begin = q * (uint64_t)rank;
 	*end = q * (uint64_t)(rank + 1);
 	return 0;
@@ -87,6 +87,12 @@ const char *psl__node_desc(int id, char *buf, size_t len)
 		snprintf(buf, len, "an unregistered peer");
 	} else if (id == 1) {
 		snprintf(buf, len, "the scheduler (%s:%d)", po.cfg.root_uri, po.cfg.root_port);
+	} else if (id >= 8 && id <= po.max_id && po.peers && po.peers[id].known &&
+		   po.cfg.group_size > 1) { /* group rank.instance */
+		snprintf(buf, len, "%s %d.%d (id %d, %s:%d)",
+			 psl__is_server_id(id) ? "server" : "worker",
+			 psl_id_to_rank(id) / po.cfg.group_size, psl_id_to_rank(id) % po.cfg.group_size,
+			 id, po.peers[id].node.hostname, po.peers[id].node.port);
 	} else if (id >= 8 && id <= po.max_id && po.peers && po.peers[id].known) {
 		snprintf(buf, len, "%s %d (id %d, %s:%d)", psl__is_server_id(id) ? "server" : "worker",
 			 psl_id_to_rank(id), id, po.peers[id].node.hostname, po.peers[id].node.port);
@@ -201,7 +207,7 @@ bool psl_is_worker(void)
 }
 int psl_my_rank(void)
 {
-	return po.state == PSL__READY ? po.my_rank : -1;
+	return po.state == PSL__READY ? po.my_rank / psl_group_size() : -1;
 }
 int psl_my_id(void)
 {
@@ -209,11 +215,33 @@ int psl_my_id(void)
 }
 int psl_num_workers(void)
 {
-	return po.cfg.num_workers;
+	return po.cfg.worker_groups;
 }
 int psl_num_servers(void)
 {
-	return po.cfg.num_servers;
+	return po.cfg.server_groups;
+}
+int psl_group_size(void)
+{
+	return po.cfg.group_size > 0 ? po.cfg.group_size : 1;
+}
+int psl_my_instance(void)
+{
+	return po.state == PSL__READY ? po.cfg.instance : -1;
+}
+int psl_my_instance_rank(void)
+{
+	return po.state == PSL__READY ? po.my_rank : -1;
+}
+
+int psl__server_id(int r)
+{
+	return psl_server_rank_to_id(r * psl_group_size() + po.cfg.instance);
+}
+
+int psl__id_to_group_rank(int id)
+{
+	return psl_id_to_rank(id) / psl_group_size();
 }
 const char *psl_van_name(void)
 {
@@ -226,7 +254,10 @@ int psl_barrier(int customer_id, int group)
 		return -ESHUTDOWN;
 	if (group < 1 || group > 7)
 		return -EINVAL;
-	return psl__control_barrier(customer_id, group, PSL_CMD_BARRIER);
+	/* each process is one instance: all of them take part (StepMesh's
+	 * instance barrier), not one per group as in C++ ps-lite's BARRIER */
+	return psl__control_barrier(customer_id, group,
+				    psl_group_size() > 1 ? PSL_CMD_INSTANCE_BARRIER : PSL_CMD_BARRIER);
 }
 
 /* ------------------------------------------------------ start / finalize -- */
@@ -241,6 +272,7 @@ static int wait_registrations(void)
 {
 	int64_t t0 = psl__now_ms(), next_log = t0 + 10000;
 	int total = po.cfg.num_servers + po.cfg.num_workers, rc = 0;
+	const char *xg = po.cfg.group_size > 1 ? " x DMLC_GROUP_SIZE" : "";
 
 	pthread_mutex_lock(&po.mu);
 	while (!po.got_node_list && !po.start_err) {
@@ -255,11 +287,11 @@ static int wait_registrations(void)
 			}
 			if (now - t0 > po.cfg.start_timeout_s * 1000LL) {
 				snprintf(po.start_msg, sizeof(po.start_msg),
-					 "only %d of %d servers (DMLC_NUM_SERVER) and %d of %d workers "
-					 "(DMLC_NUM_WORKER) registered within %d s (PS_START_TIMEOUT): "
+					 "only %d of %d servers (DMLC_NUM_SERVER%s) and %d of %d workers "
+					 "(DMLC_NUM_WORKER%s) registered within %d s (PS_START_TIMEOUT): "
 					 "start the missing nodes with DMLC_PS_ROOT_URI=%s "
 					 "DMLC_PS_ROOT_PORT=%d%s, or raise PS_START_TIMEOUT%s%s",
-					 ns, po.cfg.num_servers, nw, po.cfg.num_workers,
+					 ns, po.cfg.num_servers, xg, nw, po.cfg.num_workers, xg,
 					 po.cfg.start_timeout_s, po.cfg.root_uri, po.cfg.root_port,
 					 po.cfg.secret_len ? " and the same PS_JOB_SECRET" : "",
 					 po.refused[0] ? "; refused: " : "", po.refused);
@@ -422,6 +454,12 @@ static int start_node(void)
 	psl__host_init(&po.host);
 	van_errors = psl__van_errors();
 	psl__env_reads_clear();
+	if (po.cfg.group_size > 1 && po.role != PSL_SCHEDULER) {
+		/* read by config_load for the instance's rank: no compatibility WARN */
+		psl__env_note_read("DMLC_NODE_RANK");
+		psl__env_note_read("STEPMESH_GPU");
+		psl__env_note_read("DMLC_RANK_OFFSET");
+	}
 	rc = po.lib.ops->init(&po.host, &po.van);
 	if (rc) {
 		po.van = NULL;
@@ -552,6 +590,9 @@ static int start_node(void)
 		char who[48];
 		if (po.role == PSL_SCHEDULER)
 			snprintf(who, sizeof(who), "scheduler");
+		else if (po.cfg.group_size > 1) /* the group's rank, then the instance */
+			snprintf(who, sizeof(who), "%s %d.%d", psl__role_name(po.role),
+				 po.my_rank / po.cfg.group_size, po.cfg.instance);
 		else
 			snprintf(who, sizeof(who), "%s %d", psl__role_name(po.role), po.my_rank);
 		psl__log_set_who(who);

@@ -103,6 +103,12 @@ static inline bool psl__is_worker_id(int id)
 int psl__group_members(int g, int *ids);
 bool psl__group_has(int g, int id);
 
+/* The id of instance psl_my_instance() of server group r: where this
+ * worker sends the keys of server r's range. */
+int psl__server_id(int r);
+/* The group rank of an instance's id: its rank / DMLC_GROUP_SIZE. */
+int psl__id_to_group_rank(int id);
+
 /* Marks a node lost and fails what waits on it. Takes po.mu itself. */
 void psl__node_lost(int id, int err, const char *why);
 bool psl__node_dead(int id);

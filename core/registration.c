@@ -480,10 +480,10 @@ void psl__node_take_list(const struct psl__meta *m)
 	if (ns != po.cfg.num_servers || nw != po.cfg.num_workers || sched < 0) {
 		psl__start_failed(-EPROTO,
 			     "the scheduler's node list has %d servers and %d workers%s, but here "
-			     "DMLC_NUM_SERVER=%d and DMLC_NUM_WORKER=%d: every node must have the "
-			     "same values",
-			     ns, nw, sched < 0 ? " and no scheduler" : "", po.cfg.num_servers,
-			     po.cfg.num_workers);
+			     "DMLC_NUM_SERVER=%d and DMLC_NUM_WORKER=%d with DMLC_GROUP_SIZE=%d: "
+			     "every node must have the same values",
+			     ns, nw, sched < 0 ? " and no scheduler" : "", po.cfg.server_groups,
+			     po.cfg.worker_groups, po.cfg.group_size);
 		return;
 	}
 	if (me < 0) {
@@ -508,6 +508,7 @@ void psl__node_take_list(const struct psl__meta *m)
 	po.me.id = m->nodes[me].id;
 	po.my_id = po.me.id;
 	po.my_rank = psl_id_to_rank(po.my_id);
+	po.cfg.instance = po.my_rank % (po.cfg.group_size > 0 ? po.cfg.group_size : 1);
 	for (i = 0; i < m->node_size; i++) {
 		struct psl__peer *p = &po.peers[m->nodes[i].id];
 		p->node = m->nodes[i];

@@ -57,6 +57,15 @@ int psl_simple_request(struct psl_simple_app *app, int head, const void *body, s
 		return -ENOMEM;
 	if (recv_id >= 1 && recv_id <= 7) {
 		n = psl__group_members(recv_id, ids);
+		if (psl__po.cfg.group_size > 1 && psl__po.role != PSL_SCHEDULER) {
+			/* instance groups: instance i of each member group, as KV requests */
+			int k = 0;
+			for (i = 0; i < n; i++)
+				if (ids[i] == 1 || psl_id_to_rank(ids[i]) % psl__po.cfg.group_size ==
+							   psl__po.cfg.instance)
+					ids[k++] = ids[i];
+			n = k;
+		}
 	} else if (recv_id >= 8 && recv_id <= psl__po.max_id && psl__po.peers[recv_id].known) {
 		ids[0] = recv_id;
 		n = 1;

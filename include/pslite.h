@@ -81,19 +81,32 @@ PSL_EXPORT int psl_finalize(int customer_id, bool do_barrier);
  * psl_finalize can succeed without the lost node. */
 PSL_EXPORT int psl_job_lost(char *why, size_t len);
 
-/* Block until every node of group (PSL_GROUP_*) has called it. */
+/* Block until every node of group (PSL_GROUP_*) has called it. With
+ * instance groups (DMLC_GROUP_SIZE > 1) every instance of the group's
+ * members takes part (StepMesh's instance barrier). */
 PSL_EXPORT int psl_barrier(int customer_id, int group);
 
 PSL_EXPORT enum psl_role psl_my_role(void);
 PSL_EXPORT bool psl_is_scheduler(void);
 PSL_EXPORT bool psl_is_server(void);
 PSL_EXPORT bool psl_is_worker(void);
-/* Rank among the nodes of the same role (0-based), -1 before start. */
+/* Rank among the nodes of the same role (0-based), -1 before start. With
+ * instance groups: the group's rank (ps::MyRank), instance rank / group size. */
 PSL_EXPORT int psl_my_rank(void);
 /* Node id assigned by the scheduler (1, 8, 9, 10, ...), -1 before start. */
 PSL_EXPORT int psl_my_id(void);
+/* DMLC_NUM_WORKER and DMLC_NUM_SERVER: workers and servers, each a group of
+ * psl_group_size() instances. */
 PSL_EXPORT int psl_num_workers(void);
 PSL_EXPORT int psl_num_servers(void);
+/* Instance groups (StepMesh, ps-lite byteps branch): DMLC_GROUP_SIZE, 1 by
+ * default. Each process is one instance of a group: its index in the group
+ * (rank % group size) and its rank among the instances of its role (ids
+ * follow it), -1 before start. Worker instance i talks to instance i of
+ * each server group. */
+PSL_EXPORT int psl_group_size(void);
+PSL_EXPORT int psl_my_instance(void);
+PSL_EXPORT int psl_my_instance_rank(void);
 /* ps-lite's id <-> rank mapping. */
 PSL_EXPORT int psl_server_rank_to_id(int rank);
 PSL_EXPORT int psl_worker_rank_to_id(int rank);
@@ -426,7 +439,9 @@ PSL_EXPORT int psl_simple_app_new(int app_id, int customer_id, psl_simple_handle
 				  psl_simple_handler on_response, void *arg,
 				  struct psl_simple_app **out);
 PSL_EXPORT void psl_simple_app_free(struct psl_simple_app *app);
-/* Send head/body to every node of recv_id (a node id or a PSL_GROUP_*);
+/* Send head/body to every node of recv_id (a node id or a PSL_GROUP_*;
+ * with instance groups, from a server or worker: instance psl_my_instance()
+ * of each member group, and the scheduler if in recv_id);
  * returns the timestamp to wait on. */
 PSL_EXPORT int psl_simple_request(struct psl_simple_app *app, int head, const void *body,
 				  size_t body_len, int recv_id);

@@ -67,8 +67,9 @@ static void node_up(int state)
 	int id, g, kind = state & 3;
 	struct psl__po *po = &psl__po;
 
-	po->cfg.num_servers = S;
-	po->cfg.num_workers = W;
+	po->cfg.num_servers = po->cfg.server_groups = S;
+	po->cfg.group_size = 1;
+	po->cfg.num_workers = po->cfg.worker_groups = W;
 	po->max_id = 7 + 2 * W;
 	po->peers = calloc((size_t)po->max_id + 1, sizeof(*po->peers));
 	po->lib.ops = &ops;

@@ -96,8 +96,9 @@ static void clear_sent(void)
 static inline void node_up_as(int role, int my_id, int S, int W)
 {
 	int id;
-	psl__po.cfg.num_servers = S;
-	psl__po.cfg.num_workers = W;
+	psl__po.cfg.num_servers = psl__po.cfg.server_groups = S;
+	psl__po.cfg.group_size = 1;
+	psl__po.cfg.num_workers = psl__po.cfg.worker_groups = W;
 	psl__po.role = role;
 	psl__po.my_id = my_id;
 	psl__po.my_rank = my_id == 1 ? 0 : (my_id - 8) / 2;
@@ -132,7 +133,7 @@ static int node_down(void **state)
 	free(psl__po.peers);
 	psl__po.peers = NULL;
 	psl__po.max_id = 0;
-	psl__po.cfg.num_servers = 0;
+	psl__po.cfg.num_servers = psl__po.cfg.server_groups = 0;
 	assert_int_equal(g_released, g_delivered);
 	return 0;
 }

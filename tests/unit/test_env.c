@@ -34,6 +34,7 @@ static const char *const all_vars[] = {
 	"PS_CONNECT_TIMEOUT", "PS_START_TIMEOUT",	  "BYTEPS_ENABLE_MIXED_MODE",
 	"BYTEPS_ORDERED_HOSTS", "DMLC_ENABLE_UCX",	  "PS_JOB_SECRET",
 	"PS_JOB_SECRET_FILE", "BYTEPS_ENABLE_IPC", "PS_IPC_BUF_MB", "PS_IPC_MIN_BYTES",
+	"DMLC_NODE_RANK", "STEPMESH_GPU", "DMLC_RANK_OFFSET",
 };
 
 static struct psl__config cfg;
@@ -299,8 +300,8 @@ static void test_bad_other_numbers(void **state)
 		{"DMLC_NUM_PORTS", "0", "positive integer"},
 		{"DMLC_ENABLE_UCX", "2", "from 0 to 1"},
 		{"BYTEPS_ENABLE_MIXED_MODE", "2", "from 0 to 1"},
-		{"DMLC_GROUP_SIZE", "0", "positive integer"},
-		{"DMLC_GROUP_SIZE", "two", "positive integer"},
+		{"DMLC_GROUP_SIZE", "0", "from 1 to 16000"},
+		{"DMLC_GROUP_SIZE", "two", "from 1 to 16000"},
 	};
 	size_t i;
 	char want[128];
@@ -339,13 +340,62 @@ static void test_blank_numbers(void **state)
 	assert_int_equal(v, 3);
 }
 
+/* Instance groups: StepMesh's rank = DMLC_NODE_RANK x DMLC_GROUP_SIZE +
+ * STEPMESH_GPU + DMLC_RANK_OFFSET, or DMLC_RANK; the index rank % size. */
 static void test_group_size(void **state)
 {
 	(void)state;
 	setenv("DMLC_GROUP_SIZE", "2", 1);
-	expect_error(-EINVAL, "DMLC_GROUP_SIZE=2", "expected 1", NULL);
-	setenv("DMLC_GROUP_SIZE", "8", 1);
-	expect_error(-EINVAL, "DMLC_GROUP_SIZE=8", "expected 1", NULL);
+	expect_error(-EINVAL, "DMLC_GROUP_SIZE=2", "set DMLC_NODE_RANK", "STEPMESH_GPU", NULL);
+
+	setenv("DMLC_NODE_RANK", "1", 1);
+	setenv("STEPMESH_GPU", "1", 1);
+	expect_ok();
+	assert_int_equal(cfg.group_size, 2);
+	assert_int_equal(cfg.worker_groups, 2);
+	assert_int_equal(cfg.server_groups, 3);
+	assert_int_equal(cfg.num_workers, 4);
+	assert_int_equal(cfg.num_servers, 6);
+	assert_int_equal(cfg.preferred_rank, 3);
+	assert_int_equal(cfg.instance, 1);
+
+	setenv("DMLC_NODE_RANK", "0", 1);
+	setenv("STEPMESH_GPU", "0", 1);
+	setenv("DMLC_RANK_OFFSET", "1", 1);
+	expect_ok();
+	assert_int_equal(cfg.preferred_rank, 1);
+	assert_int_equal(cfg.instance, 1);
+	unsetenv("DMLC_RANK_OFFSET");
+
+	setenv("DMLC_NODE_RANK", "2", 1); /* rank 4 of 4 worker instances */
+	expect_error(-EINVAL, "DMLC_NODE_RANK=2", "not below the 4 worker instances", NULL);
+	setenv("DMLC_ROLE", "server", 1); /* 6 server instances: fine */
+	expect_ok();
+	assert_int_equal(cfg.preferred_rank, 4);
+	assert_int_equal(cfg.instance, 0);
+	setenv("DMLC_ROLE", "worker", 1);
+
+	unsetenv("DMLC_NODE_RANK");
+	setenv("DMLC_RANK", "3", 1); /* the instance's rank itself */
+	expect_ok();
+	assert_int_equal(cfg.preferred_rank, 3);
+	assert_int_equal(cfg.instance, 1);
+	setenv("DMLC_RANK", "4", 1);
+	expect_error(-EINVAL, "DMLC_RANK=4 with DMLC_GROUP_SIZE=2", "0 to 3", NULL);
+	unsetenv("DMLC_RANK");
+
+	setenv("DMLC_ROLE", "scheduler", 1); /* one scheduler, no rank */
+	expect_ok();
+	assert_int_equal(cfg.instance, 0);
+	assert_int_equal(cfg.num_workers, 4);
+
+	setenv("DMLC_GROUP_SIZE", "8001", 1); /* 2 x 8001 worker instances */
+	expect_error(-EINVAL, "DMLC_GROUP_SIZE=8001", "at most 16000", NULL);
+	setenv("DMLC_GROUP_SIZE", "1", 1); /* as before: no rank needed */
+	setenv("DMLC_ROLE", "worker", 1);
+	expect_ok();
+	assert_int_equal(cfg.preferred_rank, -1);
+	assert_int_equal(cfg.num_workers, 2);
 }
 
 /* ------------------------------------------------------------------ van -- */
@@ -439,8 +489,9 @@ static void test_compat_named_cases(void **state)
 					       "IPC (BYTEPS_ENABLE_IPC=1) copies on the calling "
 					       "thread"),
 			 1);
-	assert_int_equal(count_lines_with(log, "DMLC_WORKER_ID=3: not read by pslite: the "
-					       "scheduler gives ranks in order of registration"),
+	assert_int_equal(count_lines_with(log, "DMLC_WORKER_ID=3: not read by pslite with "
+					       "DMLC_GROUP_SIZE=1: the scheduler gives ranks in "
+					       "order of registration"),
 			 1);
 	assert_int_equal(count_lines_with(log, "STEPMESH_CPU_START_OFFSET=8: ignored: pslite does "
 					       "not pin its threads"),
@@ -517,8 +568,11 @@ static void test_compat_every_variable(void **state)
 		assert_true(strncmp(e->what, "ignored: ", 9) == 0 ||
 			    strncmp(e->what, "not ", 4) == 0);
 		assert_true(e->roles != 0);
+		/* (but DMLC_NUM_PORTS's value is checked, and the instance's rank is
+		 * read only with DMLC_GROUP_SIZE > 1) */
 		for (i = 0; i < sizeof(all_vars) / sizeof(all_vars[0]); i++)
-			if (strcmp(e->var, "DMLC_NUM_PORTS"))
+			if (strcmp(e->var, "DMLC_NUM_PORTS") && strcmp(e->var, "DMLC_NODE_RANK") &&
+			    strcmp(e->var, "STEPMESH_GPU") && strcmp(e->var, "DMLC_RANK_OFFSET"))
 				assert_string_not_equal(e->var, all_vars[i]);
 		setenv(e->var, "7 x\n", 1);
 	}

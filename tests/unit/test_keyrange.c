@@ -29,7 +29,8 @@
 
 static void set_servers(int s)
 {
-	psl__po.cfg.num_servers = s;
+	psl__po.cfg.num_servers = psl__po.cfg.server_groups = s;
+	psl__po.cfg.group_size = 1;
 }
 
 struct range {

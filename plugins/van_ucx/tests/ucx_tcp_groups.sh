@@ -1,0 +1,5 @@
+#!/bin/sh
+# Instance groups of 2 and 4, one process per instance (tests/integration/group_job.sh), over van ucx (tcp)
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
+UCX_TLS=tcp; export UCX_TLS
+exec "$PSL_SRCDIR/tests/integration/group_job.sh" ucx
