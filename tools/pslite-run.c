@@ -275,8 +275,11 @@ static char *remote_script(const struct psl_host *h, int role, long rank, char *
 			goto big;
 	if (strlen(s) + 300 >= cap)
 		goto big;
+	/* the watcher: on EOF, TERM, then KILL after 5 s (its sleeps are short:
+	 * none outlives it by more than 0.1 s) */
 	strcat(s, " </dev/null & p=$!; (while read -r _ <&3; do :; done; kill -TERM $p "
-		  "2>/dev/null; sleep 5; kill -KILL $p 2>/dev/null) & w=$!; wait $p; rc=$?; "
+		  "2>/dev/null; i=0; while [ $i -lt 50 ] && kill -0 $p 2>/dev/null; do sleep 0.1; "
+		  "i=$((i+1)); done; kill -KILL $p 2>/dev/null) & w=$!; wait $p; rc=$?; "
 		  "kill $w 2>/dev/null; exit $rc");
 	return s;
 big:
