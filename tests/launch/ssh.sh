@@ -16,55 +16,14 @@
 # Needs root, iproute2, openssh-server and openssh-client; skips (77) with
 # one line where one is missing.
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
-set -u
-b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
-run=$b/tools/pslite-run
-
-skip() {
-	echo "ssh.sh: SKIP: $*" >&2
-	exit 77
-}
-[ "$(id -u)" = 0 ] || skip "needs root to make network namespaces and run sshd"
-command -v ip >/dev/null 2>&1 || skip "no ip command (apt-get install iproute2)"
+me=ssh.sh why="to make network namespaces and run sshd"
+. "$PSL_SRCDIR/tests/launch/common.sh"
 [ -x /usr/sbin/sshd ] || skip "no /usr/sbin/sshd (apt-get install openssh-server)"
 command -v ssh >/dev/null 2>&1 || skip "no ssh (apt-get install openssh-client)"
 command -v ssh-keygen >/dev/null 2>&1 || skip "no ssh-keygen (apt-get install openssh-client)"
 
-tag=pslh$$
-hub=${tag}hub
 hosts="h1 h2 h3"
-dir=$(mktemp -d "${TMPDIR:-/tmp}/pslite-ssh.XXXXXX")
-chmod 755 "$dir"
-made=
-bg=
-cleanup() {
-	for p in $bg; do kill -TERM "$p" 2>/dev/null; done
-	for n in $made; do
-		for p in $(ip netns pids "$n" 2>/dev/null); do kill -KILL "$p" 2>/dev/null; done
-	done
-	wait 2>/dev/null
-	for n in $made; do ip netns del "$n" 2>/dev/null; done
-	rm -rf "$dir"
-}
-trap cleanup EXIT
-trap 'exit 1' INT TERM
-
-fail=0
-bad() {
-	echo "ssh.sh: FAIL: $*" >&2
-	fail=1
-}
-
-. "$PSL_SRCDIR/tests/integration/nshosts.sh"
-nshost_hub "$hub"
-i=1
-for n in $hosts lg; do
-	ip netns add "$tag$n" || exit 1
-	made="$made $tag$n"
-	[ "$n" = lg ] && i=10
-	nshost_link "$tag$n" "$hub" "v$n" "10.78.0.$i/24"
-	i=$((i + 1))
-done
+lan 10.78.0 $hosts lg
 
 # keys and one sshd per host
 ssh-keygen -q -t ed25519 -N '' -f "$dir/hostkey" || exit 1
