@@ -15,8 +15,11 @@ bad() {
 	echo "$me: FAIL: $*" >&2
 	fail=1
 }
-[ "$(id -u)" = 0 ] || skip "needs root $why"
-command -v ip >/dev/null 2>&1 || skip "no ip command (apt-get install iproute2)"
+# (why empty: the script checks for itself before it calls lan)
+if [ -n "$why" ]; then
+	[ "$(id -u)" = 0 ] || skip "needs root $why"
+	command -v ip >/dev/null 2>&1 || skip "no ip command (apt-get install iproute2)"
+fi
 
 tag=psl${me%%.*}$$ # namespace names (interface names: v + a host name)
 dir=$(mktemp -d "${TMPDIR:-/tmp}/pslite-${me%%.*}.XXXXXX")
@@ -53,6 +56,52 @@ lan() {
 		made="$made $tag$n"
 		[ "$n" = "${*: -1}" ] && i=10
 		nshost_link "$tag$n" "${tag}hub" "v$n" "$net.$i/24"
+		i=$((i + 1))
+	done
+}
+
+# ssh_hosts NET FROM HOST...: an sshd on every HOST (namespace $tag$HOST at
+# NET.1, NET.2, ...) with a host key and root's authorized key made here;
+# waits until each answers from FROM's namespace; PSLITE_SSH_OPTS is what
+# logs in with that key. Needs openssh-server and openssh-client.
+start_sshd() { # HOST
+	ip netns exec "$tag$1" /usr/sbin/sshd -D -e -f "$dir/sshd_config" 2>>"$dir/sshd-$1.log" &
+	bg="$bg $!"
+	disown $! # (a test may kill it with its host: no "Killed" line from bash)
+}
+ssh_hosts() {
+	local net=$1 from=$2 n i t
+	shift 2
+	[ -x /usr/sbin/sshd ] || skip "no /usr/sbin/sshd (apt-get install openssh-server)"
+	command -v ssh >/dev/null 2>&1 || skip "no ssh (apt-get install openssh-client)"
+	command -v ssh-keygen >/dev/null 2>&1 || skip "no ssh-keygen (apt-get install openssh-client)"
+	ssh-keygen -q -t ed25519 -N '' -f "$dir/hostkey" || exit 1
+	ssh-keygen -q -t ed25519 -N '' -f "$dir/userkey" || exit 1
+	cp "$dir/userkey.pub" "$dir/authorized_keys"
+	mkdir -p /run/sshd # sshd's privilege separation folder
+	cat >"$dir/sshd_config" <<CFG
+Port 22
+HostKey $dir/hostkey
+AuthorizedKeysFile $dir/authorized_keys
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+KbdInteractiveAuthentication no
+UsePAM no
+StrictModes no
+PidFile none
+LogLevel ERROR
+CFG
+	for n in "$@"; do start_sshd "$n"; done
+	export PSLITE_SSH_OPTS="-F /dev/null -i $dir/userkey -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
+	i=1
+	for n in "$@"; do
+		t=0
+		# shellcheck disable=SC2086
+		until ip netns exec "$tag$from" ssh $PSLITE_SSH_OPTS -o BatchMode=yes "$net.$i" true 2>"$dir/err"; do
+			t=$((t + 1))
+			[ $t -lt 30 ] || { echo "$me: sshd on $net.$i never answered: $(cat "$dir/err")" >&2; cat "$dir"/sshd-*.log >&2; exit 1; }
+			sleep 0.5
+		done
 		i=$((i + 1))
 	done
 }

@@ -18,47 +18,11 @@
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 me=ssh.sh why="to make network namespaces and run sshd"
 . "$PSL_SRCDIR/tests/launch/common.sh"
-[ -x /usr/sbin/sshd ] || skip "no /usr/sbin/sshd (apt-get install openssh-server)"
-command -v ssh >/dev/null 2>&1 || skip "no ssh (apt-get install openssh-client)"
-command -v ssh-keygen >/dev/null 2>&1 || skip "no ssh-keygen (apt-get install openssh-client)"
 
 hosts="h1 h2 h3"
 lan 10.78.0 $hosts lg
 
-# keys and one sshd per host
-ssh-keygen -q -t ed25519 -N '' -f "$dir/hostkey" || exit 1
-ssh-keygen -q -t ed25519 -N '' -f "$dir/userkey" || exit 1
-cp "$dir/userkey.pub" "$dir/authorized_keys"
-mkdir -p /run/sshd # sshd's privilege separation folder
-cat >"$dir/sshd_config" <<CFG
-Port 22
-HostKey $dir/hostkey
-AuthorizedKeysFile $dir/authorized_keys
-PermitRootLogin prohibit-password
-PasswordAuthentication no
-KbdInteractiveAuthentication no
-UsePAM no
-StrictModes no
-PidFile none
-LogLevel ERROR
-CFG
-start_sshd() { # host
-	ip netns exec "$tag$1" /usr/sbin/sshd -D -e -f "$dir/sshd_config" 2>>"$dir/sshd-$1.log" &
-	bg="$bg $!"
-	disown $! # (killed with its host in 3.: no "Killed" line from bash)
-}
-for n in $hosts; do start_sshd "$n"; done
-
-export PSLITE_SSH_OPTS="-F /dev/null -i $dir/userkey -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR"
-# from the login namespace, every host answers (sshd starts in a moment)
-for n in 1 2 3; do
-	t=0
-	until ip netns exec "${tag}lg" ssh $PSLITE_SSH_OPTS -o BatchMode=yes 10.78.0.$n true 2>"$dir/err"; do
-		t=$((t + 1))
-		[ $t -lt 30 ] || { echo "ssh.sh: sshd on 10.78.0.$n never answered: $(cat "$dir/err")" >&2; cat "$dir"/sshd-*.log >&2; exit 1; }
-		sleep 0.5
-	done
-done
+ssh_hosts 10.78.0 lg $hosts
 
 printf '%s\n' "# three hosts, two processes each" "10.78.0.1 slots=2" "10.78.0.2 slots=2" \
 	"10.78.0.3 slots=2 # the last" >"$dir/hosts"
