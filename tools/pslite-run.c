@@ -722,9 +722,9 @@ int main(int argc, char **argv)
 	const char *van = NULL, *host = "127.0.0.1", *verbose = NULL, *hostfile = NULL;
 	const char *ssh_opts = NULL, *mode = NULL;
 	char **xvars = NULL;
-	int nx = 0, port = 0, i, n, cmd = -1, first_fail = 0, running;
-	struct child *ch;
-	struct pollfd *pfd;
+	int nx = 0, port = 0, i, n, cmd = -1, first_fail = 0, running, rc;
+	struct child *ch = NULL;
+	struct pollfd *pfd = NULL;
 	char num[32], err[1024];
 	time_t t0 = time(NULL), term_at = 0;
 	bool ended = false, keep_going = false, dry_run = false;
@@ -766,7 +766,8 @@ int main(int argc, char **argv)
 			   !strcmp(argv[i], "--k8s")) {
 			if (mode && strcmp(mode, argv[i])) {
 				fprintf(stderr, "pslite-run: %s and %s: pick one\n", mode, argv[i]);
-				return 2;
+				rc = 2;
+				goto out;
 			}
 			mode = argv[i];
 		} else if (!strcmp(argv[i], "--servers-per-node") && i + 1 < argc) {
@@ -778,21 +779,26 @@ int main(int argc, char **argv)
 		} else if (!strcmp(argv[i], "--dry-run")) {
 			dry_run = true;
 		} else {
-			return usage();
+			rc = usage();
+			goto out;
 		}
 	}
-	if (cmd < 0 || cmd >= argc)
-		return usage();
+	if (cmd < 0 || cmd >= argc) {
+		rc = usage();
+		goto out;
+	}
 	if (mode) {
 		if (hostfile || W > 0) {
 			fprintf(stderr, "pslite-run %s: %s does not go with it: the launcher's tasks "
 					"are the job (-s or --servers-per-node pick the servers)\n",
 				mode, hostfile ? "--hostfile" : "-w");
-			return 2;
+			rc = 2;
+			goto out;
 		}
 		if (S > 0 && to.servers_per_node) {
 			fprintf(stderr, "pslite-run %s: -s and --servers-per-node: pick one\n", mode);
-			return 2;
+			rc = 2;
+			goto out;
 		}
 		to.mode = mode;
 		to.servers = S > 0 ? S : 0;
@@ -805,20 +811,23 @@ int main(int argc, char **argv)
 						 65535);
 		if (!to.scheduler && getenv("DMLC_PS_ROOT_URI") && *getenv("DMLC_PS_ROOT_URI"))
 			to.scheduler = getenv("DMLC_PS_ROOT_URI");
-		free(xvars);
-		return !strcmp(mode, "--slurm") ? slurm_task(&to, argv + cmd)
-		       : !strcmp(mode, "--mpi") ? mpi_task(&to, argv + cmd)
-						: k8s_task(&to, argv + cmd);
+		rc = !strcmp(mode, "--slurm") ? slurm_task(&to, argv + cmd)
+		     : !strcmp(mode, "--mpi") ? mpi_task(&to, argv + cmd)
+					      : k8s_task(&to, argv + cmd);
+		goto out;
 	}
-	if (S < 1 || W < 1)
-		return usage();
+	if (S < 1 || W < 1) {
+		rc = usage();
+		goto out;
+	}
 	n = (int)(1 + S + W);
 	if (hostfile) {
 		where = calloc((size_t)n, sizeof(*where));
 		if (!where || psl_hostfile_read(hostfile, &hosts, &nh, err, sizeof(err)) ||
 		    psl_hostfile_place(hosts, nh, S, W, where, err, sizeof(err))) {
 			fprintf(stderr, "pslite-run: %s\n", where ? err : "out of memory");
-			return 2;
+			rc = 2;
+			goto out;
 		}
 		host = *hosts[where[0]].addr ? hosts[where[0]].addr : hosts[where[0]].name;
 		if (!port && getenv("DMLC_PS_ROOT_PORT") && *getenv("DMLC_PS_ROOT_PORT"))
@@ -832,20 +841,26 @@ int main(int argc, char **argv)
 							    : i <= S ? PSL_LAUNCH_SERVER
 								     : PSL_LAUNCH_WORKER),
 				       i == 0 ? 0L : i <= S ? i - 1L : i - 1L - S);
-			return 0;
+			rc = 0;
+			goto out;
 		}
-		if (ssh_setup(&sc, getenv("PSLITE_SSH_OPTS"), ssh_opts))
-			return 2;
+		if (ssh_setup(&sc, getenv("PSLITE_SSH_OPTS"), ssh_opts)) {
+			rc = 2;
+			goto out;
+		}
 	}
 	if (!port)
 		port = psl_tool_free_port(host);
 	if (!port) {
 		fprintf(stderr, "pslite-run: cannot find a free port on %s: pass --port\n", host);
-		return 2;
+		rc = 2;
+		goto out;
 	}
 	ch = calloc((size_t)n, sizeof(*ch));
-	if (!ch)
-		return 2;
+	if (!ch) {
+		rc = 2;
+		goto out;
+	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
@@ -866,9 +881,8 @@ int main(int argc, char **argv)
 	unsetenv("DMLC_PORT"); /* every node on this host needs a port of its own */
 
 	if (hostfile && ssh_preflight(&sc, hosts, nh, argv[cmd])) {
-		free(ch);
-		ssh_free(&sc);
-		return 2;
+		rc = 2;
+		goto out;
 	}
 
 	for (i = 0; i < n; i++) {
@@ -902,18 +916,23 @@ int main(int argc, char **argv)
 		if (pipe2(out, O_CLOEXEC) || pipe2(err2, O_CLOEXEC)) {
 			perror("pslite-run: pipe");
 			kill_all(ch, i, SIGKILL, true);
-			return 2;
+			rc = 2;
+			goto out;
 		}
 		c->pid = fork();
 		if (c->pid < 0) {
 			perror("pslite-run: fork");
 			kill_all(ch, i, SIGKILL, true);
-			return 2;
+			rc = 2;
+			goto out;
 		}
 		if (c->pid == 0) {
 			dup2(out[1], 1);
 			dup2(err2[1], 2);
 			if (sv) {
+				/* a group of its own: Ctrl-C reaches pslite-run only,
+				 * which ends the remote processes through stdin */
+				setpgid(0, 0);
 				dup2(in[0], 0);
 				execvp(sv[0], sv);
 				fprintf(stderr, "pslite-run: cannot run %s: %s\n", sv[0],
@@ -944,8 +963,10 @@ int main(int argc, char **argv)
 
 wait_all:
 	pfd = calloc(2 * (size_t)n + 1, sizeof(*pfd));
-	if (!pfd)
-		return 2;
+	if (!pfd) {
+		rc = 2;
+		goto out;
+	}
 	if (first_fail) { /* could not start them all */
 		ended = true;
 		term_at = time(NULL);
@@ -967,6 +988,15 @@ wait_all:
 					if (pfd[j].fd == ch[i].fd[k] && pfd[j].revents)
 						read_child(&ch[i], k);
 			}
+		/* before the exits of this round: a Ctrl-C that reached the
+		 * children too is the cause, not their exits */
+		if (g_signal && !ended) {
+			fprintf(stderr, "pslite-run: got signal %d; ending the job\n", (int)g_signal);
+			kill_all(ch, n, SIGTERM, false);
+			first_fail = 128 + (int)g_signal;
+			ended = true;
+			term_at = time(NULL);
+		}
 		while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
 			for (i = 0; i < n; i++) {
 				int code;
@@ -999,13 +1029,6 @@ wait_all:
 				}
 			}
 		}
-		if (g_signal && !ended) {
-			fprintf(stderr, "pslite-run: got signal %d; ending the job\n", (int)g_signal);
-			kill_all(ch, n, SIGTERM, false);
-			first_fail = 128 + (int)g_signal;
-			ended = true;
-			term_at = time(NULL);
-		}
 		if (timeout && !ended && time(NULL) - t0 >= timeout) {
 			fprintf(stderr, "pslite-run: the job ran past --timeout %ld s; ending it\n",
 				timeout);
@@ -1035,11 +1058,13 @@ wait_all:
 	for (i = 0; i < n; i++)
 		if (ch[i].in >= 0)
 			close(ch[i].in);
+	rc = first_fail;
+out:
 	free(pfd);
 	free(ch);
 	free(hosts);
 	free(where);
 	free(xvars);
 	ssh_free(&sc);
-	return first_fail;
+	return rc;
 }

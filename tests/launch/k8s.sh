@@ -85,6 +85,21 @@ pods statefulset "$dir/sts.log" "HOSTNAME=psl-scheduler-0 DMLC_ROLE=scheduler $S
 	"HOSTNAME=psl-worker-0 DMLC_ROLE=worker $S" "HOSTNAME=psl-worker-1 DMLC_ROLE=worker $S"
 echo "k8s.sh: statefulset: 5 pods of three StatefulSets ($(($(date +%s) - t0)) s)"
 
+# ------------------------------------------------------- the manifests --
+# docs/k8s/*.yaml set what the pods above had
+m=$PSL_SRCDIR/docs/k8s
+c=$(sed -n 's/^ *completions: *\([0-9]*\).*/\1/p' "$m/indexed-job.yaml")
+w=$(grep -A1 "name: PSLITE_WORLD_SIZE" "$m/indexed-job.yaml" | sed -n 's/.*value: *"\([0-9]*\)".*/\1/p')
+[ -n "$c" ] && [ "$c" = "$w" ] || bad "indexed-job.yaml: completions $c, PSLITE_WORLD_SIZE $w"
+grep -q "completionMode: Indexed" "$m/indexed-job.yaml" || bad "indexed-job.yaml: not an Indexed Job"
+for f in indexed-job statefulsets; do
+	grep -q '"pslite-run", "--k8s"' "$m/$f.yaml" || bad "$f.yaml: no pslite-run --k8s"
+	grep -q "DMLC_PS_ROOT_URI" "$m/$f.yaml" || bad "$f.yaml: no DMLC_PS_ROOT_URI"
+done
+for r in scheduler server worker; do
+	grep -A1 "name: DMLC_ROLE" "$m/statefulsets.yaml" | grep -q "value: $r" || bad "statefulsets.yaml: no $r"
+done
+
 # -------------------------------------------------------------- 3. bad --
 # bad_pod WANT POD-ENV...: exit 2, one line holding WANT
 bad_pod() {
