@@ -215,6 +215,14 @@ static bool is_ipv4(const char *s)
 	return inet_pton(AF_INET, s, &a) == 1;
 }
 
+/* The address a host's processes are reached at: addr=, else its name
+ * without ssh's "user@". */
+static const char *host_addr(const struct psl_host *h)
+{
+	const char *at = strrchr(h->name, '@');
+	return *h->addr ? h->addr : at ? at + 1 : h->name;
+}
+
 /* Builds the remote command of one process: the passed environment, its
  * role's, and a wrapper that ends the process when ssh's stdin closes
  * (pslite-run ended it, or died). */
@@ -260,8 +268,8 @@ static char *remote_script(const struct psl_host *h, int role, long rank, char *
 		if (psl_shell_quote(s, cap, kv))
 			goto big;
 	}
-	if (*h->addr || (!*h->iface && is_ipv4(h->name)))
-		snprintf(kv, sizeof(kv), "DMLC_NODE_HOST=%s", *h->addr ? h->addr : h->name);
+	if (*h->addr || (!*h->iface && is_ipv4(host_addr(h))))
+		snprintf(kv, sizeof(kv), "DMLC_NODE_HOST=%s", host_addr(h));
 	else
 		snprintf(kv, sizeof(kv), "DMLC_INTERFACE=%s",
 			 *h->iface ? h->iface
@@ -816,6 +824,18 @@ int main(int argc, char **argv)
 					      : k8s_task(&to, argv + cmd);
 		goto out;
 	}
+	if (to.servers_per_node || to.scheduler || to.world || (dry_run && !hostfile)) {
+		fprintf(stderr, "pslite-run: %s goes with --slurm, --mpi or --k8s%s\n",
+			to.servers_per_node ? "--servers-per-node"
+			: to.scheduler	    ? "--scheduler"
+			: to.world	    ? "--world"
+					    : "--dry-run",
+			dry_run && !to.servers_per_node && !to.scheduler && !to.world
+			    ? " (or --hostfile)"
+			    : "; on one machine or with --hostfile, -s and -w give the job");
+		rc = 2;
+		goto out;
+	}
 	if (S < 1 || W < 1) {
 		rc = usage();
 		goto out;
@@ -829,7 +849,7 @@ int main(int argc, char **argv)
 			rc = 2;
 			goto out;
 		}
-		host = *hosts[where[0]].addr ? hosts[where[0]].addr : hosts[where[0]].name;
+		host = host_addr(&hosts[where[0]]);
 		if (!port && getenv("DMLC_PS_ROOT_PORT") && *getenv("DMLC_PS_ROOT_PORT"))
 			port = (int)parse_pos("DMLC_PS_ROOT_PORT", getenv("DMLC_PS_ROOT_PORT"), 65535);
 		if (!port)

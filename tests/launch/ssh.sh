@@ -11,6 +11,7 @@
 #      in the middle of a pslite-bench job: pslite-run ends the job, its
 #      error names the host, nothing is left running on the others;
 #   4. signal: SIGINT to pslite-run ends the job everywhere (exit 130);
+#      SIGKILL to pslite-run: every host ends its processes all the same;
 #   5. bad input: an unreachable host, a bad host-file line, too few slots:
 #      one line, exit 2, nothing started.
 # Needs root, iproute2, openssh-server and openssh-client; skips (77) with
@@ -25,7 +26,7 @@ lan 10.78.0 $hosts lg
 ssh_hosts 10.78.0 lg $hosts
 
 printf '%s\n' "# three hosts, two processes each" "10.78.0.1 slots=2" "10.78.0.2 slots=2" \
-	"10.78.0.3 slots=2 # the last" >"$dir/hosts"
+	"root@10.78.0.3 slots=2 # user@host, as ssh takes it" >"$dir/hosts"
 
 # launch LIMIT LOG ARGS...: pslite-run in the login namespace
 launch() {
@@ -121,11 +122,6 @@ start_sshd h3
 sleep 1
 
 # ----------------------------------------------------------- 4. signal --
-t0=$(date +%s)
-launch 60 "$dir/sig.log" --hostfile "$dir/hosts" -s 2 -w 2 --port 9103 -- /bin/sleep 100 &
-lpid=$!
-bg="$bg $lpid"
-t=0
 sleeps() { # the job's sleep 100 processes on the hosts
 	local n p c=0
 	for n in $hosts; do
@@ -135,19 +131,35 @@ sleeps() { # the job's sleep 100 processes on the hosts
 	done
 	echo $c
 }
-until [ "$(sleeps)" -ge 5 ] || [ $t -ge 100 ]; do
-	sleep 0.2
-	t=$((t + 1))
-done
-[ "$(sleeps)" -eq 5 ] || bad "signal: $(sleeps) sleeps ran, expected 5: $(leftovers)"
-# Ctrl-C: SIGINT to pslite-run (found by its own arguments)
-for p in $(pgrep -f -- "$run --hostfile $dir/hosts -s 2 -w 2 --port 9103"); do kill -INT "$p"; done
-wait $lpid
-rc=$?
+# sleep_job NAME PORT SIGNAL: a job of 5 sleep 100 on the hosts; once all
+# run, SIGNAL to pslite-run (found by its own arguments); sets rc
+sleep_job() {
+	local name=$1 port=$2 sig=$3 lpid t=0 p
+	# (the subshell's own stderr away: no "Killed" line from bash)
+	launch 60 "$dir/$name.log" --hostfile "$dir/hosts" -s 2 -w 2 --port "$port" -- /bin/sleep 100 2>/dev/null &
+	lpid=$!
+	bg="$bg $lpid"
+	until [ "$(sleeps)" -ge 5 ] || [ $t -ge 100 ]; do
+		sleep 0.2
+		t=$((t + 1))
+	done
+	[ "$(sleeps)" -eq 5 ] || bad "$name: $(sleeps) sleeps ran, expected 5: $(leftovers)"
+	for p in $(pgrep -f -- "^$run --hostfile $dir/hosts -s 2 -w 2 --port $port"); do kill -"$sig" "$p"; done
+	wait $lpid
+	rc=$?
+	expect_clean "$name"
+}
+t0=$(date +%s)
+sleep_job signal 9103 INT
 [ $rc -eq 130 ] || bad "signal: pslite-run exited $rc, expected 130"
-expect_clean signal
-[ $fail -eq 0 ] || cat "$dir/sig.log" >&2
+[ $fail -eq 0 ] || cat "$dir/signal.log" >&2
 echo "ssh.sh: signal: exit $rc ($(($(date +%s) - t0)) s)"
+
+# pslite-run itself killed (SIGKILL, nothing to clean up with): its ssh
+# connections close, and every host ends its processes
+t0=$(date +%s)
+sleep_job gone 9105 KILL
+echo "ssh.sh: gone: pslite-run killed, every host clean ($(($(date +%s) - t0)) s)"
 
 # -------------------------------------------------------- 5. bad input --
 # bad_case NAME WANT HOSTFILE-LINES...: exit 2, one line holding WANT
