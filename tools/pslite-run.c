@@ -249,15 +249,16 @@ static char *remote_script(const struct psl_host *h, int role, long rank, char *
 			goto big;
 	}
 	for (i = 0; i < nx; i++) {
-		const char *v;
-		if (strchr(xvars[i], '=')) {
-			snprintf(kv, sizeof(kv), "%s", xvars[i]);
-		} else if ((v = getenv(xvars[i]))) {
-			snprintf(kv, sizeof(kv), "%s=%s", xvars[i], v);
-		} else {
-			continue;
-		}
-		if (psl_shell_quote(s, cap, kv))
+		const char *v = strchr(xvars[i], '=') ? NULL : getenv(xvars[i]);
+		char *nv = NULL;
+		int bad;
+		if (!v && !strchr(xvars[i], '='))
+			continue; /* -x NAME that the launcher does not have */
+		if (v && asprintf(&nv, "%s=%s", xvars[i], v) < 0)
+			goto big;
+		bad = psl_shell_quote(s, cap, nv ? nv : xvars[i]);
+		free(nv);
+		if (bad)
 			goto big;
 	}
 	snprintf(kv, sizeof(kv), "DMLC_ROLE=%s", psl_launch_role_name(role));
@@ -796,10 +797,16 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (mode) {
-		if (hostfile || W > 0) {
+		if (hostfile || W > 0 || timeout || keep_going || nx) {
 			fprintf(stderr, "pslite-run %s: %s does not go with it: the launcher's tasks "
-					"are the job (-s or --servers-per-node pick the servers)\n",
-				mode, hostfile ? "--hostfile" : "-w");
+					"are the job (-s or --servers-per-node pick the servers) and the "
+					"launcher runs them\n",
+				mode,
+				hostfile     ? "--hostfile"
+				: W > 0      ? "-w"
+				: timeout    ? "--timeout"
+				: keep_going ? "--keep-going"
+					     : "-x");
 			rc = 2;
 			goto out;
 		}
