@@ -15,6 +15,16 @@ bad() {
 	echo "$me: FAIL: $*" >&2
 	fail=1
 }
+# expect_line WANT CMD...: CMD exits 2 with one line holding WANT (kept in
+# $line)
+expect_line() {
+	local want=$1 rc
+	shift
+	line=$("$@" 2>&1)
+	rc=$?
+	[ $rc -eq 2 ] && [ "$(echo "$line" | wc -l)" -eq 1 ] && echo "$line" | grep -q -- "$want" ||
+		bad "$*: exit $rc, '$line', expected one line with '$want'"
+}
 # (why empty: the script checks for itself before it calls lan)
 if [ -n "$why" ]; then
 	[ "$(id -u)" = 0 ] || skip "needs root $why"

@@ -101,15 +101,11 @@ for r in scheduler server worker; do
 done
 
 # -------------------------------------------------------------- 3. bad --
-# bad_pod WANT POD-ENV...: exit 2, one line holding WANT
-bad_pod() {
-	local want=$1 out rc
+bad_pod() { # WANT POD-ENV...: exit 2, one line holding WANT
+	local want=$1
 	shift
-	out=$(env "$@" "$run" --k8s -- /bin/true 2>&1)
-	rc=$?
-	[ $rc -eq 2 ] && [ "$(echo "$out" | wc -l)" -eq 1 ] && echo "$out" | grep -q -- "$want" ||
-		bad "$*: exit $rc, '$out', expected one line with '$want'"
-	echo "k8s.sh: bad: $out"
+	expect_line "$want" env "$@" "$run" --k8s -- /bin/true
+	echo "k8s.sh: bad: $line"
 }
 bad_pod "neither JOB_COMPLETION_INDEX .* nor a StatefulSet ordinal in the host name 'mybox'" HOSTNAME=mybox PSLITE_WORLD_SIZE=5
 # shellcheck disable=SC2086

@@ -7,7 +7,8 @@
 #      --scheduler the first host: one server on each host, every node on
 #      its host's address (needs root and openssh; not run, with one line,
 #      without them);
-#   3. bad: mpirun -n 2 (too few) and --mpi outside mpirun: one line each.
+#   3. variables: MPICH Hydra's and PMIx's variables, and bad sets of them;
+#   4. bad: mpirun -n 2 (too few) and --mpi outside mpirun: one line each.
 # Skips (77) with one line where mpirun is missing.
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 me=mpi.sh why=
@@ -65,14 +66,31 @@ else
 	echo "mpi.sh: hosts: mpirun -n 6 on 2 hosts: exit $rc ($(($(date +%s) - t0)) s)"
 fi
 
-# -------------------------------------------------------------- 3. bad --
+# -------------------------------------------------------- 3. variables --
+# what MPICH's Hydra (PMI_*, MPI_LOCAL*) and PMIx give a rank
+got=$(env PMI_RANK=2 PMI_SIZE=5 MPI_LOCALRANKID=2 MPI_LOCALNRANKS=5 "$run" --mpi --dry-run -- true | tr '\n' ' ')
+case $got in "DMLC_ROLE=server DMLC_RANK=1 DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=9091 DMLC_NUM_SERVER=2 DMLC_NUM_WORKER=2 "*) ;;
+*) bad "hydra: $got" ;; esac
+got=$(env PMIX_RANK=4 "$run" --mpi --world 6 --scheduler head -s 1 --dry-run -- true | tr '\n' ' ')
+case $got in "DMLC_ROLE=worker DMLC_RANK=2 DMLC_PS_ROOT_URI=head DMLC_PS_ROOT_PORT=9091 DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=4 "*) ;;
+*) bad "pmix: $got" ;; esac
+bad_env() { # WANT VAR=VALUE...: pslite-run --mpi says WANT in one line, exit 2
+	local want=$1
+	shift
+	expect_line "$want" env "$@" "$run" --mpi -- /bin/true
+}
+bad_env "PMIX_RANK is set but no world size" PMIX_RANK=1
+bad_env "the job spans several machines: pass --scheduler HOST" OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=8 OMPI_COMM_WORLD_LOCAL_SIZE=4
+bad_env "inconsistent MPI variables" OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_LOCAL_SIZE=8
+bad_env "OMPI_COMM_WORLD_RANK=x: expected an integer" OMPI_COMM_WORLD_RANK=x OMPI_COMM_WORLD_SIZE=4
+echo "mpi.sh: variables: Hydra's and PMIx's, and 4 bad sets"
+
+# -------------------------------------------------------------- 4. bad --
 timeout -k 5 60 mpirun -n 2 --tag-output "$run" --mpi -- /bin/sleep 100 >"$dir/bad.log" 2>&1
 rc=$?
 [ $rc -ne 0 ] && [ $rc -ne 124 ] || bad "bad: mpirun -n 2 exited $rc"
 [ "$(grep -c "pslite-run --mpi: 2 tasks: a job needs at least 3" "$dir/bad.log")" -eq 2 ] ||
 	bad "bad: mpirun -n 2: $(cat "$dir/bad.log")"
-env -u OMPI_COMM_WORLD_RANK -u PMIX_RANK -u PMI_RANK "$run" --mpi -- /bin/true >"$dir/bad.log" 2>&1
-[ $? -eq 2 ] && [ "$(wc -l <"$dir/bad.log")" -eq 1 ] && grep -q "no MPI rank" "$dir/bad.log" ||
-	bad "no mpirun: $(cat "$dir/bad.log")"
-echo "mpi.sh: bad: $(head -n 1 "$dir/bad.log")"
+bad_env "no MPI rank" -u OMPI_COMM_WORLD_RANK -u PMIX_RANK -u PMI_RANK
+echo "mpi.sh: bad: $line"
 exit $fail
