@@ -27,7 +27,7 @@ lan 10.79.0 $nodes ctl
 # the cluster's names, seen by everything ip netns exec starts there
 for n in $nodes ctl; do
 	mkdir -p "/etc/netns/$tag$n"
-	printf '127.0.0.1 localhost\n10.79.0.1 n1\n10.79.0.2 n2\n10.79.0.10 %s ctl\n' "$(hostname)" \
+	printf '127.0.0.1 localhost\n10.79.0.1 n1\n10.79.0.2 n2\n10.79.0.10 %s %s ctl\n' "$(hostname)" "$(hostname -s)" \
 		>"/etc/netns/$tag$n/hosts"
 done
 
@@ -43,7 +43,7 @@ bg="$bg $!"
 mkdir -p "$dir/state" "$dir/spool"
 cat >"$dir/slurm.conf" <<CFG
 ClusterName=psltest
-SlurmctldHost=$(hostname)(10.79.0.10)
+SlurmctldHost=$(hostname -s)(10.79.0.10)
 SlurmctldPort=6817
 SlurmdPort=6818
 SlurmUser=root
