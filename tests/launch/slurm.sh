@@ -77,6 +77,8 @@ NodeName=n1 NodeAddr=10.79.0.1 CPUs=3 RealMemory=500 State=UNKNOWN
 NodeName=n2 NodeAddr=10.79.0.2 CPUs=3 RealMemory=500 State=UNKNOWN
 PartitionName=psl Nodes=n1,n2 Default=YES MaxTime=INFINITE State=UP OverSubscribe=YES
 CFG
+# (cgroup v2 machines: slurmd makes its own cgroup, no systemd asked)
+printf 'CgroupPlugin=autodetect\nIgnoreSystemd=yes\n' >"$dir/cgroup.conf"
 export SLURM_CONF=$dir/slurm.conf
 ip netns exec "${tag}ctl" /usr/sbin/slurmctld -D -c -i -f "$SLURM_CONF" >>"$dir/slurmctld.out" 2>&1 &
 bg="$bg $!"
