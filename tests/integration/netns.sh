@@ -47,11 +47,8 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 1' INT TERM
 
-ip netns add "$hub" 2>"$dir/err" || skip "cannot make a network namespace: $(cat "$dir/err")"
-made=$hub
-ip netns exec "$hub" true 2>"$dir/err" || skip "cannot run in a network namespace: $(cat "$dir/err")"
-ip -n "$hub" link add br0 type bridge 2>"$dir/err" || skip "cannot make a bridge: $(cat "$dir/err")"
-ip -n "$hub" link set br0 up
+. "$PSL_SRCDIR/tests/integration/nshosts.sh"
+nshost_hub "$hub"
 i=1
 for n in $nodes; do
 	ns=$tag$n
@@ -67,13 +64,7 @@ for n in $nodes; do
 		ip -n "$hub" link set "d$n" up
 		;;
 	esac
-	ip link add e0 netns "$ns" type veth peer name "v$n" netns "$hub" 2>"$dir/err" ||
-		skip "cannot make a veth pair: $(cat "$dir/err")"
-	ip -n "$ns" addr add "10.77.0.$i/24" dev e0
-	ip -n "$ns" link set lo up
-	ip -n "$ns" link set e0 up
-	ip -n "$hub" link set "v$n" master br0
-	ip -n "$hub" link set "v$n" up
+	nshost_link "$ns" "$hub" "v$n" "10.77.0.$i/24"
 	i=$((i + 1))
 done
 sleep 1 # (the bridge's ports come up; nodes retry their connects anyway)
