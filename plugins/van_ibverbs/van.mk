@@ -31,6 +31,14 @@ plugins_van_ibverbs_tests_test_ibv_logic_CPPFLAGS = $(VAN_CPPFLAGS) -I$(top_srcd
 plugins_van_ibverbs_tests_test_ibv_logic_CFLAGS = $(TEST_CFLAGS)
 plugins_van_ibverbs_tests_test_ibv_logic_LDADD = $(CMOCKA_LIBS)
 endif
+
+# a stand-in for a C++ ps-lite RDMA node's connection set-up (the VM suite's cxx case)
+check_PROGRAMS += plugins/van_ibverbs/tests/ibv_cxx_peer
+plugins_van_ibverbs_tests_ibv_cxx_peer_SOURCES = plugins/van_ibverbs/tests/ibv_cxx_peer.c \
+	plugins/van_ibverbs/ibv_cxx.c plugins/van_ibverbs/ibv_cxx.h
+plugins_van_ibverbs_tests_ibv_cxx_peer_CPPFLAGS = $(VAN_CPPFLAGS) -I$(top_srcdir)/plugins/van_ibverbs
+plugins_van_ibverbs_tests_ibv_cxx_peer_CFLAGS = $(AM_CFLAGS) $(IBVERBS_CFLAGS)
+plugins_van_ibverbs_tests_ibv_cxx_peer_LDADD = $(IBVERBS_LIBS)
 endif
 
 # no device on this machine (ibv_host.sh), and the whole suite on real verbs

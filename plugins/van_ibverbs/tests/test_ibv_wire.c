@@ -324,8 +324,8 @@ static void test_cxx_conn(void **state)
 	assert_int_equal(ibv_cxx_conn_decode(b, sizeof(b), &o, &why), -EPROTO);
 	ibv_conn_acc_encode(b, &(struct ibv_conn_acc){.nqp = 1, .rx_depth = 4, .rx_buf = 64});
 	assert_int_equal(ibv_cxx_conn_decode(b, sizeof(b), &o, &why), -EPROTO);
-	/* a node that has no id yet (Node::kEmpty, INT_MAX), a 15-byte host */
-	c.node = 0x7fffffff;
+	/* a node that has no id yet (C++'s Node::kEmpty, 32767), a 15-byte host */
+	c.node = 32767;
 	strcpy(c.host, "abcdefghijklmno");
 	ibv_cxx_conn_encode(b, &c);
 	assert_int_equal(ibv_cxx_conn_decode(b, IBV_CXX_REQ_LEN, &o, &why), 0);
