@@ -184,6 +184,9 @@ struct psl_van {
 	const struct psl_van_host *host;
 	bool secret;		     /* PS_JOB_SECRET: connection requests carry proofs */
 	struct psl_van_nonces nonces; /* of the proofs taken (the cm thread's) */
+	/* C++ ps-lite peers already reported (hashes of their records; the cm
+	 * thread's): they retry every 500 ms, one ERROR line each is enough */
+	uint64_t cxx_seen[16];
 	/* settings */
 	long rx_depth, start_depth, nports, split_qp, connect_s, mr_cache_max, rndv_min;
 	bool busy_poll, mr_cache_on;

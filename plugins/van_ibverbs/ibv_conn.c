@@ -19,6 +19,7 @@
 #include <string.h>
 
 #include "ibv.h"
+#include "ibv_cxx.h"
 
 #define RESOLVE_MS 2000
 
@@ -209,6 +210,18 @@ static void tell(struct psl_van *v, int32_t id, int pev, int err, const char *de
 	snprintf(e->detail, sizeof(e->detail), "%s", detail ? detail : "");
 }
 
+/* The peer cannot be spoken to with these settings or this protocol: the link
+ * stays down, its sends fail with err, the core is told once. */
+static void link_mismatch(struct psl_van *v, struct ibv_link *l, int err, const char *detail)
+{
+	link_reset_qs(v, l);
+	l->state = L_DOWN;
+	l->told = true;
+	tell(v, l->id, PSL_VAN_PEER_MISMATCH, err, detail);
+	while (l->live)
+		ibv_sendop_finish(v, l->live, err);
+}
+
 void ibv_link_down(struct psl_van *v, struct ibv_link *l, int err, const char *detail)
 {
 	struct ibv_sendop *op;
@@ -297,6 +310,42 @@ static void conn_params(struct psl_van *v, struct rdma_conn_param *cp, const voi
 	cp->rnr_retry_count = 7;
 }
 
+/* The one line for a C++ ps-lite peer (its RDMA van speaks another protocol). */
+static void cxx_peer_line(char *d, size_t n, const char *what, const char *where,
+			  const struct ibv_cxx_conn *c)
+{
+	snprintf(d, n,
+		 "%s%s%s node %u at %s port %u: it runs C++ ps-lite's RDMA van, whose wire "
+		 "protocol pslite's van_ibverbs does not speak; run jobs that mix C++ ps-lite "
+		 "and pslite nodes over ZeroMQ: DMLC_ENABLE_RDMA=0 on every node "
+		 "(docs/van-ibverbs.md)",
+		 what, where ? where : "", where ? " reached" : "", (unsigned)c->node, c->host,
+		 (unsigned)c->port);
+}
+
+/* Whether this C++ peer is reported for the first time (remembers 16). */
+static bool cxx_first(struct psl_van *v, const struct ibv_cxx_conn *c)
+{
+	uint64_t h = 1469598103934665603ull; /* FNV-1a over node, port, host */
+	const char *p;
+	int i;
+
+	h = (h ^ c->node) * 1099511628211ull;
+	h = (h ^ c->port) * 1099511628211ull;
+	for (p = c->host; *p; p++)
+		h = (h ^ (uint8_t)*p) * 1099511628211ull;
+	h |= 1;
+	for (i = 0; i < 16; i++) {
+		if (v->cxx_seen[i] == h)
+			return false;
+		if (!v->cxx_seen[i]) {
+			v->cxx_seen[i] = h;
+			return true;
+		}
+	}
+	return false;
+}
+
 static void on_connect_request(struct psl_van *v, struct rdma_cm_id *id, const void *pd,
 			       size_t pdlen)
 {
@@ -312,6 +361,17 @@ static void on_connect_request(struct psl_van *v, struct rdma_cm_id *id, const v
 	rc = ibv_conn_req_decode(pd, pdlen, &r, &why);
 	if (rc) {
 		uint8_t rej[IBV_CONN_REJ_LEN];
+		struct ibv_cxx_conn c;
+		const char *cwhy = "";
+		if (!ibv_cxx_conn_decode(pd, pdlen, &c, &cwhy)) {
+			char d[512];
+			cxx_peer_line(d, sizeof(d), "refused an RDMA connection from", NULL, &c);
+			LOG(v, cxx_first(v, &c) ? PSL_VAN_LOG_ERROR : PSL_VAN_LOG_DEBUG, "%s", d);
+			ibv_conn_rej_encode(rej, IBV_REJ_VERSION);
+			rdma_reject(id, rej, sizeof(rej));
+			rdma_destroy_id(id);
+			return;
+		}
 		LOG(v, PSL_VAN_LOG_WARN,
 		    "refused an RDMA connection: %s (a node that does not run pslite's "
 		    "van_ibverbs, or runs another version of it?)", why);
@@ -438,6 +498,16 @@ static void on_established_out(struct psl_van *v, struct ibv_q *q, const void *p
 	int i, rc;
 
 	rc = ibv_conn_acc_decode(pd, pdlen, &a, &why);
+	if (rc) {
+		struct ibv_cxx_conn c;
+		const char *cwhy = "";
+		if (!ibv_cxx_conn_decode(pd, pdlen, &c, &cwhy)) {
+			char d[512];
+			cxx_peer_line(d, sizeof(d), "the RDMA connection to ", l->where, &c);
+			link_mismatch(v, l, -EPROTONOSUPPORT, d);
+			return;
+		}
+	}
 	if (!rc && (a.qp_index != q->index || a.nqp != l->nqp))
 		rc = -EPROTO, why = "answer for another queue pair";
 	if (!rc)
@@ -507,24 +577,14 @@ static void out_failed(struct psl_van *v, struct ibv_q *q, int event, int status
 				   "give every node of the job the same PS_JOB_SECRET"
 				 : "this node has a PS_JOB_SECRET and that node has none: give "
 				   "every node of the job the same PS_JOB_SECRET");
-		link_reset_qs(v, l);
-		l->state = L_DOWN;
-		l->told = true;
-		tell(v, l->id, PSL_VAN_PEER_MISMATCH, -EACCES, why);
-		while (l->live)
-			ibv_sendop_finish(v, l->live, -EACCES);
+		link_mismatch(v, l, -EACCES, why);
 		return;
 	}
 	if (reason == IBV_REJ_VERSION || reason == IBV_REJ_MALFORMED) {
 		snprintf(why, sizeof(why),
 			 "the node at %s runs van_ibverbs with another wire version: use the "
 			 "same pslite on every node", l->where);
-		link_reset_qs(v, l);
-		l->state = L_DOWN;
-		l->told = true;
-		tell(v, l->id, PSL_VAN_PEER_MISMATCH, -EPROTO, why);
-		while (l->live)
-			ibv_sendop_finish(v, l->live, -EPROTO);
+		link_mismatch(v, l, -EPROTO, why);
 		return;
 	}
 	snprintf(why, sizeof(why), "%s (status %d)", event_why(event), status);

@@ -7,6 +7,7 @@ plugins_van_ibverbs_van_ibverbs_la_SOURCES = \
 	plugins/van_ibverbs/ibv_xfer.c plugins/van_ibverbs/ibv_recv.c \
 	plugins/van_ibverbs/ibv_pool.c \
 	plugins/van_ibverbs/ibv_wire.c plugins/van_ibverbs/ibv_wire.h \
+	plugins/van_ibverbs/ibv_cxx.c plugins/van_ibverbs/ibv_cxx.h \
 	plugins/van_ibverbs/ibv_logic.c plugins/van_ibverbs/ibv_logic.h
 plugins_van_ibverbs_van_ibverbs_la_CPPFLAGS = $(VAN_CPPFLAGS)
 plugins_van_ibverbs_van_ibverbs_la_CFLAGS = $(AM_CFLAGS) $(IBVERBS_CFLAGS)
@@ -19,7 +20,8 @@ if HAVE_CMOCKA
 check_PROGRAMS += plugins/van_ibverbs/tests/test_ibv_wire plugins/van_ibverbs/tests/test_ibv_logic
 TESTS += plugins/van_ibverbs/tests/test_ibv_wire plugins/van_ibverbs/tests/test_ibv_logic
 plugins_van_ibverbs_tests_test_ibv_wire_SOURCES = plugins/van_ibverbs/tests/test_ibv_wire.c \
-	plugins/van_ibverbs/ibv_wire.c plugins/van_ibverbs/ibv_wire.h
+	plugins/van_ibverbs/ibv_wire.c plugins/van_ibverbs/ibv_wire.h \
+	plugins/van_ibverbs/ibv_cxx.c plugins/van_ibverbs/ibv_cxx.h
 plugins_van_ibverbs_tests_test_ibv_wire_CPPFLAGS = $(VAN_CPPFLAGS) -I$(top_srcdir)/plugins/van_ibverbs
 plugins_van_ibverbs_tests_test_ibv_wire_CFLAGS = $(TEST_CFLAGS)
 plugins_van_ibverbs_tests_test_ibv_wire_LDADD = $(CMOCKA_LIBS)
@@ -29,6 +31,14 @@ plugins_van_ibverbs_tests_test_ibv_logic_CPPFLAGS = $(VAN_CPPFLAGS) -I$(top_srcd
 plugins_van_ibverbs_tests_test_ibv_logic_CFLAGS = $(TEST_CFLAGS)
 plugins_van_ibverbs_tests_test_ibv_logic_LDADD = $(CMOCKA_LIBS)
 endif
+
+# a stand-in for a C++ ps-lite RDMA node's connection set-up (the VM suite's cxx case)
+check_PROGRAMS += plugins/van_ibverbs/tests/ibv_cxx_peer
+plugins_van_ibverbs_tests_ibv_cxx_peer_SOURCES = plugins/van_ibverbs/tests/ibv_cxx_peer.c \
+	plugins/van_ibverbs/ibv_cxx.c plugins/van_ibverbs/ibv_cxx.h
+plugins_van_ibverbs_tests_ibv_cxx_peer_CPPFLAGS = $(VAN_CPPFLAGS) -I$(top_srcdir)/plugins/van_ibverbs
+plugins_van_ibverbs_tests_ibv_cxx_peer_CFLAGS = $(AM_CFLAGS) $(IBVERBS_CFLAGS)
+plugins_van_ibverbs_tests_ibv_cxx_peer_LDADD = $(IBVERBS_LIBS)
 endif
 
 # no device on this machine (ibv_host.sh), and the whole suite on real verbs

@@ -190,13 +190,42 @@ t_secret() { # PS_JOB_SECRET: the same on every node works; a server with anothe
 		pass secret_other; else fail secret_other "rc $rc"; show "$dir/secret2.log"; fi
 }
 
-tests=${*:-"info data loopback qps small_depth busy nocache kill hang resend server bad unreachable memlock secret af"}
+t_cxx() { # a C++ ps-lite RDMA peer (ibv_cxx_peer stands in for one): one line, no hang
+	cxxline="it runs C++ ps-lite's RDMA van.*DMLC_ENABLE_RDMA=0"
+	"$b/plugins/van_ibverbs/tests/ibv_cxx_peer" listen "$host" 9311 30 >"$dir/cxx-peer.log" 2>&1 &
+	peer=$!
+	sleep 1
+	DMLC_ROLE=worker DMLC_PS_ROOT_URI=$host DMLC_NODE_HOST=$host DMLC_PS_ROOT_PORT=9311 \
+		DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 DMLC_ENABLE_RDMA=ibverbs PS_CONNECT_TIMEOUT=60 \
+		timeout 40 "$b/tests/integration/kvtest" >"$dir/cxx-sched.log" 2>&1
+	rc=$?
+	kill "$peer" 2>/dev/null
+	wait "$peer" 2>/dev/null
+	if [ $rc -ne 0 ] && [ $rc -ne 124 ] && grep -q "cannot register with the scheduler.*$cxxline" \
+		"$dir/cxx-sched.log" && grep -q accepted "$dir/cxx-peer.log"; then
+		pass cxx_scheduler; else fail cxx_scheduler "rc $rc"; show "$dir/cxx-sched.log"; fi
+	DMLC_ROLE=scheduler DMLC_PS_ROOT_URI=$host DMLC_NODE_HOST=$host DMLC_PS_ROOT_PORT=9312 \
+		DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 DMLC_ENABLE_RDMA=ibverbs \
+		timeout 60 "$b/tests/integration/kvtest" >"$dir/cxx-node.log" 2>&1 &
+	sched=$!
+	sleep 2
+	timeout 40 "$b/plugins/van_ibverbs/tests/ibv_cxx_peer" connect "$host" 9312 3 \
+		>"$dir/cxx-peer2.log" 2>&1
+	kill "$sched" 2>/dev/null
+	wait "$sched" 2>/dev/null
+	if [ "$(grep -c rejected "$dir/cxx-peer2.log")" -eq 3 ] &&
+		[ "$(grep -c "ERROR: .*refused an RDMA connection from node 32767 at cxx-peer port 0: $cxxline" \
+			"$dir/cxx-node.log")" -eq 1 ]; then
+		pass cxx_node; else fail cxx_node; show "$dir/cxx-peer2.log"; show "$dir/cxx-node.log"; fi
+}
+
+tests=${*:-"info data loopback qps small_depth busy nocache kill hang resend server bad unreachable memlock secret af cxx"}
 for t in $tests; do
 	case $t in
 	info) t_info ;; data) t_data ;; loopback) t_loopback ;; qps) t_qps ;; small_depth) t_small_depth ;;
 	busy) t_busy ;; nocache) t_nocache ;; kill) t_kill ;; hang) t_hang ;; resend) t_resend ;;
 	server) t_server ;; bad) t_bad ;; unreachable) t_unreachable ;; memlock) t_memlock ;;
-	secret) t_secret ;; af) t_af ;;
+	secret) t_secret ;; af) t_af ;; cxx) t_cxx ;;
 	*) fail "$t" "no such test" ;;
 	esac
 done

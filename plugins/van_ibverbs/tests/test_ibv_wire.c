@@ -9,6 +9,7 @@
 
 #include <cmocka.h>
 
+#include "ibv_cxx.h"
 #include "ibv_wire.h"
 
 static void test_conn_roundtrip(void **state)
@@ -290,6 +291,159 @@ static void test_msg_malformed(void **state)
 	}
 }
 
+/* C++ ps-lite's connection record: its layout, and that it and ours are told
+ * apart both ways. */
+static void test_cxx_conn(void **state)
+{
+	struct ibv_cxx_conn c = {.node = 9, .port = 0x1234}, o;
+	struct ibv_conn_req r = {.qp_index = 0, .nqp = 1, .sender = 9, .rx_depth = 256,
+				 .rx_buf = 8704, .nonce = 7};
+	struct ibv_conn_req ro;
+	uint8_t b[56], g[IBV_CXX_REQ_LEN];
+	const char *why = "";
+	(void)state;
+
+	strcpy(c.host, "10.0.0.5");
+	memset(b, 0xee, sizeof(b));
+	assert_int_equal(ibv_cxx_conn_encode(b, &c), IBV_CXX_REQ_LEN);
+	/* the C++ struct: u32 node, u16 port, char[16] host, 2 bytes padding */
+	memset(g, 0, sizeof(g));
+	g[0] = 9;
+	g[4] = 0x34, g[5] = 0x12;
+	memcpy(g + 6, "10.0.0.5", 8);
+	assert_memory_equal(b, g, sizeof(g));
+	memset(b + IBV_CXX_REQ_LEN, 0, sizeof(b) - IBV_CXX_REQ_LEN); /* rdmacm pads */
+	assert_int_equal(ibv_cxx_conn_decode(b, sizeof(b), &o, &why), 0);
+	assert_int_equal(o.node, 9);
+	assert_int_equal(o.port, 0x1234);
+	assert_string_equal(o.host, "10.0.0.5");
+	/* not ours, and ours is not C++'s */
+	assert_int_equal(ibv_conn_req_decode(b, sizeof(b), &ro, &why), -EPROTO);
+	memset(b, 0, sizeof(b));
+	ibv_conn_req_encode(b, &r);
+	assert_int_equal(ibv_cxx_conn_decode(b, sizeof(b), &o, &why), -EPROTO);
+	ibv_conn_acc_encode(b, &(struct ibv_conn_acc){.nqp = 1, .rx_depth = 4, .rx_buf = 64});
+	assert_int_equal(ibv_cxx_conn_decode(b, sizeof(b), &o, &why), -EPROTO);
+	/* a node that has no id yet (C++'s Node::kEmpty, 32767), a 15-byte host */
+	c.node = 32767;
+	strcpy(c.host, "abcdefghijklmno");
+	ibv_cxx_conn_encode(b, &c);
+	assert_int_equal(ibv_cxx_conn_decode(b, IBV_CXX_REQ_LEN, &o, &why), 0);
+	assert_string_equal(o.host, "abcdefghijklmno");
+	/* malformed: short, node 0 or negative, host empty, unterminated, binary */
+	assert_int_equal(ibv_cxx_conn_decode(b, IBV_CXX_REQ_LEN - 1, &o, &why), -EPROTO);
+	assert_int_equal(ibv_cxx_conn_decode(NULL, 0, &o, &why), -EPROTO);
+	memcpy(g, b, IBV_CXX_REQ_LEN);
+	memset(g, 0, 4);
+	assert_int_equal(ibv_cxx_conn_decode(g, IBV_CXX_REQ_LEN, &o, &why), -EPROTO);
+	memset(g, 0xff, 4);
+	assert_int_equal(ibv_cxx_conn_decode(g, IBV_CXX_REQ_LEN, &o, &why), -EPROTO);
+	memcpy(g, b, IBV_CXX_REQ_LEN);
+	g[6] = 0;
+	assert_int_equal(ibv_cxx_conn_decode(g, IBV_CXX_REQ_LEN, &o, &why), -EPROTO);
+	memcpy(g, b, IBV_CXX_REQ_LEN);
+	g[21] = 'p';
+	assert_int_equal(ibv_cxx_conn_decode(g, IBV_CXX_REQ_LEN, &o, &why), -EPROTO);
+	memcpy(g, b, IBV_CXX_REQ_LEN);
+	g[8] = 0x01;
+	assert_int_equal(ibv_cxx_conn_decode(g, IBV_CXX_REQ_LEN, &o, &why), -EPROTO);
+}
+
+/* The rendezvous start and reply: layout, round trip, bad fields. */
+static void test_cxx_rendezvous(void **state)
+{
+	struct ibv_cxx_start s = {.meta_len = 200, .nseg = 3, .len = {8, 1 << 20, 4},
+				  .cookie = 0x1122334455667788ull}, so;
+	struct ibv_cxx_reply r = {.addr = 0x7f0000001000ull, .cookie = 0x1122334455667788ull,
+				  .rkey = 0xabcd, .idx = 17}, ro;
+	uint8_t b[IBV_CXX_START_LEN];
+	const char *why = "";
+	(void)state;
+
+	assert_int_equal(ibv_cxx_start_encode(b, &s), IBV_CXX_START_LEN);
+	/* u64 meta_len, u64 nseg, u64 len[4] (unused ones 0), u64 cookie */
+	assert_int_equal(b[0], 200);
+	assert_int_equal(b[8], 3);
+	assert_int_equal(b[16], 8);
+	assert_int_equal(b[24 + 2], 0x10);
+	assert_int_equal(b[32], 4);
+	assert_int_equal(b[40], 0);
+	assert_int_equal(b[48], 0x88);
+	assert_int_equal(b[55], 0x11);
+	assert_int_equal(ibv_cxx_start_decode(b, sizeof(b), &so, &why), 0);
+	assert_memory_equal(&so, &s, sizeof(s));
+	assert_true(ibv_cxx_buf_len(&so) == 4096 + 8 + (1 << 20) + 4);
+	assert_int_equal(ibv_cxx_start_decode(b, sizeof(b) - 1, &so, &why), -EPROTO);
+	s.nseg = 5;
+	ibv_cxx_start_encode(b, &s);
+	assert_int_equal(ibv_cxx_start_decode(b, sizeof(b), &so, &why), -EPROTO);
+	s.nseg = 0, s.meta_len = 0;
+	ibv_cxx_start_encode(b, &s);
+	assert_int_equal(ibv_cxx_start_decode(b, sizeof(b), &so, &why), -EPROTO);
+	s.meta_len = IBV_CXX_MAX_META + 1;
+	ibv_cxx_start_encode(b, &s);
+	assert_int_equal(ibv_cxx_start_decode(b, sizeof(b), &so, &why), -EPROTO);
+	s.meta_len = 100, s.nseg = 2, s.len[0] = UINT64_MAX - 10, s.len[1] = 100;
+	ibv_cxx_start_encode(b, &s);
+	assert_int_equal(ibv_cxx_start_decode(b, sizeof(b), &so, &why), -EPROTO);
+	/* a control message: the meta alone */
+	s.nseg = 0, s.meta_len = 1;
+	ibv_cxx_start_encode(b, &s);
+	assert_int_equal(ibv_cxx_start_decode(b, sizeof(b), &so, &why), 0);
+	assert_true(ibv_cxx_buf_len(&so) == 4096);
+
+	assert_int_equal(ibv_cxx_reply_encode(b, &r), IBV_CXX_REPLY_LEN);
+	/* u64 addr, u64 cookie, u32 rkey, u32 idx */
+	assert_int_equal(b[1], 0x10);
+	assert_int_equal(b[8], 0x88);
+	assert_int_equal(b[16], 0xcd);
+	assert_int_equal(b[20], 17);
+	assert_int_equal(ibv_cxx_reply_decode(b, IBV_CXX_REPLY_LEN, 0, &ro, &why), 0);
+	assert_memory_equal(&ro, &r, sizeof(r));
+	assert_int_equal(ibv_cxx_reply_decode(b, IBV_CXX_REPLY_LEN - 1, 0, &ro, &why), -EPROTO);
+	assert_int_equal(ibv_cxx_reply_decode(b, IBV_CXX_REPLY_LEN, 17, &ro, &why), -EPROTO);
+	r.idx = IBV_CXX_POOL_DEFAULT;
+	ibv_cxx_reply_encode(b, &r);
+	assert_int_equal(ibv_cxx_reply_decode(b, IBV_CXX_REPLY_LEN, 0, &ro, &why), -EPROTO);
+	r.idx = 0, r.addr = 0;
+	ibv_cxx_reply_encode(b, &r);
+	assert_int_equal(ibv_cxx_reply_decode(b, IBV_CXX_REPLY_LEN, 0, &ro, &why), -EPROTO);
+
+	assert_true(ibv_cxx_data_offset(1) == 4096);
+	assert_true(ibv_cxx_data_offset(4096) == 4096);
+	assert_true(ibv_cxx_data_offset(4097) == 8192);
+}
+
+/* Random bytes: the C++ decoders never read past the record and what they
+ * accept is in range. */
+static void test_cxx_random(void **state)
+{
+	uint8_t b[IBV_CXX_START_LEN];
+	struct ibv_cxx_conn c;
+	struct ibv_cxx_start s;
+	struct ibv_cxx_reply r;
+	const char *why;
+	unsigned seed = 12;
+	int i, j;
+	(void)state;
+
+	for (i = 0; i < 20000; i++) {
+		size_t len = (size_t)(rand_r(&seed) % (sizeof(b) + 1));
+		for (j = 0; j < (int)sizeof(b); j++)
+			b[j] = (uint8_t)(rand_r(&seed) >> (i % 3 ? 24 : 4));
+		why = NULL;
+		if (!ibv_cxx_conn_decode(b, len, &c, &why))
+			assert_true(c.node >= 1 && strlen(c.host) >= 1 &&
+				    strlen(c.host) < IBV_CXX_HOST_LEN);
+		else
+			assert_non_null(why);
+		if (!ibv_cxx_start_decode(b, len, &s, &(const char *){""}))
+			assert_true(s.nseg <= IBV_CXX_MAX_SEGS && ibv_cxx_buf_len(&s) > 0);
+		if (!ibv_cxx_reply_decode(b, len, 64, &r, &(const char *){""}))
+			assert_true(r.idx < 64 && r.addr);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -298,6 +452,9 @@ int main(void)
 		cmocka_unit_test(test_conn_malformed),
 		cmocka_unit_test(test_msg_roundtrip),
 		cmocka_unit_test(test_msg_malformed),
+		cmocka_unit_test(test_cxx_conn),
+		cmocka_unit_test(test_cxx_rendezvous),
+		cmocka_unit_test(test_cxx_random),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -1,0 +1,85 @@
+/*
+ * The records of C++ ps-lite's RDMA van (bytedance/ps-lite, byteps branch,
+ * src/rdma_*.h), as far as van_ibverbs needs them: to recognise a C++ peer
+ * and say so in one line, and as the codec of a future mode that speaks its
+ * protocol (docs/van-ibverbs.md, "C++ ps-lite's RDMA protocol"). C++ writes
+ * these as native structs; every C++ ps-lite build that matters is x86-64 or
+ * aarch64, little-endian, with 8-byte u64 alignment, so the offsets below are
+ * fixed. Decoders check lengths and ranges and never trust a field
+ * (tests/test_ibv_wire.c).
+ *
+ * rdmacm private data of a connect request and of its accept (the same record
+ * both ways; rdmacm pads it to 56 bytes on a request):
+ *   u32 node id, u16 listening port, char host[16] (NUL-terminated),
+ *   2 bytes padding                                               (24 bytes)
+ * Sent with SEND_WITH_IMM into the peer's receive buffers:
+ *   START   immediate 0: u64 meta length, u64 segment count (at most 4),
+ *           u64 length of each of 4 segments, u64 the sender's cookie
+ *                                                                 (56 bytes)
+ *   REPLY   immediate 1: u64 buffer address, u64 the cookie of the START,
+ *           u32 remote key, u32 index in the receiver's address pool
+ *                                                                 (24 bytes)
+ * Then RDMA WRITE_WITH_IMM of the meta to the buffer's address, immediate =
+ * the pool index; a push request's values go first, by a plain RDMA WRITE, to
+ * the buffer's address + the meta length rounded up to 4096.
+ */
+#ifndef PSL_VAN_IBV_CXX_H
+#define PSL_VAN_IBV_CXX_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define IBV_CXX_REQ_LEN 24
+#define IBV_CXX_HOST_LEN 16
+#define IBV_CXX_START_LEN 56
+#define IBV_CXX_REPLY_LEN 24
+#define IBV_CXX_IMM_START 0u
+#define IBV_CXX_IMM_REPLY 1u
+#define IBV_CXX_MAX_SEGS 4
+#define IBV_CXX_PAGE 4096u
+/* C++'s receive buffers hold the larger of START and REPLY */
+#define IBV_CXX_RECV_BUF IBV_CXX_START_LEN
+/* BYTEPS_ADDRESS_POOL_SIZE's default: pool indices are below it */
+#define IBV_CXX_POOL_DEFAULT 10240u
+/* the largest meta we accept from a START (C++ metas are a few hundred bytes) */
+#define IBV_CXX_MAX_META (1u << 20)
+
+struct ibv_cxx_conn {
+	uint32_t node;
+	uint16_t port;
+	char host[IBV_CXX_HOST_LEN + 1];
+};
+
+struct ibv_cxx_start {
+	uint64_t meta_len;
+	uint64_t nseg;
+	uint64_t len[IBV_CXX_MAX_SEGS];
+	uint64_t cookie;
+};
+
+struct ibv_cxx_reply {
+	uint64_t addr;
+	uint64_t cookie;
+	uint32_t rkey;
+	uint32_t idx;
+};
+
+/* Encoders write the record's length into buf and return it. Decoders return
+ * 0, or -EPROTO with why (not such a record, or malformed). */
+size_t ibv_cxx_conn_encode(void *buf, const struct ibv_cxx_conn *c);
+/* 0 when the private data is a C++ ps-lite connection record: not ours (no
+ * "PSIB"), a node id in 1..INT32_MAX, a printable NUL-terminated host. */
+int ibv_cxx_conn_decode(const void *buf, size_t len, struct ibv_cxx_conn *c, const char **why);
+size_t ibv_cxx_start_encode(void *buf, const struct ibv_cxx_start *s);
+int ibv_cxx_start_decode(const void *buf, size_t len, struct ibv_cxx_start *s, const char **why);
+size_t ibv_cxx_reply_encode(void *buf, const struct ibv_cxx_reply *r);
+/* pool: the receiver's address pool size (0: IBV_CXX_POOL_DEFAULT) */
+int ibv_cxx_reply_decode(const void *buf, size_t len, uint32_t pool, struct ibv_cxx_reply *r,
+			 const char **why);
+/* Where a push request's values start in the receiver's buffer. */
+uint64_t ibv_cxx_data_offset(uint64_t meta_len);
+/* The bytes a receiver's buffer needs for a START: meta, padding to a page,
+ * every segment (0 when that overflows). */
+uint64_t ibv_cxx_buf_len(const struct ibv_cxx_start *s);
+
+#endif
