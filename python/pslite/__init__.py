@@ -30,6 +30,7 @@ __all__ = [
     "PsliteError", "SERVER", "WORKER", "SCHEDULER", "GROUP_SCHEDULER", "GROUP_SERVERS",
     "GROUP_WORKERS", "GROUP_ALL", "start", "finalize", "barrier", "role", "is_worker",
     "is_server", "is_scheduler", "rank", "node_id", "num_workers", "num_servers",
+    "group_size", "instance", "instance_rank",
     "van_name", "job_lost", "KVWorker", "KVServer", "Request", "AFWorker", "AFServer", "Batch",
 ]
 
@@ -107,6 +108,8 @@ def _declare(lib):
         "psl_job_lost": (c_int, [ctypes.c_char_p, c_sz]),
         "psl_my_role": (c_int, []), "psl_my_rank": (c_int, []), "psl_my_id": (c_int, []),
         "psl_num_workers": (c_int, []), "psl_num_servers": (c_int, []),
+        "psl_group_size": (c_int, []), "psl_my_instance": (c_int, []),
+        "psl_my_instance_rank": (c_int, []),
         "psl_strerror": (ctypes.c_char_p, [c_int]),
         "psl_van_name": (ctypes.c_char_p, []),
         "psl_kv_worker_new": (c_int, [c_int, c_int, c_int, ctypes.POINTER(c_vp)]),
@@ -184,7 +187,23 @@ def is_scheduler():
 
 
 def rank():
+    """This worker's or server's rank (with instance groups: the group's)."""
     return _lib().psl_my_rank()
+
+
+def group_size():
+    """DMLC_GROUP_SIZE: instances per worker and per server (1 without groups)."""
+    return _lib().psl_group_size()
+
+
+def instance():
+    """This process's index in its instance group (STEPMESH_GPU's place)."""
+    return _lib().psl_my_instance()
+
+
+def instance_rank():
+    """This instance's rank among the instances of its role."""
+    return _lib().psl_my_instance_rank()
 
 
 def node_id():
