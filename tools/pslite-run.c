@@ -8,7 +8,9 @@
  * the ps-lite environment of its role (DMLC_ROLE, DMLC_PS_ROOT_URI,
  * DMLC_PS_ROOT_PORT, DMLC_NUM_SERVER, DMLC_NUM_WORKER, DMLC_NODE_HOST,
  * DMLC_RANK, and DMLC_ENABLE_RDMA for --van). Every output line is prefixed
- * with the role and rank. The first process to fail decides the exit code and
+ * with the role and rank. With DMLC_GROUP_SIZE=G in the environment, S and W
+ * count groups: S x G server and W x G worker processes, one per instance,
+ * DMLC_RANK each instance's rank. The first process to fail decides the exit code and
  * the others are ended (with --keep-going they run on, and the first failure
  * is still the exit code); with --timeout, everything is ended after SEC
  * seconds and the exit code is 124.
@@ -727,7 +729,7 @@ static int k8s_task(struct taskopts *o, char **cmd)
 
 int main(int argc, char **argv)
 {
-	long S = -1, W = -1, timeout = 0;
+	long S = -1, W = -1, timeout = 0, G = 1, Sg, Wg;
 	const char *van = NULL, *host = "127.0.0.1", *verbose = NULL, *hostfile = NULL;
 	const char *ssh_opts = NULL, *mode = NULL;
 	char **xvars = NULL;
@@ -847,6 +849,21 @@ int main(int argc, char **argv)
 		rc = usage();
 		goto out;
 	}
+	/* instance groups: S and W count groups, each process is one instance
+	 * (DMLC_RANK its instance rank, docs/wire.md section 3) */
+	if (getenv("DMLC_GROUP_SIZE") && *getenv("DMLC_GROUP_SIZE"))
+		G = parse_pos("DMLC_GROUP_SIZE", getenv("DMLC_GROUP_SIZE"), 16000);
+	if (G < 1 || S * G > 16000 || W * G > 16000) {
+		fprintf(stderr, "pslite-run: DMLC_GROUP_SIZE=%s with -s %ld -w %ld: expected a "
+				"group size from 1 with at most 16000 server and worker instances\n",
+			getenv("DMLC_GROUP_SIZE"), S, W);
+		rc = 2;
+		goto out;
+	}
+	Sg = S;
+	Wg = W;
+	S *= G;
+	W *= G;
 	n = (int)(1 + S + W);
 	if (hostfile) {
 		where = calloc((size_t)n, sizeof(*where));
@@ -895,9 +912,9 @@ int main(int argc, char **argv)
 	setenv("DMLC_PS_ROOT_URI", host, 1);
 	snprintf(num, sizeof(num), "%d", port);
 	setenv("DMLC_PS_ROOT_PORT", num, 1);
-	snprintf(num, sizeof(num), "%ld", S);
+	snprintf(num, sizeof(num), "%ld", Sg);
 	setenv("DMLC_NUM_SERVER", num, 1);
-	snprintf(num, sizeof(num), "%ld", W);
+	snprintf(num, sizeof(num), "%ld", Wg);
 	setenv("DMLC_NUM_WORKER", num, 1);
 	if (!hostfile && (!getenv("DMLC_NODE_HOST") || !*getenv("DMLC_NODE_HOST")))
 		setenv("DMLC_NODE_HOST", host, 1);
@@ -937,6 +954,9 @@ int main(int argc, char **argv)
 			}
 		} else if (i == 0) {
 			snprintf(c->label, sizeof(c->label), "scheduler");
+		} else if (G > 1) { /* group rank.instance, as the library logs it */
+			snprintf(c->label, sizeof(c->label), "%s %ld.%ld", psl_launch_role_name(role),
+				 rank / G, rank % G);
 		} else {
 			snprintf(c->label, sizeof(c->label), "%s %ld", psl_launch_role_name(role), rank);
 		}

@@ -39,6 +39,11 @@ def server():
 
 def worker():
     r = pslite.rank()
+    g = pslite.group_size()
+    if g > 1:
+        assert pslite.instance_rank() == r * g + pslite.instance(), "instance rank"
+        print("python worker %d: instance %d of %d, instance rank %d"
+              % (r, pslite.instance(), g, pslite.instance_rank()), flush=True)
     w = pslite.KVWorker()
     base = [float(i + 1) for i in range(len(KEYS) * PER_KEY)]
     mine = array.array("f", [(r + 1) * x for x in base])

@@ -24,21 +24,25 @@ lib=$b/.libs/libpslite.so
 log=$(mktemp "${TMPDIR:-/tmp}/pslite-py.XXXXXX")
 trap 'rm -f "$log"' EXIT
 export PS_VAN_PATH
-# job SERVERS SCRIPT PATTERN WHAT: a job of every role running SCRIPT; fails
-# unless pslite-run exits 0 and both workers print PATTERN
+# job SERVERS SCRIPT PATTERN WHAT [WORKERS]: a job of every role running
+# SCRIPT; fails unless pslite-run exits 0 and WORKERS (2) workers print PATTERN
 job() {
 	PSLITE_LIB=$lib PYTHONPATH=$s/python timeout -k 10 150 "$b/tools/pslite-run" -s "$1" -w 2 \
 		--van "$van" --timeout 120 -- "$py" "$s/python/tests/$2" >"$log" 2>&1
 	rc=$?
 	n=$(grep -c "$3" "$log")
-	if [ $rc -ne 0 ] || [ "$n" -ne 2 ]; then
+	if [ $rc -ne 0 ] || [ "$n" -ne "${5:-2}" ]; then
 		tail -n 60 "$log"
-		echo "python_job.sh $van: $4: pslite-run exited $rc, $n of 2 workers OK" >&2
+		echo "python_job.sh $van: $4: pslite-run exited $rc, $n of ${5:-2} workers OK" >&2
 		exit 1
 	fi
 }
 job 2 job.py "python worker [01]: OK (van $van)" kv
 grep "numpy" "$log"
 job 1 af_job.py "python af worker [01]: OK, 50 steps checked" af
+# instance groups of 2: 2 server and 4 worker processes, one per instance
+DMLC_GROUP_SIZE=2 job 1 job.py "python worker [01]: OK (van $van)" "groups of 2" 4
+grep -q "python worker 1: instance 1 of 2, instance rank 3" "$log" ||
+	{ echo "python_job.sh $van: groups: no worker said it was instance 1 of 2 of group 1" >&2; exit 1; }
 grep "python af worker" "$log"
 echo "python_job.sh $van: OK"
