@@ -234,8 +234,51 @@ def _lens(lens):
     return None if lens is None else (ctypes.c_int * len(lens))(*lens)
 
 
-def _view(buf, size, writable):
-    mv = memoryview(buf).cast("B")
+def _dtype_name(buf):
+    """The element type of a numpy array or torch tensor ("float32"), else None."""
+    dt = getattr(buf, "dtype", None)
+    if dt is None:
+        return None
+    return getattr(dt, "name", None) or str(dt).rpartition(".")[2]
+
+
+def _check_dtype(buf, dtype):
+    have = _dtype_name(buf)
+    if dtype and dtype != "bytes" and have and have != dtype:
+        kind = "tensor" if hasattr(buf, "data_ptr") else "array"
+        raise TypeError("a %s %s where %s values are expected: convert it (.astype / .to) "
+                        "or make the worker or server with dtype=%r" % (have, kind, dtype, have))
+
+
+def _torch_view(t, size, writable):
+    """A PyTorch tensor's memory, zero-copy (the ctypes array keeps t alive)."""
+    if t.device.type != "cpu":
+        raise ValueError("a tensor on device %s: the Python package moves CPU tensors "
+                         "(GPU memory is not in pslite's API yet): pass tensor.cpu()" % t.device)
+    if not t.is_contiguous():
+        raise ValueError("a non-contiguous tensor (shape %s, strides %s): pass "
+                         "tensor.contiguous()" % (tuple(t.shape), tuple(t.stride())))
+    nbytes = t.numel() * t.element_size()
+    if nbytes % size:
+        raise ValueError("a tensor of %d bytes is not a whole number of %d-byte values"
+                         % (nbytes, size))
+    cbuf = (ctypes.c_char * nbytes).from_address(t.data_ptr()) if nbytes else None
+    if cbuf is not None:
+        cbuf._tensor = t
+    return cbuf, nbytes // size
+
+
+def _view(buf, size, writable, dtype=None):
+    """buf's memory as a ctypes array, zero-copy where buf is writable, and
+    its number of values: any buffer-protocol object or a CPU torch tensor."""
+    _check_dtype(buf, dtype)
+    if hasattr(buf, "data_ptr") and hasattr(buf, "is_contiguous"):
+        return _torch_view(buf, size, writable)
+    try:
+        mv = memoryview(buf).cast("B")
+    except TypeError as e:
+        raise ValueError("%s: pslite needs one contiguous buffer (numpy: "
+                         "numpy.ascontiguousarray)" % e) from None
     if mv.nbytes % size:
         raise ValueError("a buffer of %d bytes is not a whole number of %d-byte values"
                          % (mv.nbytes, size))
@@ -252,9 +295,9 @@ def _vptr(cbuf):
     return ctypes.cast(cbuf, ctypes.c_void_p) if cbuf else None
 
 
-def _make_kv(keys, vals, lens, size):
+def _make_kv(keys, vals, lens, size, dtype=None):
     """A struct psl_kv over keys, vals and lens (kept alive by the struct)."""
-    cbuf, n = _view(vals, size, False)
+    cbuf, n = _view(vals, size, False, dtype)
     kv = _Kv(_keys(keys), len(keys), _vptr(cbuf), n, _lens(lens))
     kv._buf = cbuf
     return kv
@@ -269,17 +312,18 @@ class KVWorker:
         if dtype not in _DTYPES:
             raise ValueError("dtype %r: one of %s" % (dtype, ", ".join(_DTYPES)))
         self._dt, self._size = _DTYPES[dtype]
+        self._dtname = dtype
         self._w = ctypes.c_void_p()
         _check("KVWorker", _lib().psl_kv_worker_new(app_id, customer_id, self._dt,
                                                     ctypes.byref(self._w)))
         self._held = {}
 
     def _out(self, out):
-        cbuf, n = _view(out, self._size, True)
+        cbuf, n = _view(out, self._size, True, self._dtname)
         return _KvOut(_vptr(cbuf), n, 0, None), cbuf
 
     def push(self, keys, vals, lens=None, cmd=0):
-        kv = _make_kv(keys, vals, lens, self._size)
+        kv = _make_kv(keys, vals, lens, self._size, self._dtname)
         return _check("push", _lib().psl_kv_push(self._w, ctypes.byref(kv), cmd, None, None))
 
     def pull(self, keys, out, cmd=0):
@@ -291,7 +335,7 @@ class KVWorker:
         return ts
 
     def pushpull(self, keys, vals, out, lens=None, cmd=0):
-        kv = _make_kv(keys, vals, lens, self._size)
+        kv = _make_kv(keys, vals, lens, self._size, self._dtname)
         o, refs = self._out(out)
         ts = _check("pushpull", _lib().psl_kv_pushpull(self._w, ctypes.byref(kv),
                                                       ctypes.byref(o), cmd, None, None))
@@ -323,8 +367,8 @@ class Request:
     timestamp, keys (a list), vals (bytes, the pushed values), lens (list or
     None). Answer it exactly once: respond() or respond_error()."""
 
-    def __init__(self, ptr, size):
-        self._p, self._size = ptr, size
+    def __init__(self, ptr, size, dtype=None):
+        self._p, self._size, self._dtname = ptr, size, dtype
         m, kv = ptr.contents.meta, ptr.contents.kv
         self.cmd, self.push, self.pull = m.cmd, m.push, m.pull
         self.sender, self.timestamp = m.sender, m.timestamp
@@ -345,7 +389,7 @@ class Request:
         if keys is None:
             rc = _lib().psl_kv_respond(self._p, None)
         else:
-            kv = _make_kv(keys, vals, lens, self._size)
+            kv = _make_kv(keys, vals, lens, self._size, self._dtname)
             rc = _lib().psl_kv_respond(self._p, ctypes.byref(kv))
         self._p = None
         _check("respond", rc)
@@ -375,7 +419,7 @@ class KVServer:
                                                     ctypes.byref(self._s)))
 
     def _call(self, _s, req, _arg):
-        r = Request(req, self.size)
+        r = Request(req, self.size, self.dtype)
         try:
             self._handler(self, r)
         except Exception as e:  # the worker must hear of it, not hang
@@ -416,13 +460,13 @@ class _BatchReq(ctypes.Structure):
                 ("pull", ctypes.POINTER(_Tensor))]
 
 
-def _tensors(bufs, keys, size, writable, what):
+def _tensors(bufs, keys, size, writable, what, dtype=None):
     if len(bufs) != len(keys):
         raise ValueError("%s: %d tensors but %d keys" % (what, len(bufs), len(keys)))
     arr = (_Tensor * len(bufs))()
     refs = []
     for i, (b, k) in enumerate(zip(bufs, keys)):
-        cbuf, n = _view(b, size, writable)
+        cbuf, n = _view(b, size, writable, dtype)
         refs.append(cbuf)
         arr[i].key, arr[i].len = k, n
         arr[i].vals = _vptr(cbuf)
@@ -436,15 +480,15 @@ class AFWorker:
 
     def __init__(self, app_id=0, customer_id=0, dtype="float32", broadcast=False):
         self._kv = KVWorker(app_id, customer_id, dtype)
-        self._size = self._kv._size
+        self._size, self._dtname = self._kv._size, dtype
         self._flags = 1 if broadcast else 0
         self._held = {}
 
     def push_pull(self, push_tensors, push_keys, pull_tensors, pull_keys, cmd=0):
         """Start one batch; returns a handle for wait(). The tensors (any
         buffer; pull ones writable) must stay alive and unchanged until then."""
-        push, r1 = _tensors(push_tensors, push_keys, self._size, False, "push")
-        pull, r2 = _tensors(pull_tensors, pull_keys, self._size, True, "pull")
+        push, r1 = _tensors(push_tensors, push_keys, self._size, False, "push", self._dtname)
+        pull, r2 = _tensors(pull_tensors, pull_keys, self._size, True, "pull", self._dtname)
         b = _Batch(push, len(push_keys), pull, len(pull_keys))
         ts = _check("push_pull", _lib().psl_kv_batch_pushpull(self._kv._w, ctypes.byref(b), cmd,
                                                              self._flags, None, None))
@@ -489,7 +533,7 @@ class AFServer:
     def __init__(self, app_id=0, dtype="float32", max_tensors=0):
         if dtype not in _DTYPES:
             raise ValueError("dtype %r: one of %s" % (dtype, ", ".join(_DTYPES)))
-        self._size = _DTYPES[dtype][1]
+        self._size, self._dtname = _DTYPES[dtype][1], dtype
         self._s = ctypes.c_void_p()
         _check("AFServer", _lib().psl_kv_batch_server_new(app_id, _DTYPES[dtype][0], max_tensors,
                                                           None, None, ctypes.byref(self._s)))
@@ -507,7 +551,7 @@ class AFServer:
     def respond(self, tensors, batch):
         """Answer batch with one tensor per pull key, in the batch's order."""
         keys = [k for k, _ in batch.pull]
-        arr, _ = _tensors(tensors, keys, self._size, False, "respond")
+        arr, _ = _tensors(tensors, keys, self._size, False, "respond", self._dtname)
         _check("respond", _lib().psl_kv_batch_respond(self._s, batch.id, arr, len(keys)))
 
     def respond_error(self, batch, errno_value):

@@ -84,6 +84,33 @@ def worker():
         w.wait(w.pull(KEYS, a))
         assert a.min() > 0, a
         print("worker %d: numpy pull OK" % r)
+        try:
+            w.pull(KEYS, np.zeros(len(base), dtype=np.float64))
+            raise AssertionError("a float64 array was taken by a float32 worker")
+        except TypeError as e:
+            print("worker %d: wrong dtype: %s" % (r, e))
+    try:
+        import torch
+    except ImportError:
+        print("worker %d: torch not installed: its case skipped" % r)
+    else:
+        # CPU tensors, zero-copy both ways: push adds the tensor once more,
+        # so the pull that follows sees at least the sums checked above
+        pslite.barrier(pslite.GROUP_WORKERS)
+        t = torch.tensor(list(mine), dtype=torch.float32)
+        w.wait(w.push(KEYS, t))
+        pslite.barrier(pslite.GROUP_WORKERS)
+        out_t = torch.zeros(len(base), dtype=torch.float32)
+        w.wait(w.pull(KEYS, out_t))
+        assert all(g > x for g, x in zip(out_t.tolist(), want)), out_t
+        for bad, err in ((torch.zeros(2 * len(base))[::2], ValueError),
+                         (torch.zeros(len(base), dtype=torch.float64), TypeError)):
+            try:
+                w.pull(KEYS, bad)
+                raise AssertionError("pull took a bad tensor")
+            except err as e:
+                print("worker %d: bad tensor: %s" % (r, e))
+        print("worker %d: torch push/pull OK" % r)
     van = pslite.van_name()
     w.close()
     pslite.finalize()

@@ -2,8 +2,10 @@
 # The Python package (python/pslite, ctypes over libpslite.so) in a 1+2+2
 # job on one van: every role in Python (python/tests/job.py), the servers a
 # Python KVServer summing pushes, the workers checking pull and push-pull
-# against the sums, and two bad inputs answered with errors (a read-only
-# pull buffer, a buffer too small for the answer); then StepMesh's
+# against the sums, and bad inputs answered with exceptions (a read-only
+# pull buffer, a buffer too small for the answer, a wrong dtype, and with
+# python3-torch a non-contiguous tensor), CPU torch tensors pushed and pulled
+# zero-copy; before that the package's unit tests; then StepMesh's
 # test_fserver shape (python/tests/af_job.py: 2 attention workers push three
 # tensors a step, the FFN server answers with their sum, 50 steps checked).
 #   python_job.sh VAN
@@ -37,8 +39,20 @@ job() {
 		exit 1
 	fi
 }
+# the package's unit tests (buffers, numpy, torch), by pytest where it is installed
+if "$py" -c 'import pytest' 2>/dev/null; then
+	"$py" -m pytest -q -p no:cacheprovider "$s/python/tests/test_unit.py" ||
+		{ echo "python_job.sh $van: unit tests failed" >&2; exit 1; }
+else
+	"$py" "$s/python/tests/test_unit.py" || { echo "python_job.sh $van: unit tests failed" >&2; exit 1; }
+fi
 job 2 job.py "python worker [01]: OK (van $van)" kv
-grep "numpy" "$log"
+grep "numpy\|torch\|dtype\|tensor" "$log"
+# PyTorch CPU tensors where Debian's python3-torch is installed (CI installs it)
+if "$py" -c 'import torch' 2>/dev/null && [ "$(grep -c "torch push/pull OK" "$log")" -ne 2 ]; then
+	echo "python_job.sh $van: torch is installed but not both workers said 'torch push/pull OK'" >&2
+	exit 1
+fi
 job 1 af_job.py "python af worker [01]: OK, 50 steps checked" af
 # instance groups of 2: 2 server and 4 worker processes, one per instance
 DMLC_GROUP_SIZE=2 job 1 job.py "python worker [01]: OK (van $van)" "groups of 2" 4

@@ -1,0 +1,71 @@
+"""Unit tests of the Python package's buffer handling (no job, no library
+needed): run by pytest, or as a script (python_job.sh runs it that way)."""
+import array
+import ctypes
+import os
+import sys
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+import pslite  # noqa: E402
+from pslite import _view  # noqa: E402
+
+
+def raises(exc, fn, *args):
+    try:
+        fn(*args)
+    except exc as e:
+        return str(e)
+    raise AssertionError("%s%r did not raise %s" % (fn.__name__, args, exc.__name__))
+
+
+def test_buffers():
+    a = array.array("f", [1.0, 2.0, 3.0])
+    cbuf, n = _view(a, 4, True, "float32")
+    assert n == 3
+    assert ctypes.addressof(cbuf) == a.buffer_info()[0]  # zero-copy
+    assert _view(bytearray(8), 4, True)[1] == 2
+    assert _view(b"", 4, False)[1] == 0
+    assert "writable" in raises(ValueError, _view, b"12345678", 4, True)
+    assert "whole number" in raises(ValueError, _view, bytearray(6), 4, True)
+
+
+def test_numpy():
+    try:
+        import numpy as np
+    except ImportError:
+        return
+    a = np.arange(8, dtype=np.float32)
+    cbuf, n = _view(a, 4, True, "float32")
+    assert n == 8 and ctypes.addressof(cbuf) == a.ctypes.data
+    assert "float64 array" in raises(TypeError, _view, a.astype(np.float64), 4, True, "float32")
+    assert "contiguous" in raises(ValueError, _view, a[::2], 4, True, "float32")
+    assert _view(a.astype(np.int8), 1, True, "bytes")[1] == 8  # bytes take anything
+
+
+def test_torch():
+    try:
+        import torch
+    except ImportError:
+        return
+    t = torch.arange(6, dtype=torch.float32)
+    cbuf, n = _view(t, 4, True, "float32")
+    assert n == 6 and ctypes.addressof(cbuf) == t.data_ptr()  # zero-copy
+    assert cbuf._tensor is t  # kept alive as long as the view
+    assert "contiguous()" in raises(ValueError, _view, t[::2], 4, True, "float32")
+    assert "int64 tensor" in raises(TypeError, _view, t.long(), 4, True, "float32")
+    assert "device meta" in raises(ValueError, _view, torch.empty(4, device="meta"), 4, True)
+    assert "whole number" in raises(ValueError, _view, torch.zeros(3, dtype=torch.int8), 4, True)
+    assert _view(torch.zeros(0), 4, True) == (None, 0)
+
+
+def test_api_surface():
+    for name in pslite.__all__:
+        assert hasattr(pslite, name), name
+
+
+if __name__ == "__main__":
+    for name, fn in sorted(globals().items()):
+        if name.startswith("test_") and callable(fn):
+            fn()
+            print("%s: OK" % name)
+    print("test_unit.py: OK")
