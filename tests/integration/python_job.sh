@@ -7,7 +7,8 @@
 # python3-torch a non-contiguous tensor), CPU torch tensors pushed and pulled
 # zero-copy; before that the package's unit tests; then StepMesh's
 # test_fserver shape (python/tests/af_job.py: 2 attention workers push three
-# tensors a step, the FFN server answers with their sum, 50 steps checked).
+# tensors a step, the FFN server answers with their sum, 50 steps checked),
+# and with python3-torch the same through pslite.fserver, StepMesh's calls.
 #   python_job.sh VAN
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
@@ -54,6 +55,13 @@ if "$py" -c 'import torch' 2>/dev/null && [ "$(grep -c "torch push/pull OK" "$lo
 	exit 1
 fi
 job 1 af_job.py "python af worker [01]: OK, 50 steps checked" af
+# StepMesh's test_fserver.py on pslite.fserver (bfloat16 torch tensors)
+if "$py" -c 'import torch' 2>/dev/null; then
+	job 1 fserver_job.py "fserver worker [01]: OK, 30 steps checked" fserver
+	grep "fserver worker" "$log"
+else
+	echo "python_job.sh $van: torch not installed (apt-get install python3-torch): fserver case skipped"
+fi
 # instance groups of 2: 2 server and 4 worker processes, one per instance
 DMLC_GROUP_SIZE=2 job 1 job.py "python worker [01]: OK (van $van)" "groups of 2" 4
 grep -q "python worker 1: instance 1 of 2, instance rank 3" "$log" ||
