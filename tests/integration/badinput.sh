@@ -30,7 +30,7 @@ base() { # the environment of a valid job, on a port nobody listens on
 	export DMLC_ROLE=${1:-worker} DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$dead_port \
 		DMLC_NUM_WORKER=1 DMLC_NUM_SERVER=1 DMLC_NODE_HOST=127.0.0.1 \
 		PS_CONNECT_TIMEOUT=2 PS_START_TIMEOUT=5
-	unset DMLC_ENABLE_RDMA DMLC_PS_VAN_TYPE DMLC_PORT DMLC_GROUP_SIZE DMLC_INTERFACE DMLC_RANK
+	unset DMLC_ENABLE_RDMA DMLC_PS_VAN_TYPE DMLC_PORT DMLC_GROUP_SIZE DMLC_INTERFACE DMLC_RANK DMLC_NODE_RANK STEPMESH_GPU DMLC_RANK_OFFSET
 }
 dead_port=$("$node" --free-port) || { echo "cannot find a free port" >&2; exit 1; }
 
@@ -119,7 +119,7 @@ for prog in "$bench" "$node"; do
 	base; export DMLC_PS_ROOT_PORT=70000
 	expect "$p: DMLC_PS_ROOT_PORT=70000" 10 "DMLC_PS_ROOT_PORT=70000" "expected an integer from 1 to 65535" -- "$prog"
 	base; export DMLC_GROUP_SIZE=2
-	expect "$p: DMLC_GROUP_SIZE=2" 10 "DMLC_GROUP_SIZE=2" "expected 1" -- "$prog"
+	expect "$p: DMLC_GROUP_SIZE=2" 10 "DMLC_GROUP_SIZE=2" "set DMLC_NODE_RANK" -- "$prog"
 	base; unset DMLC_NODE_HOST; export DMLC_INTERFACE=nosuchif0
 	expect "$p: DMLC_INTERFACE=nosuchif0" 10 "DMLC_INTERFACE=nosuchif0" "DMLC_NODE_HOST" -- "$prog"
 
