@@ -253,8 +253,10 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 		.cmd = m->head,
 		.push = m->push,
 		.pull = !m->push,
-		/* with instance groups, the worker group's id, as ps-lite's KVMeta */
-		.sender = psl_worker_rank_to_id(psl__id_to_group_rank(m->sender)),
+		/* with instance groups, a worker's group's id, as ps-lite's KVMeta */
+		.sender = psl_group_size() > 1 && psl__is_worker_id(m->sender)
+				  ? psl_worker_rank_to_id(psl__id_to_group_rank(m->sender))
+				  : m->sender,
 		.timestamp = m->timestamp,
 		.app_id = m->app_id,
 		.customer_id = m->customer_id,
