@@ -2,8 +2,10 @@
  * copies of request and response data, the meta's data fields. */
 #include "config.h"
 
+#include <errno.h>
 #include <stdlib.h>
 
+#include "cuda.h"
 #include "kv.h"
 
 size_t psl_dtype_size(enum psl_dtype dt)
@@ -43,6 +45,7 @@ struct psl__kv_copy *psl__kv_copy_new(size_t bytes, int refs)
 	atomic_init(&cp->refs, refs);
 	cp->user_done = NULL;
 	cp->user_arg = NULL;
+	cp->stage = NULL;
 	return cp;
 }
 
@@ -51,6 +54,7 @@ void psl__kv_copy_put(struct psl__kv_copy *cp)
 	if (cp && atomic_fetch_sub(&cp->refs, 1) == 1) {
 		if (cp->user_done)
 			cp->user_done(cp->user_arg);
+		psl__cuda_stage_put(cp->stage);
 		free(cp);
 	}
 }
@@ -68,6 +72,42 @@ void psl__kv_meta_data(struct psl__meta *m, enum psl_dtype dt, bool keys, bool l
 		if (lens)
 			m->data_type[m->data_type_size++] = PSL_WIRE_INT32;
 	}
+}
+
+void psl__kv_meta_dev(struct psl__meta *m, bool src, int mem, int dev)
+{
+	if (mem != PSL_MEM_CUDA)
+		return;
+	if (src) {
+		m->src_dev_type = PSL_DEV_GPU;
+		m->src_dev_id = dev;
+	} else {
+		m->dst_dev_type = PSL_DEV_GPU;
+		m->dst_dev_id = dev;
+	}
+}
+
+int psl__kv_stage(struct psl__kv_copy **cp, const void *src, int dev, size_t len,
+		  const void **out)
+{
+	void *buf;
+	int rc;
+
+	if (!*cp && !(*cp = psl__kv_copy_new(0, 1)))
+		return -ENOMEM;
+	if ((*cp)->stage)
+		return -EBUSY; /* one staged buffer per block */
+	buf = psl__cuda_stage_get(len, &rc);
+	if (!buf)
+		return rc;
+	rc = psl__cuda_copy(buf, PSL_MEM_HOST, -1, src, PSL_MEM_CUDA, dev, len);
+	if (rc) {
+		psl__cuda_stage_put(buf);
+		return rc;
+	}
+	(*cp)->stage = buf;
+	*out = buf;
+	return 0;
 }
 
 void psl__kv_request_meta(const struct psl_kv_worker *w, struct psl__meta *m, int cmd, int ts,

@@ -17,6 +17,7 @@ struct psl__kv_copy {
 	atomic_int refs;
 	void (*user_done)(void *arg); /* zero-copy response: tell the user */
 	void *user_arg;
+	void *stage; /* a pinned buffer staging CUDA values, or NULL */
 	/* data follows */
 };
 
@@ -51,6 +52,14 @@ void psl__kvb_on_complete(struct psl_kv_worker *w, struct psl__req *r);
 
 /* Meta fields common to KV messages: CPU device, data types. */
 void psl__kv_meta_data(struct psl__meta *m, enum psl_dtype dt, bool keys, bool lens);
+/* The meta's device fields for data in (src) or wanted in (dst) memory mem
+ * of device dev, as ps-lite's SArray carries them. */
+void psl__kv_meta_dev(struct psl__meta *m, bool src, int mem, int dev);
+/* Copies len bytes of CUDA memory (device dev) into a pinned buffer that
+ * *cp (created if NULL: refs 1, no data) owns from then on; *out is where
+ * they now are. 0 or -errno (logged). */
+int psl__kv_stage(struct psl__kv_copy **cp, const void *src, int dev, size_t len,
+		  const void **out);
 /* A worker's request to node id: meta initialised, then head (cmd), app and
  * customer ids, timestamp, request, push, recver; sid 0. */
 void psl__kv_request_meta(const struct psl_kv_worker *w, struct psl__meta *m, int cmd, int ts,

@@ -11,6 +11,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cuda.h"
 #include "customer.h"
 #include "kv.h"
 #include "log.h"
@@ -34,6 +35,7 @@ struct kvb {
 	int S;
 	int *first; /* S + 1: server r's messages are msg[first[r] .. first[r+1]) */
 	int *left;  /* S: answers still owed by server r */
+	void **stage; /* NULL, or npush pinned copies of CUDA push tensors */
 	size_t nmsg;
 	struct bmsg msg[];
 };
@@ -122,17 +124,50 @@ static const struct psl_kv_tensor *tensor_of(const struct kvb *q, size_t t, bool
 	return *push ? &q->b->push[t] : &q->b->pull[t - q->b->npush];
 }
 
-static int check_batch(const struct psl_kv_batch *b)
+static int check_batch(const struct psl_kv_worker *w, const struct psl_kv_batch *b)
 {
 	size_t i;
+	int rc;
 	if ((b->npush && !b->push) || (b->npull && !b->pull))
 		return -EINVAL;
-	for (i = 0; i < b->npush; i++)
+	for (i = 0; i < b->npush; i++) {
 		if ((b->push[i].len && !b->push[i].vals) || b->push[i].len > INT32_MAX)
 			return -EINVAL;
-	for (i = 0; i < b->npull; i++)
+		if ((rc = psl__cuda_check("psl_kv_batch_pushpull: a push tensor's vals",
+					  b->push[i].vals, b->push[i].len * w->esz, b->push[i].mem,
+					  b->push[i].dev)))
+			return rc;
+	}
+	for (i = 0; i < b->npull; i++) {
 		if ((b->pull[i].len && !b->pull[i].vals) || b->pull[i].len > INT32_MAX)
 			return -EINVAL;
+		if ((rc = psl__cuda_check("psl_kv_batch_pushpull: a pull tensor's vals",
+					  b->pull[i].vals, b->pull[i].len * w->esz, b->pull[i].mem,
+					  b->pull[i].dev)))
+			return rc;
+	}
+	return 0;
+}
+
+/* Push tensors in CUDA memory that the van cannot take are copied once into
+ * pinned buffers, which every server's message of the tensor is sent from. */
+static int stage_pushes(struct psl_kv_worker *w, struct kvb *q)
+{
+	size_t i;
+	int rc;
+	for (i = 0; i < q->b->npush; i++) {
+		const struct psl_kv_tensor *t = &q->b->push[i];
+		if (t->mem != PSL_MEM_CUDA || !t->len || psl__cuda_direct())
+			continue;
+		if (!q->stage && !(q->stage = calloc(q->b->npush, sizeof(void *))))
+			return -ENOMEM;
+		if (!(q->stage[i] = psl__cuda_stage_get(t->len * w->esz, &rc)))
+			return rc;
+		rc = psl__cuda_copy(q->stage[i], PSL_MEM_HOST, -1, t->vals, t->mem, t->dev,
+				    t->len * w->esz);
+		if (rc)
+			return rc;
+	}
 	return 0;
 }
 
@@ -197,6 +232,10 @@ fail:
 
 static void kvb_free(struct kvb *q)
 {
+	size_t i;
+	for (i = 0; q->stage && i < q->b->npush; i++)
+		psl__cuda_stage_put(q->stage[i]);
+	free(q->stage);
 	free(q->first);
 	free(q->left);
 	free(q);
@@ -221,9 +260,15 @@ static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, in
 	m.val_len = (int)t->len;
 	m.option = PSL_KV_BATCH_OPTION(count, idx);
 	psl__kv_meta_data(&m, w->dt, true, false);
+	psl__kv_meta_dev(&m, push, t->mem, t->dev);
 	segs[0] = (struct psl_van_seg){&g->key, 8, PSL_MEM_HOST, -1, NULL};
-	segs[1] = (struct psl_van_seg){push ? t->vals : NULL, push ? t->len * w->esz : 0,
-				       PSL_MEM_HOST, -1, NULL};
+	if (push && q->stage && q->stage[g->t])
+		segs[1] = (struct psl_van_seg){q->stage[g->t], t->len * w->esz, PSL_MEM_HOST, -1,
+					       NULL};
+	else
+		segs[1] = (struct psl_van_seg){push ? t->vals : NULL, push ? t->len * w->esz : 0,
+					       push ? t->mem : PSL_MEM_HOST,
+					       push && t->mem ? t->dev : -1, NULL};
 	return psl__send(&m, segs, 2, NULL);
 }
 
@@ -242,7 +287,7 @@ int psl_kv_batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 		return -EINVAL;
 	if (psl__po.state != PSL__READY)
 		return -ESHUTDOWN;
-	rc = check_batch(b);
+	rc = check_batch(w, b);
 	if (rc)
 		return rc;
 	c = &w->c;
@@ -252,6 +297,10 @@ int psl_kv_batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 	q = plan(w, b, flags, S, &rc);
 	if (!q)
 		return rc;
+	if ((rc = stage_pushes(w, q))) {
+		kvb_free(q);
+		return rc;
+	}
 	memset(&b->times, 0, sizeof(b->times));
 	b->times.submit_ns = t0;
 	for (i = 0; i < b->npull; i++)
@@ -420,13 +469,14 @@ int psl__kvb_recv_dest_locked(struct psl_kv_worker *w, struct psl__req *r,
 	if (!g || g->answered || g->lent)
 		return -ENOENT;
 	t = tensor_of(q, g->t, &push);
-	if (push || !t->vals || len > t->len * w->esz)
+	if (push || !t->vals || len > t->len * w->esz ||
+	    (t->mem == PSL_MEM_CUDA && !psl__cuda_direct()))
 		return -ENOENT;
 	g->lent = true;
 	r->loans++;
 	dest->data = t->vals;
-	dest->mem_type = PSL_MEM_HOST;
-	dest->dev_id = -1;
+	dest->mem_type = t->mem;
+	dest->dev_id = t->mem ? t->dev : -1;
 	return (int)(g - q->msg);
 }
 
@@ -448,8 +498,13 @@ void psl__kvb_on_complete(struct psl_kv_worker *w, struct psl__req *r)
 			continue;
 		t = &q->b->pull[g->t - q->b->npush];
 		/* (the van may have received the values in place) */
-		if (!r->status && g->raw->segs[1].len && g->raw->segs[1].data != t->vals)
-			memcpy(t->vals, g->raw->segs[1].data, g->raw->segs[1].len);
+		if (!r->status && g->raw->segs[1].len && g->raw->segs[1].data != t->vals) {
+			int rc = psl__cuda_copy(t->vals, t->mem, t->dev, g->raw->segs[1].data,
+						g->raw->segs[1].mem_type, g->raw->segs[1].dev_id,
+						g->raw->segs[1].len);
+			if (rc)
+				r->status = rc;
+		}
 		psl__raw_release(g->raw);
 	}
 	q->b->times.completed_ns = now_ns();

@@ -420,7 +420,7 @@ static int respond(struct psl_kv_batch_server *s, uint64_t id, const struct psl_
 		} else {
 			const struct psl_kv_tensor *t = &out[match[j]];
 			struct psl_kv res = {.keys = &t->key, .num_keys = 1, .vals = t->vals,
-					     .num_vals = t->len};
+					     .num_vals = t->len, .mem = t->mem, .dev = t->dev};
 			if (copy) {
 				rc = psl_kv_respond(q, &res);
 			} else {

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda.h"
 #include "customer.h"
 #include "kv.h"
 #include "log.h"
@@ -85,8 +86,8 @@ static int check_res(const struct kv_req *q, const struct psl_kv *res)
 			return -EINVAL;
 		}
 	}
-	(void)q;
-	return 0;
+	return psl__cuda_check("psl_kv_respond: res->vals", res->vals, res->num_vals * q->esz,
+			       res->mem, res->dev);
 }
 
 static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
@@ -96,7 +97,7 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 	struct psl_van_seg segs[3];
 	struct psl__kv_copy *cp = NULL;
 	uint32_t n = 0;
-	int rc;
+	int rc, vmem = PSL_MEM_HOST;
 	const void *keys = NULL, *vals = NULL, *lens = NULL;
 	size_t kb = 0, vb = 0, lb = 0;
 
@@ -116,9 +117,11 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 		kb = res->num_keys * 8;
 		vb = res->num_vals * q->esz;
 		lb = res->lens ? res->num_keys * 4 : 0;
+		vmem = res->mem;
 		if (copy) {
 			char *d;
-			cp = psl__kv_copy_new(kb + vb + lb + 8, 1);
+			/* CUDA values: staged in pinned memory below, not here */
+			cp = psl__kv_copy_new(kb + (vmem == PSL_MEM_HOST ? vb : 0) + lb + 8, 1);
 			if (!cp) {
 				psl_kv_respond_error(&q->pub, -ENOMEM);
 				return -ENOMEM;
@@ -126,10 +129,14 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 			d = psl__kv_copy_data(cp);
 			memcpy(d, keys, kb);
 			keys = d;
-			memcpy(d + kb, vals, vb);
-			vals = d + kb;
+			if (vmem == PSL_MEM_HOST) {
+				memcpy(d + kb, vals, vb);
+				vals = d + kb;
+			}
 			if (lb) {
-				char *l = (char *)(((uintptr_t)(d + kb + vb) + 3) & ~(uintptr_t)3);
+				char *l = (char *)(((uintptr_t)(d + kb + (vmem == PSL_MEM_HOST ? vb : 0)) +
+						    3) &
+						   ~(uintptr_t)3);
 				memcpy(l, lens, lb);
 				lens = l;
 			}
@@ -143,9 +150,28 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 			cp->user_done = done;
 			cp->user_arg = done_arg;
 		}
+		/* CUDA values the van cannot take (or that the caller does not
+		 * keep: psl_kv_respond) are staged in pinned memory; after that
+		 * copy nothing of the caller's is referenced */
+		if (vmem == PSL_MEM_CUDA && vb && (copy || !psl__cuda_direct())) {
+			rc = psl__kv_stage(&cp, vals, res->dev, vb, &vals);
+			if (rc) {
+				if (!copy && done && (!cp || cp->user_done != done))
+					done(done_arg);
+				psl__kv_copy_put(cp);
+				psl_kv_respond_error(&q->pub, rc);
+				return rc;
+			}
+			if (!copy && cp->user_done) {
+				cp->user_done = NULL;
+				done(done_arg);
+			}
+			vmem = PSL_MEM_HOST;
+		}
 		psl__kv_meta_data(&m, q->dt, true, lb != 0);
+		psl__kv_meta_dev(&m, true, res->mem, res->dev);
 		segs[n++] = (struct psl_van_seg){keys, kb, PSL_MEM_HOST, -1, NULL};
-		segs[n++] = (struct psl_van_seg){vals, vb, PSL_MEM_HOST, -1, NULL};
+		segs[n++] = (struct psl_van_seg){vals, vb, vmem, vmem ? res->dev : -1, NULL};
 		if (lb)
 			segs[n++] = (struct psl_van_seg){lens, lb, PSL_MEM_HOST, -1, NULL};
 	} else if (done) {

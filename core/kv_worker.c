@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda.h"
 #include "customer.h"
 #include "kv.h"
 #include "log.h"
@@ -22,6 +23,12 @@ struct slice {
 
 enum { KIND_PULL = PSL__KV_PULL, KIND_TRIGGER = PSL__KV_TRIGGER };
 
+/* Where a request's buffers are: the caller's values (user_*), what is sent
+ * (send_mem: host once staged) and the pull destination (out_*). */
+struct mem_of {
+	int user_mem, user_dev, send_mem, out_mem, out_dev;
+};
+
 /* Per-request state of a pull: where the answers go. */
 struct pull {
 	int kind; /* KIND_PULL */
@@ -30,6 +37,7 @@ struct pull {
 	size_t nkeys;
 	int cmd;
 	struct psl__kv_copy *keys_copy;
+	struct mem_of mo;
 	int nservers;
 	struct {
 		size_t k0, k1;
@@ -143,7 +151,8 @@ static int check_ready(struct psl_kv_worker *w)
 /* Sends one slice to server rank r. */
 static int send_slice(struct psl_kv_worker *w, int ts, int r, bool push, int cmd,
 		      const uint64_t *keys, size_t nk, const void *vals, size_t nv,
-		      const int *lens, void *out_ptr, size_t out_elems, struct psl__kv_copy *cp)
+		      const int *lens, void *out_ptr, size_t out_elems, struct psl__kv_copy *cp,
+		      const struct mem_of *mo)
 {
 	struct psl__meta m;
 	struct psl_van_seg segs[3];
@@ -164,10 +173,13 @@ static int send_slice(struct psl_kv_worker *w, int ts, int r, bool push, int cmd
 		m.val_len = (int)out_elems;
 	}
 	psl__kv_meta_data(&m, w->dt, nk > 0, push && lens);
+	psl__kv_meta_dev(&m, push, push ? mo->user_mem : mo->out_mem,
+			 push ? mo->user_dev : mo->out_dev);
 	if (nk) {
 		segs[n++] = (struct psl_van_seg){keys, nk * 8, PSL_MEM_HOST, -1, NULL};
 		segs[n++] = (struct psl_van_seg){push ? vals : NULL, push ? nv * w->esz : 0,
-						 PSL_MEM_HOST, -1, NULL};
+						 push ? mo->send_mem : PSL_MEM_HOST,
+						 push && mo->send_mem ? mo->user_dev : -1, NULL};
 		if (push && lens)
 			segs[n++] = (struct psl_van_seg){lens, nk * 4, PSL_MEM_HOST, -1, NULL};
 	}
@@ -190,6 +202,7 @@ struct job {
 	struct psl_kv_out *out;
 	int cmd;
 	struct psl__kv_copy *cp; /* copy of keys/vals/lens, or NULL */
+	struct mem_of mo;
 };
 
 static void fail_target(struct psl__customer *c, int ts, int id, int err)
@@ -226,7 +239,7 @@ static void send_pushes(struct job *j, int ts, const struct slice *sl, int S)
 			continue;
 		rc = send_slice(j->w, ts, r, true, j->cmd, j->keys + sl[r].k0, nk,
 				(const char *)j->vals + sl[r].v0 * j->w->esz, sl[r].v1 - sl[r].v0,
-				j->lens ? j->lens + sl[r].k0 : NULL, NULL, 0, j->cp);
+				j->lens ? j->lens + sl[r].k0 : NULL, NULL, 0, j->cp, &j->mo);
 		if (rc)
 			send_failed(j->w, ts, r, rc);
 	}
@@ -250,7 +263,8 @@ static void send_pulls(struct psl_kv_worker *w, struct pull *p, int ts)
 		if (!nk)
 			continue;
 		rc = send_slice(w, ts, r, false, p->cmd, p->keys + k0, nk, NULL, 0, NULL,
-				(char *)p->out->vals + k0 * per * w->esz, nk * per, p->keys_copy);
+				(char *)p->out->vals + k0 * per * w->esz, nk * per, p->keys_copy,
+				&p->mo);
 		if (rc)
 			send_failed(w, ts, r, rc);
 	}
@@ -268,6 +282,7 @@ static struct pull *pull_new(const struct job *j, const struct slice *sl, int S)
 	p->nkeys = j->nkeys;
 	p->cmd = j->cmd;
 	p->keys_copy = j->cp;
+	p->mo = j->mo;
 	p->nservers = S;
 	for (r = 0; r < S; r++) {
 		p->part[r].k0 = sl[r].k0;
@@ -418,7 +433,8 @@ out:
 /* Copies keys (and for pushes, values and lens) into one block. */
 static int copy_job(struct job *j, bool with_vals)
 {
-	size_t kb = j->nkeys * 8, vb = with_vals ? j->nvals * j->w->esz : 0;
+	size_t kb = j->nkeys * 8,
+	       vb = with_vals && j->mo.send_mem == PSL_MEM_HOST ? j->nvals * j->w->esz : 0;
 	size_t lb = with_vals && j->lens ? j->nkeys * 4 : 0;
 	struct psl__kv_copy *cp = psl__kv_copy_new(kb + vb + lb + 16, 1);
 	char *d;
@@ -469,8 +485,40 @@ static int do_request(struct psl_kv_worker *w, const struct psl_kv *kv, const ui
 	}
 	if ((j.nkeys && !j.keys) || (j.nvals && !j.vals))
 		return -EINVAL;
+	j.mo.out_dev = j.mo.user_dev = -1;
+	if (kv && kv->mem != PSL_MEM_HOST) {
+		rc = psl__cuda_check(ops & OP_PULL ? (copy ? "psl_kv_pushpull: kv->vals"
+						    : "psl_kv_zpushpull: kv->vals")
+				     : copy ? "psl_kv_push: kv->vals" : "psl_kv_zpush: kv->vals",
+				     kv->vals, j.nvals * w->esz, kv->mem, kv->dev);
+		if (rc)
+			return rc;
+		j.mo.user_mem = j.mo.send_mem = kv->mem;
+		j.mo.user_dev = kv->dev;
+	}
+	if (out && out->mem != PSL_MEM_HOST) {
+		rc = psl__cuda_check(ops & OP_PUSH ? (copy ? "psl_kv_pushpull: out->vals"
+						    : "psl_kv_zpushpull: out->vals")
+				     : copy ? "psl_kv_pull: out->vals" : "psl_kv_zpull: out->vals",
+				     out->vals, out->cap * w->esz, out->mem, out->dev);
+		if (rc)
+			return rc;
+		j.mo.out_mem = out->mem;
+		j.mo.out_dev = out->dev;
+	}
 	if (copy && j.nkeys && (rc = copy_job(&j, (ops & OP_PUSH) != 0)))
 		return rc;
+	/* CUDA values go to the van as they are where it takes them and the
+	 * caller keeps them (z-forms); else they are staged in pinned memory:
+	 * the one copy a push makes anyway */
+	if (j.mo.send_mem == PSL_MEM_CUDA && j.nkeys && (copy || !psl__cuda_direct())) {
+		rc = psl__kv_stage(&j.cp, j.vals, j.mo.user_dev, j.nvals * w->esz, &j.vals);
+		if (rc) {
+			psl__kv_copy_put(j.cp);
+			return rc;
+		}
+		j.mo.send_mem = PSL_MEM_HOST;
+	}
 	return submit(&j, ops, cb, arg);
 }
 
@@ -666,9 +714,14 @@ static void kvw_on_complete(struct psl__customer *c, struct psl__req *r)
 		bytes = raw->segs[1].len;
 		if (!r->status) {
 			/* (the van may have received the values in place) */
-			if (bytes && raw->segs[1].data != (char *)p->out->vals + off * w->esz)
-				memcpy((char *)p->out->vals + off * w->esz, raw->segs[1].data,
-				       bytes);
+			if (bytes && raw->segs[1].data != (char *)p->out->vals + off * w->esz) {
+				int rc = psl__cuda_copy((char *)p->out->vals + off * w->esz,
+							p->mo.out_mem, p->mo.out_dev,
+							raw->segs[1].data, raw->segs[1].mem_type,
+							raw->segs[1].dev_id, bytes);
+				if (rc)
+					r->status = rc;
+			}
 			if (p->out->lens && nk) {
 				if (raw->nseg == 3) {
 					memcpy(p->out->lens + p->part[i].k0, raw->segs[2].data,
@@ -725,7 +778,8 @@ static int kvw_recv_dest(struct psl__customer *c, const struct psl__meta *m, uin
 		goto out;
 	if (!p || p->kind != KIND_PULL || !psl__req_awaits_locked(c, r, m->sender) || rank < 0 ||
 	    rank >= p->nservers || p->part[rank].raw || p->part[rank].lent ||
-	    len > p->out->cap * w->esz || !p->out->vals)
+	    len > p->out->cap * w->esz || !p->out->vals ||
+	    (p->mo.out_mem == PSL_MEM_CUDA && !psl__cuda_direct()))
 		goto out;
 	for (i = 0; i < rank; i++)
 		if (p->part[i].k1 != p->part[i].k0)
@@ -736,8 +790,8 @@ static int kvw_recv_dest(struct psl__customer *c, const struct psl__meta *m, uin
 	l->r = r;
 	l->rank = rank;
 	dest->data = p->out->vals;
-	dest->mem_type = PSL_MEM_HOST;
-	dest->dev_id = -1;
+	dest->mem_type = p->mo.out_mem;
+	dest->dev_id = p->mo.out_dev;
 	dest->loan = l;
 	l = NULL;
 	rc = 0;

@@ -148,6 +148,42 @@ PSL_EXPORT int psl_van_probe(psl_van_info_cb cb, void *arg);
 /* The van search path, folders separated by ':' (PS_VAN_PATH first). */
 PSL_EXPORT const char *psl_van_search_path(void);
 
+/* --------------------------------------------------------------- memory -- */
+
+/*
+ * Where a buffer lives. Every value buffer of the KV and batch calls says it
+ * explicitly (the `mem` and `dev` fields; zero, the default, is host
+ * memory): pslite never guesses from a pointer. Keys and lens are always
+ * host memory.
+ *
+ * CUDA memory needs the CUDA runtime, which pslite loads when a device
+ * buffer first needs it (PS_CUDA_LIB, else libcudart.so as the loader finds
+ * it, else $CUDA_HOME/lib64 and configure's --with-cuda folder): pslite
+ * itself links no CUDA library. A van that can move device memory gets it
+ * as it is (pslite-info: "memory: host, cuda"); for the others pslite
+ * stages it through pinned host buffers, one copy each way, on its own
+ * CUDA stream (PS_CUDA_DIRECT=0 stages for every van).
+ */
+#ifndef PSL_MEM_TYPE_DEFINED
+#define PSL_MEM_TYPE_DEFINED
+enum psl_mem_type {
+	PSL_MEM_HOST = 0,
+	PSL_MEM_CUDA = 1,
+};
+#endif
+
+/* One line about the CUDA runtime and its devices in buf ("runtime 12.4
+ * (libcudart.so.12), driver 12.6, 1 device; 0: NVIDIA H100 ...") and the
+ * number of devices, or a negative errno with buf saying why there is
+ * none and what to do. */
+PSL_EXPORT int psl_cuda_describe(char *buf, size_t len);
+/* Allocate, free and copy memory of either kind (cudaMalloc, cudaFree,
+ * cudaMemcpy through the loaded runtime; host: malloc, free, memcpy). */
+PSL_EXPORT int psl_mem_alloc(enum psl_mem_type mem, int dev, size_t len, void **out);
+PSL_EXPORT void psl_mem_free(enum psl_mem_type mem, int dev, void *p);
+PSL_EXPORT int psl_mem_copy(void *dst, enum psl_mem_type dst_mem, int dst_dev, const void *src,
+			    enum psl_mem_type src_mem, int src_dev, size_t len);
+
 /* ------------------------------------------------------------ key-value -- */
 
 /* Value types (the wire's DataType numbers). */
@@ -176,6 +212,8 @@ struct psl_kv {
 	void *vals;	 /* num_vals values of the worker's or server's dtype */
 	size_t num_vals;
 	int *lens;	 /* NULL, or num_keys counts */
+	enum psl_mem_type mem; /* where vals lives (0: host) */
+	int dev;	 /* its CUDA device ordinal for PSL_MEM_CUDA */
 };
 
 /* Where a pull puts what it receives. vals has room for cap values; on
@@ -187,6 +225,8 @@ struct psl_kv_out {
 	size_t cap;
 	size_t num_vals;
 	int *lens;
+	enum psl_mem_type mem; /* where vals lives (0: host) */
+	int dev;	 /* its CUDA device ordinal for PSL_MEM_CUDA */
 };
 
 /* Completion callback: ts is the request's timestamp, status 0 or -errno.
@@ -324,6 +364,8 @@ struct psl_kv_tensor {
 	void *vals;
 	size_t len;	  /* values: to send (push) or room for (pull) */
 	size_t received;  /* pull: how many values arrived (set on completion) */
+	enum psl_mem_type mem; /* where vals lives (0: host) */
+	int dev;	  /* its CUDA device ordinal for PSL_MEM_CUDA */
 };
 
 /* Monotonic nanosecond timestamps (CLOCK_MONOTONIC) of one batch. */

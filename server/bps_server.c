@@ -178,7 +178,7 @@ static void buf_done(void *arg)
 static void reply(struct psl_byteps_server *s, struct key *k, struct buf *b,
 		  struct psl_kv_request *req)
 {
-	struct psl_kv res = {&k->key, 1, b->data, k->len, &k->lens};
+	struct psl_kv res = {&k->key, 1, b->data, k->len, &k->lens, PSL_MEM_HOST, 0};
 	atomic_fetch_add(&s->npulls, 1);
 	psl_kv_zrespond(req, &res, buf_done, b);
 }

@@ -283,7 +283,7 @@ static size_t check_mb(const struct mb *m, int S, size_t pull_words)
 /* The failure checks a worker runs (with --checks, rank 0). */
 static void worker_checks(struct psl_kv_worker *w, struct mb *m, int S)
 {
-	struct psl_kv_tensor push[CHECK_MAX_TENSORS + 1];
+	struct psl_kv_tensor push[CHECK_MAX_TENSORS + 1] = {{0}};
 	struct psl_kv_batch big = {0};
 	int ts, rc, i;
 

@@ -252,7 +252,7 @@ static atomic_ulong g_server_bad;
 
 static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, void *arg)
 {
-	struct psl_kv res;
+	struct psl_kv res = {0};
 	uint64_t key;
 	long idx;
 	(void)s;
@@ -412,7 +412,7 @@ static void reset_outs(struct wctx *w, int k)
 
 static int issue(struct wctx *w, int k, int op, int slot)
 {
-	struct psl_kv kv = {&w->keys[k], 1, w->vals[k], g_len, &w->lens[k]};
+	struct psl_kv kv = {&w->keys[k], 1, w->vals[k], g_len, &w->lens[k], PSL_MEM_HOST, 0};
 	struct slot *s = &w->slots[slot];
 	s->t0 = now_s();
 	atomic_store(&s->done, 0);

@@ -346,7 +346,7 @@ static void on_pull(int ts, int status, void *arg)
 
 static int push(struct part *q, int dt_on_wire, int len, int rtype)
 {
-	struct psl_kv kv = {&q->key, 1, q->push, (size_t)len, &q->len};
+	struct psl_kv kv = {&q->key, 1, q->push, (size_t)len, &q->len, PSL_MEM_HOST, 0};
 	int cmd = psl_byteps_cmd(rtype, dt_on_wire);
 	int lens = len;
 	if (len != q->len) { /* a bad push: its own lens */
@@ -361,7 +361,7 @@ static int push(struct part *q, int dt_on_wire, int len, int rtype)
 
 static int pull(struct part *q)
 {
-	q->out = (struct psl_kv_out){q->pull, (size_t)q->len, 0, &q->outlen};
+	q->out = (struct psl_kv_out){q->pull, (size_t)q->len, 0, &q->outlen, PSL_MEM_HOST, 0};
 	q->outlen = -1;
 	atomic_store(&q->st_pull, 0);
 	q->ts_pull = psl_kv_zpull(g_kv, &q->key, 1, &q->out, psl_byteps_cmd(0, q->dt), on_pull,
@@ -622,14 +622,14 @@ static void send_bad(void)
 	char pw[7][80];
 	int i, j, n = 0;
 	uint64_t unknown = encode_key((uint64_t)0xfff0 << 16);
-	struct psl_kv_out out = {q->pull, (size_t)q->len, 0, NULL};
+	struct psl_kv_out out = {q->pull, (size_t)q->len, 0, NULL, PSL_MEM_HOST, 0};
 
 	r[n].what = "a push of the wrong length";
 	r[n++].rc = push(q, q->dt, q->len - (int)q->esz, 0);
 	r[n].what = "a push of another data type of the same size";
 	{
 		int len = q->len;
-		struct psl_kv kv = {&q->key, 1, q->push, (size_t)len, &len};
+		struct psl_kv kv = {&q->key, 1, q->push, (size_t)len, &len, PSL_MEM_HOST, 0};
 		r[n++].rc = psl_kv_wait(
 			g_kv, psl_kv_push(g_kv, &kv, psl_byteps_cmd(0, other_type(q->dt)), NULL,
 					  NULL));
@@ -637,21 +637,21 @@ static void send_bad(void)
 	r[n].what = "a push of an unknown data type (7)";
 	{
 		int len = q->len;
-		struct psl_kv kv = {&q->key, 1, q->push, (size_t)len, &len};
+		struct psl_kv kv = {&q->key, 1, q->push, (size_t)len, &len, PSL_MEM_HOST, 0};
 		r[n++].rc = psl_kv_wait(g_kv, psl_kv_push(g_kv, &kv, psl_byteps_cmd(0, 7), NULL,
 							  NULL));
 	}
 	r[n].what = "a push of request type kCompressedPushPull";
 	{
 		int len = q->len;
-		struct psl_kv kv = {&q->key, 1, q->push, (size_t)len, &len};
+		struct psl_kv kv = {&q->key, 1, q->push, (size_t)len, &len, PSL_MEM_HOST, 0};
 		r[n++].rc = psl_kv_wait(g_kv, psl_kv_push(g_kv, &kv,
 							  psl_byteps_cmd(2, q->dt), NULL, NULL));
 	}
 	r[n].what = "a push of an unknown request type (5)";
 	{
 		int len = q->len;
-		struct psl_kv kv = {&q->key, 1, q->push, (size_t)len, &len};
+		struct psl_kv kv = {&q->key, 1, q->push, (size_t)len, &len, PSL_MEM_HOST, 0};
 		r[n++].rc = psl_kv_wait(g_kv, psl_kv_push(g_kv, &kv,
 							  psl_byteps_cmd(5, q->dt), NULL, NULL));
 	}

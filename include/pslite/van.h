@@ -57,10 +57,13 @@ extern "C" {
 #define PSL_VAN_GREETING "PSLVAN1 "
 
 /* Memory types of a segment: said explicitly, never sniffed from a pointer. */
+#ifndef PSL_MEM_TYPE_DEFINED /* (pslite.h defines it too) */
+#define PSL_MEM_TYPE_DEFINED
 enum psl_mem_type {
 	PSL_MEM_HOST = 0,
 	PSL_MEM_CUDA = 1,
 };
+#endif
 
 /* Log levels passed to psl_van_host.vlog. PS_VERBOSE=1 shows DEBUG, 2 TRACE. */
 enum psl_van_log_level {

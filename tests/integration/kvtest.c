@@ -173,7 +173,7 @@ static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, 
 	}
 	/* pull: answer keys, values and lens */
 	{
-		struct psl_kv res;
+		struct psl_kv res = {0};
 		size_t total = 0;
 		int *lens = calloc(nk ? nk : 1, sizeof(int));
 		uint8_t *vals;
@@ -288,7 +288,7 @@ static struct psl_kv_out *out_of(struct req *r)
 {
 	memset(r->out, 0xEE, r->nvals ? r->nvals : 1);
 	memset(r->out_lens, 0xEE, r->nkeys * sizeof(int));
-	r->o = (struct psl_kv_out){r->out, r->nvals, 0, r->out_lens};
+	r->o = (struct psl_kv_out){r->out, r->nvals, 0, r->out_lens, PSL_MEM_HOST, 0};
 	return &r->o;
 }
 
@@ -318,12 +318,12 @@ static void count_cb(int ts, int status, void *arg)
 
 static void run_round(struct psl_kv_worker *w, struct req *r, unsigned version, bool zc)
 {
-	struct psl_kv kv;
+	struct psl_kv kv = {0};
 	int ts, rc;
 	char what[64];
 
 	refill(r, version);
-	kv = (struct psl_kv){r->keys, r->nkeys, r->vals, r->nvals, r->lens};
+	kv = (struct psl_kv){r->keys, r->nkeys, r->vals, r->nvals, r->lens, PSL_MEM_HOST, 0};
 	snprintf(what, sizeof(what), "%s push v%u", zc ? "zero-copy" : "copy", version);
 	ts = zc ? psl_kv_zpush(w, &kv, 0, count_cb, NULL) : psl_kv_push(w, &kv, 0, count_cb, NULL);
 	CHECK(ts >= 0, "%s: %s", what, psl_strerror(ts));
@@ -339,7 +339,7 @@ static void run_round(struct psl_kv_worker *w, struct req *r, unsigned version, 
 	check_out(r, what);
 
 	refill(r, version + 1);
-	kv = (struct psl_kv){r->keys, r->nkeys, r->vals, r->nvals, r->lens};
+	kv = (struct psl_kv){r->keys, r->nkeys, r->vals, r->nvals, r->lens, PSL_MEM_HOST, 0};
 	snprintf(what, sizeof(what), "%s push-pull v%u", zc ? "zero-copy" : "copy", version + 1);
 	ts = zc ? psl_kv_zpushpull(w, &kv, out_of(r), 0, count_cb, NULL)
 		: psl_kv_pushpull(w, &kv, out_of(r), 0, count_cb, NULL);
@@ -396,17 +396,17 @@ static void test_no_lens(struct psl_kv_worker *w)
 {
 	struct req r = {0};
 	size_t sizes[64], i;
-	struct psl_kv kv;
-	struct psl_kv_out o;
+	struct psl_kv kv = {0};
+	struct psl_kv_out o = {0};
 	int ts;
 	for (i = 0; i < 64; i++)
 		sizes[i] = 24;
 	make_req(&r, sizes, 64, 11);
-	kv = (struct psl_kv){r.keys, r.nkeys, r.vals, r.nvals, NULL};
+	kv = (struct psl_kv){r.keys, r.nkeys, r.vals, r.nvals, NULL, PSL_MEM_HOST, 0};
 	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
 	CHECK(psl_kv_wait(w, ts) == 0, "push without lens failed");
 	memset(r.out, 0, r.nvals);
-	o = (struct psl_kv_out){r.out, r.nvals, 0, NULL};
+	o = (struct psl_kv_out){r.out, r.nvals, 0, NULL, PSL_MEM_HOST, 0};
 	ts = psl_kv_pull(w, r.keys, r.nkeys, &o, 0, NULL, NULL);
 	CHECK(psl_kv_wait(w, ts) == 0, "pull without lens failed");
 	CHECK(o.num_vals == r.nvals && !memcmp(r.out, r.vals, r.nvals),
@@ -418,30 +418,30 @@ static void test_api_errors(struct psl_kv_worker *w)
 {
 	uint64_t b0, e0, keys[2];
 	uint8_t v[16] = {0};
-	struct psl_kv kv;
-	struct psl_kv_out o;
+	struct psl_kv kv = {0};
+	struct psl_kv_out o = {0};
 	int ts, rc, lens[2] = {8, 9};
 
 	psl_server_key_range(0, &b0, &e0);
 	keys[0] = b0 + 10;
 	keys[1] = b0 + 5; /* not sorted */
-	kv = (struct psl_kv){keys, 2, v, 16, NULL};
+	kv = (struct psl_kv){keys, 2, v, 16, NULL, PSL_MEM_HOST, 0};
 	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
 	CHECK(ts == -EINVAL, "unsorted keys: got %d, expected -EINVAL", ts);
 	keys[1] = UINT64_MAX; /* beyond every range */
-	kv = (struct psl_kv){keys, 2, v, 16, NULL};
+	kv = (struct psl_kv){keys, 2, v, 16, NULL, PSL_MEM_HOST, 0};
 	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
 	CHECK(ts == -EINVAL, "key beyond the ranges: got %d, expected -EINVAL", ts);
 	keys[1] = b0 + 11;
-	kv = (struct psl_kv){keys, 2, v, 15, NULL}; /* 15 values for 2 keys */
+	kv = (struct psl_kv){keys, 2, v, 15, NULL, PSL_MEM_HOST, 0}; /* 15 values for 2 keys */
 	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
 	CHECK(ts == -EINVAL, "uneven values: got %d, expected -EINVAL", ts);
-	kv = (struct psl_kv){keys, 2, v, 16, lens}; /* lens add up to 17 */
+	kv = (struct psl_kv){keys, 2, v, 16, lens, PSL_MEM_HOST, 0}; /* lens add up to 17 */
 	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
 	CHECK(ts == -EINVAL, "lens mismatch: got %d, expected -EINVAL", ts);
 
 	/* the server answers cmd 42 with an error: the request fails with it */
-	kv = (struct psl_kv){keys, 2, v, 16, NULL};
+	kv = (struct psl_kv){keys, 2, v, 16, NULL, PSL_MEM_HOST, 0};
 	ts = psl_kv_push(w, &kv, CMD_FAIL, NULL, NULL);
 	CHECK(ts >= 0, "push: %s", psl_strerror(ts));
 	rc = psl_kv_wait(w, ts);
@@ -451,7 +451,7 @@ static void test_api_errors(struct psl_kv_worker *w)
 	/* a pull into a buffer that is too small */
 	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
 	CHECK(psl_kv_wait(w, ts) == 0, "push failed");
-	o = (struct psl_kv_out){v, 4, 0, NULL};
+	o = (struct psl_kv_out){v, 4, 0, NULL, PSL_MEM_HOST, 0};
 	ts = psl_kv_pull(w, keys, 2, &o, 0, NULL, NULL);
 	rc = psl_kv_wait(w, ts);
 	CHECK(rc == -EMSGSIZE && o.num_vals == 16,
@@ -459,7 +459,7 @@ static void test_api_errors(struct psl_kv_worker *w)
 	      psl_strerror(rc), o.num_vals);
 
 	/* empty requests complete at once */
-	kv = (struct psl_kv){keys, 0, v, 0, NULL};
+	kv = (struct psl_kv){keys, 0, v, 0, NULL, PSL_MEM_HOST, 0};
 	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
 	CHECK(ts >= 0 && psl_kv_wait(w, ts) == 0, "empty push failed");
 }
@@ -469,8 +469,8 @@ static void test_barrier(struct psl_kv_worker *w)
 {
 	uint64_t b, e, key;
 	uint8_t v[64], out[64];
-	struct psl_kv kv;
-	struct psl_kv_out o;
+	struct psl_kv kv = {0};
+	struct psl_kv_out o = {0};
 	int round, ts;
 
 	psl_server_key_range(psl_num_servers() - 1, &b, &e);
@@ -479,12 +479,12 @@ static void test_barrier(struct psl_kv_worker *w)
 		int writer = round % psl_num_workers();
 		if (psl_my_rank() == writer) {
 			fill_vals(v, key, (unsigned)round, sizeof(v));
-			kv = (struct psl_kv){&key, 1, v, sizeof(v), NULL};
+			kv = (struct psl_kv){&key, 1, v, sizeof(v), NULL, PSL_MEM_HOST, 0};
 			ts = psl_kv_push(w, &kv, 0, NULL, NULL);
 			CHECK(psl_kv_wait(w, ts) == 0, "barrier round %d: push failed", round);
 		}
 		CHECK(psl_barrier(0, PSL_GROUP_WORKERS) == 0, "barrier failed");
-		o = (struct psl_kv_out){out, sizeof(out), 0, NULL};
+		o = (struct psl_kv_out){out, sizeof(out), 0, NULL, PSL_MEM_HOST, 0};
 		ts = psl_kv_pull(w, &key, 1, &o, 0, NULL, NULL);
 		CHECK(psl_kv_wait(w, ts) == 0, "barrier round %d: pull failed", round);
 		fill_vals(v, key, (unsigned)round, sizeof(v));
@@ -537,17 +537,17 @@ static void test_kill(struct psl_kv_worker *w)
 		for (s = 0; s < S; s++) {
 			uint64_t b, e, key;
 			uint8_t v[256], out[256];
-			struct psl_kv kv;
-			struct psl_kv_out o;
+			struct psl_kv kv = {0};
+			struct psl_kv_out o = {0};
 			int ts, rc;
 			psl_server_key_range(s, &b, &e);
 			key = b + (uint64_t)g_rank * 1000 + (uint64_t)round;
 			fill_vals(v, key, 1, sizeof(v));
-			kv = (struct psl_kv){&key, 1, v, sizeof(v), NULL};
+			kv = (struct psl_kv){&key, 1, v, sizeof(v), NULL, PSL_MEM_HOST, 0};
 			ts = psl_kv_push(w, &kv, 0, NULL, NULL);
 			rc = ts < 0 ? ts : psl_kv_wait(w, ts);
 			if (rc == 0) {
-				o = (struct psl_kv_out){out, sizeof(out), 0, NULL};
+				o = (struct psl_kv_out){out, sizeof(out), 0, NULL, PSL_MEM_HOST, 0};
 				ts = psl_kv_pull(w, &key, 1, &o, 0, NULL, NULL);
 				rc = ts < 0 ? ts : psl_kv_wait(w, ts);
 			}

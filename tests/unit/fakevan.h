@@ -14,6 +14,7 @@ struct sent {
 	uint32_t nseg;
 	size_t len[4];
 	uint8_t *seg[4];
+	int mem[4]; /* the segment's memory type (CUDA ones are copied out) */
 };
 
 #define MAX_SENT 1024
@@ -44,7 +45,12 @@ static int fake_send(struct psl_van *v, int32_t id, const void *meta, size_t met
 	for (i = 0; i < nseg; i++) {
 		s->len[i] = segs[i].len;
 		s->seg[i] = malloc(segs[i].len ? segs[i].len : 1);
-		if (segs[i].len)
+		s->mem[i] = segs[i].mem_type;
+		if (segs[i].len && segs[i].mem_type == PSL_MEM_CUDA)
+			assert_int_equal(psl_mem_copy(s->seg[i], PSL_MEM_HOST, -1, segs[i].data,
+						      PSL_MEM_CUDA, segs[i].dev_id, segs[i].len),
+					 0);
+		else if (segs[i].len)
 			memcpy(s->seg[i], segs[i].data, segs[i].len);
 	}
 	if (cookie)

@@ -157,7 +157,7 @@ static void test_push_slices_with_lens(void **state)
 	uint64_t keys[7] = {0, 5, q - 1, q, q + 1, 2 * q + 7, UINT64_MAX - 1};
 	int lens[7] = {1, 2, 3, 0, 4, 5, 6};
 	float vals[21];
-	struct psl_kv kv = {keys, 7, vals, 21, lens};
+	struct psl_kv kv = {keys, 7, vals, 21, lens, PSL_MEM_HOST, 0};
 	struct psl_kv_worker *w;
 	static const struct {
 		int id;
@@ -211,7 +211,7 @@ static void test_push_skips_empty_servers(void **state)
 {
 	uint64_t b, e, keys[3];
 	double vals[6] = {1, 2, 3, 4, 5, 6};
-	struct psl_kv kv = {keys, 3, vals, 6, NULL};
+	struct psl_kv kv = {keys, 3, vals, 6, NULL, PSL_MEM_HOST, 0};
 	struct psl_kv_worker *w;
 	const struct sent *s;
 	struct capture c;
@@ -272,7 +272,7 @@ static void test_excluded_keys(void **state)
 	struct psl_kv_worker *w;
 	uint64_t key;
 	uint8_t v = 1;
-	struct psl_kv kv = {&key, 1, &v, 1, NULL};
+	struct psl_kv kv = {&key, 1, &v, 1, NULL, PSL_MEM_HOST, 0};
 	struct capture c;
 	char *out;
 	int S, ts;
@@ -312,7 +312,7 @@ static void test_rejected_requests(void **state)
 	uint64_t keys[3] = {5, 3, 9};
 	int lens[3] = {1, 1, 1};
 	uint8_t v[4] = {0};
-	struct psl_kv kv;
+	struct psl_kv kv = {0};
 	struct capture c;
 	char *out;
 	int ts;
@@ -321,16 +321,16 @@ static void test_rejected_requests(void **state)
 	node_up(2);
 	assert_int_equal(psl_kv_worker_new(0, 0, PSL_UINT8, &w), 0);
 	capture_start(&c);
-	kv = (struct psl_kv){keys, 3, v, 3, NULL}; /* not sorted */
+	kv = (struct psl_kv){keys, 3, v, 3, NULL, PSL_MEM_HOST, 0}; /* not sorted */
 	assert_int_equal(psl_kv_push(w, &kv, 0, NULL, NULL), -EINVAL);
 	keys[1] = 5; /* 5, 5, 9: equal keys are sorted enough */
-	kv = (struct psl_kv){keys, 3, v, 4, NULL}; /* 4 values for 3 keys */
+	kv = (struct psl_kv){keys, 3, v, 4, NULL, PSL_MEM_HOST, 0}; /* 4 values for 3 keys */
 	assert_int_equal(psl_kv_push(w, &kv, 0, NULL, NULL), -EINVAL);
 	lens[2] = -1;
-	kv = (struct psl_kv){keys, 3, v, 1, lens};
+	kv = (struct psl_kv){keys, 3, v, 1, lens, PSL_MEM_HOST, 0};
 	assert_int_equal(psl_kv_push(w, &kv, 0, NULL, NULL), -EINVAL);
 	lens[2] = 2;
-	kv = (struct psl_kv){keys, 3, v, 3, lens}; /* lens add up to 4 */
+	kv = (struct psl_kv){keys, 3, v, 3, lens, PSL_MEM_HOST, 0}; /* lens add up to 4 */
 	assert_int_equal(psl_kv_push(w, &kv, 0, NULL, NULL), -EINVAL);
 	out = capture_end(&c);
 	assert_contains(out, "keys must be sorted ascending, but key[0]=5 > key[1]=3");
@@ -342,10 +342,10 @@ static void test_rejected_requests(void **state)
 	/* API misuse */
 	assert_int_equal(psl_kv_push(NULL, &kv, 0, NULL, NULL), -EINVAL);
 	assert_int_equal(psl_kv_push(w, NULL, 0, NULL, NULL), -EINVAL);
-	kv = (struct psl_kv){NULL, 3, v, 3, NULL};
+	kv = (struct psl_kv){NULL, 3, v, 3, NULL, PSL_MEM_HOST, 0};
 	assert_int_equal(psl_kv_push(w, &kv, 0, NULL, NULL), -EINVAL);
 	/* an empty request completes at once and sends nothing */
-	kv = (struct psl_kv){keys, 0, v, 0, NULL};
+	kv = (struct psl_kv){keys, 0, v, 0, NULL, PSL_MEM_HOST, 0};
 	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
 	assert_true(ts >= 0);
 	assert_int_equal(psl_kv_wait(w, ts), 0);
@@ -364,7 +364,7 @@ static void test_pull_assembly(void **state)
 	uint64_t keys[3] = {1, 2, q + 5};
 	float out[8];
 	int out_lens[3] = {-9, -9, -9};
-	struct psl_kv_out o = {out, 8, 0, out_lens};
+	struct psl_kv_out o = {out, 8, 0, out_lens, PSL_MEM_HOST, 0};
 	struct psl_kv_worker *w;
 	const struct sent *s0, *s1;
 	int ts;
@@ -421,7 +421,7 @@ static void test_pull_bad_answers(void **state)
 {
 	uint64_t keys[2] = {1, 2};
 	float out[4];
-	struct psl_kv_out o = {out, 4, 0, NULL};
+	struct psl_kv_out o = {out, 4, 0, NULL, PSL_MEM_HOST, 0};
 	struct psl_kv_worker *w;
 	struct capture c;
 	char *log;

@@ -82,7 +82,7 @@ static void test_many_in_flight(void **state)
 	struct psl_kv_worker *w;
 	uint64_t key = 7;
 	uint8_t v = 1;
-	struct psl_kv kv = {&key, 1, &v, 1, NULL};
+	struct psl_kv kv = {&key, 1, &v, 1, NULL, PSL_MEM_HOST, 0};
 	int ts[NREQ], i;
 	(void)state;
 
@@ -124,8 +124,8 @@ static void test_pushpull(void **state)
 	const uint64_t q = 0x7FFFFFFFFFFFFFFFull;
 	uint64_t keys[2] = {3, q + 3};
 	uint8_t vals[4] = {1, 2, 3, 4}, out[4];
-	struct psl_kv kv = {keys, 2, vals, 4, NULL};
-	struct psl_kv_out o = {out, 4, 0, NULL};
+	struct psl_kv kv = {keys, 2, vals, 4, NULL, PSL_MEM_HOST, 0};
+	struct psl_kv_out o = {out, 4, 0, NULL, PSL_MEM_HOST, 0};
 	struct psl_kv_worker *w;
 	const struct sent *push[2] = {NULL, NULL}, *pull[2] = {NULL, NULL};
 	int ts, i;
@@ -200,7 +200,7 @@ static void test_node_lost(void **state)
 	struct psl_kv_worker *w;
 	uint64_t keys[2] = {1, 0x8000000000000000ull};
 	uint8_t v[2] = {1, 2};
-	struct psl_kv kv = {keys, 2, v, 2, NULL};
+	struct psl_kv kv = {keys, 2, v, 2, NULL, PSL_MEM_HOST, 0};
 	struct capture c;
 	char *log;
 	int ts;
@@ -239,7 +239,7 @@ static void test_fail_all_while_sending(void **state)
 	struct psl_kv_worker *w;
 	uint64_t keys[2] = {1, 0x8000000000000000ull};
 	uint8_t out_v[2];
-	struct psl_kv_out out = {out_v, sizeof(out_v), 0, NULL};
+	struct psl_kv_out out = {out_v, sizeof(out_v), 0, NULL, PSL_MEM_HOST, 0};
 	int ts;
 	(void)state;
 
@@ -280,7 +280,7 @@ static void test_pull_in_place(void **state)
 	uint64_t keys[2] = {3, q + 3};
 	uint16_t out[8] = {0}, v0[3] = {11, 12, 13}, v1[2] = {21, 22};
 	int lens[2] = {-1, -1}, ln0 = 3, ln1 = 2;
-	struct psl_kv_out o = {out, 8, 0, lens};
+	struct psl_kv_out o = {out, 8, 0, lens, PSL_MEM_HOST, 0};
 	struct psl_kv_worker *w;
 	struct psl_van_dest d, d2;
 	const struct sent *p0, *p1;
@@ -339,7 +339,7 @@ static void test_pull_in_place(void **state)
 	/* a push's answer has nothing to place */
 	{
 		uint16_t pv[2] = {1, 2};
-		struct psl_kv kv = {keys, 1, pv, 2, NULL};
+		struct psl_kv kv = {keys, 1, pv, 2, NULL, PSL_MEM_HOST, 0};
 		ts = psl_kv_zpush(w, &kv, 0, NULL, NULL);
 		assert_true(lend(&g_sent[g_nsent - 1], 1, 4, &d) < 0);
 		reply(&g_sent[g_nsent - 1], 0, 0, NULL, NULL);
@@ -565,7 +565,7 @@ static void test_server_responses(void **state)
 	size_t l[2] = {16, 0};
 	double rv[3] = {0.5, 1.5, 2.5};
 	int rl[2] = {1, 2}, bad_lens[2] = {1, 1};
-	struct psl_kv res;
+	struct psl_kv res = {0};
 	const struct sent *s;
 	(void)state;
 
@@ -579,7 +579,7 @@ static void test_server_responses(void **state)
 	assert_int_equal(g_nreq, 4);
 
 	/* a copied response: keys, values and lens */
-	res = (struct psl_kv){keys, 2, rv, 3, rl};
+	res = (struct psl_kv){keys, 2, rv, 3, rl, PSL_MEM_HOST, 0};
 	assert_int_equal(psl_kv_respond(g_req[0], &res), 0);
 	s = &g_sent[g_nsent - 1];
 	assert_int_equal(s->m.timestamp, 300);
@@ -596,7 +596,7 @@ static void test_server_responses(void **state)
 
 	/* zero-copy: done runs once, when the van lets go */
 	g_done_calls = 0;
-	res = (struct psl_kv){keys, 2, rv, 2, NULL};
+	res = (struct psl_kv){keys, 2, rv, 2, NULL, PSL_MEM_HOST, 0};
 	assert_int_equal(psl_kv_zrespond(g_req[1], &res, done_cb, NULL), 0);
 	assert_int_equal(g_done_calls, 1);
 	s = &g_sent[g_nsent - 1];
@@ -609,7 +609,7 @@ static void test_server_responses(void **state)
 		int before = g_nsent;
 		struct capture c;
 		char *log;
-		res = (struct psl_kv){keys, 2, rv, 3, bad_lens};
+		res = (struct psl_kv){keys, 2, rv, 3, bad_lens, PSL_MEM_HOST, 0};
 		capture_start(&c);
 		assert_int_equal(psl_kv_respond(g_req[2], &res), -EINVAL);
 		log = capture_end(&c);

@@ -1,0 +1,41 @@
+/* The CUDA runtime, loaded with dlopen when a device buffer first needs it
+ * (cuda.c): checks of device buffers, copies on the core's own streams, and
+ * the pool of pinned host buffers that stages device data for vans that
+ * move host memory only. */
+#ifndef PSL_CORE_CUDA_H
+#define PSL_CORE_CUDA_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+/* Checks a buffer's memory type (PSL_MEM_HOST or PSL_MEM_CUDA) and device
+ * ordinal before a request uses it; for CUDA, loads the runtime and checks
+ * that ptr..ptr+len is device memory of device dev. what names the buffer
+ * in the error (e.g. "psl_kv_push: kv->vals"). 0 or -errno, logged with
+ * what to change. */
+int psl__cuda_check(const char *what, const void *ptr, size_t len, int32_t mem, int32_t dev);
+
+/* Copies len bytes between any two of host and device memory, on the
+ * core's stream of the device involved, and waits for it. 0 or -errno
+ * (-EIO for a CUDA error, logged with the runtime's words). */
+int psl__cuda_copy(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
+		   int32_t src_mem, int32_t src_dev, size_t len);
+
+/* True when segments in CUDA memory go to the van as they are (the van
+ * declares PSL_VAN_CAP_MEM_CUDA and PS_CUDA_DIRECT is not 0); else the core
+ * stages them through pinned host buffers. */
+bool psl__cuda_direct(void);
+
+/* A pinned host buffer of at least len bytes from the pool (NULL and
+ * *err set if the runtime cannot give one), and its return. Buffers come in
+ * power-of-two sizes and are reused: steady traffic allocates nothing. */
+void *psl__cuda_stage_get(size_t len, int *err);
+void psl__cuda_stage_put(void *buf);
+/* Pinned bytes the pool holds (in use or free), and buffers in use. */
+size_t psl__cuda_stage_bytes(size_t *in_use);
+
+/* Tests: forget the loaded runtime (closes it; PS_CUDA_LIB read again). */
+void psl__cuda_reset(void);
+
+#endif
