@@ -6,8 +6,8 @@
  *
  * Where the runtime is looked for: PS_CUDA_LIB (a file or a library name),
  * else libcudart.so and its versioned names on the loader's path, else
- * $CUDA_HOME/lib64, then the folder configure's --with-cuda gave
- * (/usr/local/cuda by default).
+ * $CUDA_HOME/lib64 and lib, then those of the folder configure's
+ * --with-cuda gave (/usr/local/cuda by default).
  */
 #include "config.h"
 
@@ -34,6 +34,7 @@
 enum {
 	CU_OK = 0,
 	CU_ERR_MEMORY = 2,
+	CU_ERR_NO_DRIVER = 35,
 	CU_ERR_NO_DEVICE = 100,
 	CU_H2H = 0,
 	CU_H2D = 1,
@@ -49,6 +50,7 @@ struct cu_ptr_attr { /* cudaPointerAttributes, CUDA 11 and later */
 	int device;
 	void *dev_ptr;
 	void *host_ptr;
+	char more[232]; /* later fields (CUDA 12 and 13: 88 bytes in all) */
 };
 
 typedef void *cu_stream;
@@ -136,11 +138,11 @@ static int open_lib(void)
 		snprintf(cu.path, sizeof(cu.path), "%s", names[i]);
 		cu.lib = dlopen(names[i], RTLD_NOW | RTLD_LOCAL);
 	}
-	for (i = 0; i < 2 && !cu.lib; i++) {
-		const char *dir = i == 0 ? home : PSL_CUDA_HOME;
+	for (i = 0; i < 4 && !cu.lib; i++) {
+		const char *dir = i < 2 ? home : PSL_CUDA_HOME;
 		if (!dir || !*dir)
 			continue;
-		snprintf(p, sizeof(p), "%s/lib64/libcudart.so", dir);
+		snprintf(p, sizeof(p), "%s/%s/libcudart.so", dir, i % 2 ? "lib" : "lib64");
 		snprintf(cu.path, sizeof(cu.path), "%s", p);
 		cu.lib = dlopen(p, RTLD_NOW | RTLD_LOCAL);
 		snprintf(tried + strlen(tried), sizeof(tried) - strlen(tried), ", %s", p);
@@ -198,7 +200,11 @@ static int load_locked(void)
 		rc = sym("cudaGetDeviceProperties", &cu.device_props);
 	if (!rc) {
 		e = cu.get_device_count(&n);
-		if (e == CU_ERR_NO_DEVICE || (e == CU_OK && n <= 0)) {
+		if (e == CU_ERR_NO_DRIVER) {
+			snprintf(cu.why, sizeof(cu.why), "the CUDA runtime (%s) finds no NVIDIA driver "
+				 "new enough for it on this machine (%s)", cu.path, cu_err(e));
+			rc = -ENODEV;
+		} else if (e == CU_ERR_NO_DEVICE || (e == CU_OK && n <= 0)) {
 			snprintf(cu.why, sizeof(cu.why), "the CUDA runtime (%s) finds no GPU on this "
 				 "machine (%s)", cu.path, e ? cu_err(e) : "0 devices");
 			rc = -ENODEV;

@@ -20,6 +20,12 @@
  *   --quiet       print only the summary lines
  *   --idle S      start, stay idle for S seconds, finalize (to measure what
  *                 idle nodes cost)
+ *   --mem M       where the data lives, as ps-lite's tests/test.sh names it:
+ *                 cpu2cpu (default), cpu2gpu (the servers' store on a GPU),
+ *                 gpu2gpu (workers' buffers and servers' store on GPUs),
+ *                 gpu2cpu (workers' buffers on a GPU); ps-lite's
+ *                 TEST_NUM_GPU_WORKER / TEST_NUM_GPU_SERVER > 0 say the same
+ *   --gpu N       the CUDA device of the GPU side (default 0)
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
@@ -49,6 +55,9 @@ static double g_idle;
 static int g_keys_per_server = 40;
 static long g_log_every = 10;
 static long g_total = 2000000000;
+static const char *g_mem_name = "cpu2cpu";
+static bool g_wgpu, g_sgpu; /* the worker's, the server's data on a GPU */
+static int g_gpu;	    /* its device */
 
 /* resident set size of this process, KiB */
 static long rss_kb(void)
@@ -241,7 +250,8 @@ static size_t explain(const unsigned char *p, uint64_t k, size_t len, bool full,
 
 struct store {
 	uint64_t key;
-	unsigned char *vals;
+	unsigned char *vals; /* what the first push brought (the reference) */
+	void *dvals;	     /* --mem *2gpu: the store itself, on the GPU */
 	int len;
 };
 
@@ -279,6 +289,13 @@ static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, 
 				return;
 			}
 			memcpy(st->vals, req->kv.vals, req->kv.num_vals);
+			if (g_sgpu && (psl_mem_alloc(PSL_MEM_CUDA, g_gpu, req->kv.num_vals,
+						     &st->dvals) ||
+				       psl_mem_copy(st->dvals, PSL_MEM_CUDA, g_gpu, st->vals,
+						    PSL_MEM_HOST, -1, req->kv.num_vals))) {
+				psl_kv_respond_error(req, -ENOMEM);
+				return;
+			}
 			/* the first push must carry the pattern every worker pushes */
 			{
 				size_t i;
@@ -296,6 +313,13 @@ static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, 
 				   check(req->kv.vals, st->vals, req->kv.num_vals, false,
 					 (unsigned)req->meta.timestamp))) {
 			atomic_fetch_add(&g_server_bad, 1);
+		} else if (g_sgpu) { /* a GPU server keeps what it received there */
+			int rc = psl_mem_copy(st->dvals, PSL_MEM_CUDA, g_gpu, req->kv.vals,
+					      PSL_MEM_HOST, -1, req->kv.num_vals);
+			if (rc) {
+				psl_kv_respond_error(req, rc);
+				return;
+			}
 		}
 		psl_kv_respond(req, NULL);
 		return;
@@ -309,6 +333,11 @@ static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, 
 	res.vals = g_store[idx].vals;
 	res.num_vals = (size_t)g_store[idx].len;
 	res.lens = &g_store[idx].len;
+	if (g_sgpu) {
+		res.vals = g_store[idx].dvals;
+		res.mem = PSL_MEM_CUDA;
+		res.dev = g_gpu;
+	}
 	psl_kv_zrespond(req, &res, NULL, NULL);
 }
 
@@ -381,6 +410,9 @@ struct wctx {
 	uint64_t *keys;
 	unsigned char **vals; /* pushed */
 	unsigned char **outs; /* pulled into */
+	void **dvals, **douts; /* --mem gpu2*: the same on the GPU (vals, outs:
+				* the host reference and where pulls are read
+				* back for checking) */
 	int *lens;
 	int *outlens;
 	struct psl_kv_out *out;
@@ -404,6 +436,11 @@ struct wctx {
 static void reset_outs(struct wctx *w, int k)
 {
 	w->out[k].vals = w->outs[k];
+	if (g_wgpu) {
+		w->out[k].vals = w->douts[k];
+		w->out[k].mem = PSL_MEM_CUDA;
+		w->out[k].dev = g_gpu;
+	}
 	w->out[k].cap = g_len;
 	w->out[k].num_vals = 0;
 	w->out[k].lens = &w->outlens[k];
@@ -412,7 +449,13 @@ static void reset_outs(struct wctx *w, int k)
 
 static int issue(struct wctx *w, int k, int op, int slot)
 {
-	struct psl_kv kv = {&w->keys[k], 1, w->vals[k], g_len, &w->lens[k], PSL_MEM_HOST, 0};
+	struct psl_kv kv = {&w->keys[k],
+			    1,
+			    g_wgpu ? w->dvals[k] : w->vals[k],
+			    g_len,
+			    &w->lens[k],
+			    g_wgpu ? PSL_MEM_CUDA : PSL_MEM_HOST,
+			    g_gpu};
 	struct slot *s = &w->slots[slot];
 	s->t0 = now_s();
 	atomic_store(&s->done, 0);
@@ -432,6 +475,30 @@ static int issue(struct wctx *w, int k, int op, int slot)
 static bool node_gone(int err)
 {
 	return err == -ENOLINK || err == -EHOSTDOWN || err == -ECONNRESET || err == -ETIMEDOUT;
+}
+
+/* --mem gpu2*: copies what check() looks at of key k's pull buffer from the
+ * GPU into outs[k] (all of it, or check's samples). */
+static int read_back(struct wctx *w, int k, bool full, unsigned turn)
+{
+	size_t off, win[3][2];
+	int i, n = 0, rc = 0;
+	if (full || g_len <= 8192) {
+		win[n][0] = 0;
+		win[n++][1] = g_len;
+	} else {
+		off = ((size_t)turn * 4099u * 4096u) % (g_len - 4096);
+		win[n][0] = 0, win[n++][1] = 256;
+		win[n][0] = g_len - 256, win[n++][1] = 256;
+		win[n][0] = off, win[n++][1] = 4096;
+	}
+	for (i = 0; i < n && !rc; i++)
+		rc = psl_mem_copy(w->outs[k] + win[i][0], PSL_MEM_HOST, -1,
+				  (char *)w->douts[k] + win[i][0], PSL_MEM_CUDA, g_gpu, win[i][1]);
+	if (rc && w->errors < 5)
+		fprintf(stderr, "[%d] key %d: cannot read the pull back from the GPU: %s\n", w->tid,
+			k, psl_strerror(rc));
+	return rc;
 }
 
 /* Waits for request ts in slot; records latency, checks pulled data. */
@@ -457,10 +524,18 @@ static void finish(struct wctx *w, int k, int ts, int slot, bool pulled, bool fu
 	lat_add(interval, s->lat);
 	lat_add(w->all, s->lat);
 	if (pulled) {
-		size_t bad = w->out[k].num_vals != g_len || w->outlens[k] != (int)g_len
-				     ? g_len
-				     : explain(w->outs[k], (uint64_t)k, g_len, full, turn,
-					       check(w->outs[k], w->vals[k], g_len, full, turn));
+		size_t bad;
+		if (g_wgpu && read_back(w, k, full, turn)) {
+			w->errors++;
+			return;
+		}
+		bad = w->out[k].num_vals != g_len || w->outlens[k] != (int)g_len
+			      ? g_len
+			      : check(w->outs[k], w->vals[k], g_len, full, turn);
+		if (bad && g_wgpu && !full && read_back(w, k, true, turn) == 0)
+			full = true; /* the whole buffer, to say what is wrong */
+		if (bad)
+			bad = explain(w->outs[k], (uint64_t)k, g_len, full, turn, bad);
 		if (bad && w->bad_bytes == 0)
 			fprintf(stderr, "[%d] key %d: pulled data differs from what was pushed\n",
 				w->tid, k);
@@ -570,7 +645,13 @@ static void worker_free_buffers(struct wctx *w)
 	for (k = 0; w->vals && w->outs && k < w->nkeys; k++) {
 		free(w->vals[k]);
 		free(w->outs[k]);
+		if (w->dvals)
+			psl_mem_free(PSL_MEM_CUDA, g_gpu, w->dvals[k]);
+		if (w->douts)
+			psl_mem_free(PSL_MEM_CUDA, g_gpu, w->douts[k]);
 	}
+	free(w->dvals);
+	free(w->douts);
 	free(w->keys);
 	free(w->vals);
 	free(w->outs);
@@ -615,6 +696,28 @@ static void *worker_main(void *arg)
 			goto out;
 		}
 		fill(w->vals[k], (uint64_t)k, g_len);
+		if (g_wgpu) {
+			if ((!w->dvals && !(w->dvals = calloc((size_t)w->nkeys, sizeof(void *)))) ||
+			    (!w->douts && !(w->douts = calloc((size_t)w->nkeys, sizeof(void *))))) {
+				w->rc = 2;
+				goto out;
+			}
+			rc = psl_mem_alloc(PSL_MEM_CUDA, g_gpu, g_len, &w->dvals[k]);
+			if (!rc)
+				rc = psl_mem_alloc(PSL_MEM_CUDA, g_gpu, g_len, &w->douts[k]);
+			if (!rc)
+				rc = psl_mem_copy(w->dvals[k], PSL_MEM_CUDA, g_gpu, w->vals[k],
+						  PSL_MEM_HOST, -1, g_len);
+			if (rc) {
+				char why[512];
+				psl_cuda_describe(why, sizeof(why));
+				fprintf(stderr, "pslite-bench: --mem %s: cannot set up GPU %d's "
+						"buffers: %s (%s)\n",
+					g_mem_name, g_gpu, psl_strerror(rc), why);
+				w->rc = 2;
+				goto out;
+			}
+		}
 	}
 	/* initial push (not timed), then one fully checked pull of every key */
 	for (k = 0; k < w->nkeys; k++)
@@ -664,7 +767,7 @@ static int usage(void)
 {
 	fprintf(stderr,
 		"usage: pslite-bench [bytes_per_key] [repeat] [mode] [--seconds S] [--json] "
-		"[--quiet] [--idle S]\n"
+		"[--quiet] [--idle S] [--mem cpu2cpu|cpu2gpu|gpu2gpu|gpu2cpu] [--gpu N]\n"
 		"  mode: 0 push then pull, 1 push-pull, 2 push only, 3 pull only, 4 fused "
 		"push-pull\n"
 		"  environment: DMLC_ROLE and the other ps-lite variables; NUM_KEY_PER_SERVER, "
@@ -698,6 +801,29 @@ static int parse_args(int argc, char **argv)
 					argv[i]);
 				return -1;
 			}
+		} else if (!strcmp(argv[i], "--mem") && i + 1 < argc) {
+			const char *m = argv[++i];
+			if (strcmp(m, "cpu2cpu") && strcmp(m, "cpu2gpu") && strcmp(m, "gpu2gpu") &&
+			    strcmp(m, "gpu2cpu")) {
+				fprintf(stderr, "pslite-bench: --mem %s: expected cpu2cpu, cpu2gpu, "
+						"gpu2gpu or gpu2cpu (where the worker's and the "
+						"server's data live)\n",
+					m);
+				return -1;
+			}
+			g_mem_name = m;
+			g_wgpu = !strncmp(m, "gpu", 3);
+			g_sgpu = !strcmp(m + 4, "gpu");
+		} else if (!strcmp(argv[i], "--gpu") && i + 1 < argc) {
+			errno = 0;
+			v = strtol(argv[++i], &end, 10);
+			if (errno || *end || v < 0 || v > 1024) {
+				fprintf(stderr, "pslite-bench: --gpu %s: expected a CUDA device "
+						"ordinal\n",
+					argv[i]);
+				return -1;
+			}
+			g_gpu = (int)v;
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			return -1;
 		} else {
@@ -768,6 +894,13 @@ int main(int argc, char **argv)
 	g_log_every = env_long("LOG_DURATION", 10);
 	g_total = env_long("TOTAL_DURATION", 2000000000);
 	nthread = (int)env_long("BENCHMARK_NTHREAD", 1);
+	if (!strcmp(g_mem_name, "cpu2cpu")) { /* ps-lite's tests/test.sh says it so */
+		const char *gw = getenv("TEST_NUM_GPU_WORKER"), *gs = getenv("TEST_NUM_GPU_SERVER");
+		g_wgpu = gw && atoi(gw) > 0;
+		g_sgpu = gs && atoi(gs) > 0;
+		g_mem_name = g_wgpu ? (g_sgpu ? "gpu2gpu" : "gpu2cpu")
+				    : (g_sgpu ? "cpu2gpu" : "cpu2cpu");
+	}
 	{
 		const char *v = getenv("PSLITE_BENCH_ACCEPT_ONES");
 		g_accept_ones = v && *v && strcmp(v, "0");
@@ -835,9 +968,9 @@ int main(int argc, char **argv)
 			exit_code = 2;
 		if (!g_quiet)
 			printf("pslite-bench: %s, %zu bytes per key, %d keys per server, %d "
-			       "server(s), van %s\n",
+			       "server(s), van %s, %s\n",
 			       mode_names[g_mode], g_len, g_keys_per_server, psl_num_servers(),
-			       psl_van_name());
+			       psl_van_name(), g_mem_name);
 		for (i = 0; i < nthread; i++) {
 			w[i].tid = i;
 			pthread_create(&th[i], NULL, worker_main, &w[i]);
@@ -873,11 +1006,12 @@ int main(int argc, char **argv)
 			exit_code = 1;
 		}
 		if (g_mode != PUSH_THEN_PULL)
-			printf("pslite-bench summary: %s %zu bytes x %d keys: goodput %.4f Gbps, "
-			       "p50 %.1f us, p99 %.1f us, p999 %.1f us, %ld requests, %ld errors, "
-			       "%s\n",
-			       mode_names[g_mode], g_len, w[0].nkeys, gp, p50, p99, p999, reqs,
-			       errors, bad ? "DATA WRONG" : "data checked");
+			printf("pslite-bench summary: %s %zu bytes x %d keys%s%s: goodput %.4f "
+			       "Gbps, p50 %.1f us, p99 %.1f us, p999 %.1f us, %ld requests, %ld "
+			       "errors, %s\n",
+			       mode_names[g_mode], g_len, w[0].nkeys, g_wgpu || g_sgpu ? ", " : "",
+			       g_wgpu || g_sgpu ? g_mem_name : "", gp, p50, p99, p999, reqs, errors,
+			       bad ? "DATA WRONG" : "data checked");
 		if (g_accept_ones)
 			printf("pslite-bench: of the pulls, %lu held ps-lite's all-ones test data, "
 			       "%lu another key's data and %lu runs of both "
@@ -885,13 +1019,13 @@ int main(int argc, char **argv)
 			       atomic_load(&g_ones_seen), atomic_load(&g_other_key_seen),
 			       atomic_load(&g_torn_seen));
 		if (g_json)
-			printf("{\"tool\":\"pslite-bench\",\"van\":\"%s\",\"mode\":\"%s\","
+			printf("{\"tool\":\"pslite-bench\",\"van\":\"%s\",\"mem\":\"%s\",\"mode\":\"%s\","
 			       "\"bytes_per_key\":%zu,\"keys\":%d,\"servers\":%d,\"workers\":%d,"
 			       "\"threads\":%d,\"goodput_gbps\":%.4f,\"p50_us\":%.2f,\"p99_us\":%.2f,"
 			       "\"p999_us\":%.2f,\"latency_samples\":%zu,\"requests\":%ld,"
 			       "\"errors\":%ld,\"bad_bytes\":%zu,\"rss_first_kb\":%ld,"
 			       "\"rss_end_kb\":%ld}\n",
-			       psl_van_name(), mode_names[g_mode], g_len, w[0].nkeys,
+			       psl_van_name(), g_mem_name, mode_names[g_mode], g_len, w[0].nkeys,
 			       psl_num_servers(), psl_num_workers(), nthread, gp, p50, p99, p999,
 			       nlat, reqs, errors, bad, rss_first, rss_last);
 		free(all);

@@ -56,7 +56,9 @@ int main(int argc, char **argv)
 
 	if (argc > 1 && (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help"))) {
 		printf("usage: pslite-info\nLists the vans found on the van search path "
-		       "(PS_VAN_PATH first), what each can do here, and why any cannot load.\n");
+		       "(PS_VAN_PATH first), what each can do here, and why any cannot load;\n"
+		       "then the CUDA runtime and GPUs pslite finds (PS_CUDA_LIB to choose the "
+		       "runtime).\n");
 		return 0;
 	}
 	printf("pslite %s, van ABI %d.%d\n", PSL_VERSION_STRING, PSL_VAN_ABI_MAJOR,
@@ -65,10 +67,16 @@ int main(int argc, char **argv)
 	printf("vans (choose with DMLC_ENABLE_RDMA: unset or 0 = zmq, 1 = ibverbs, else the "
 	       "name):\n");
 	n = psl_van_probe(show, &t);
-	if (n <= 0) {
+	if (n <= 0)
 		printf("  none found: install pslite (make install), or set PS_VAN_PATH to the "
 		       "folder that holds van_*.so\n");
-		return 1;
+	{
+		/* GPU buffers work with any van: staged through pinned host memory
+		 * where the van does not take CUDA memory itself */
+		char cuda[1024];
+		int nd = psl_cuda_describe(cuda, sizeof(cuda));
+		printf("cuda (GPU buffers; PS_CUDA_LIB chooses the runtime):\n  %s%s\n",
+		       nd > 0 ? "" : "unavailable: ", cuda);
 	}
-	return t.ok ? 0 : 1;
+	return n > 0 && t.ok ? 0 : 1;
 }

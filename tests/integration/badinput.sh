@@ -269,6 +269,7 @@ expect_usage "pslite-bench bad mode" "argument '9'" "mode (0-4)" -- "$bench" 100
 expect_usage "pslite-bench 0 bytes" "argument '0'" -- "$bench" 0
 expect_usage "pslite-bench too many numbers" "argument '4'" -- "$bench" 1 2 3 4
 expect_usage "pslite-bench --seconds -1" "--seconds -1: expected a positive number" -- "$bench" --seconds -1
+expect_usage "pslite-bench --mem gpu" "--mem gpu: expected cpu2cpu, cpu2gpu, gpu2gpu or gpu2cpu" -- "$bench" --mem gpu
 expect_usage "pslite-bench --bogus" "usage: pslite-bench" -- "$bench" --bogus
 NUM_KEY_PER_SERVER=abc expect_usage "NUM_KEY_PER_SERVER=abc" "NUM_KEY_PER_SERVER=abc: expected a positive integer" -- "$bench"
 expect_usage "pslite-run no arguments" "usage: pslite-run" -- "$run"

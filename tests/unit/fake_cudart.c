@@ -16,7 +16,9 @@
  *   FAKE_CUDA_FAIL=LIST   comma-separated NAME@N (the N-th call fails) or
  *                         NAME@N+ (that call and every later one), NAME one
  *                         of malloc, hostalloc, copy, stream, sync
- * fake_cuda_stats() (dlsym) tells the tests what is allocated.
+ *   FAKE_CUDA_STATS=1     print at exit (stderr) one line of what is still
+ *                         allocated: "fake_cuda: pinned blocks N bytes B ..."
+ * fake_cuda_stats() (dlsym) tells the tests the same.
  */
 #define _GNU_SOURCE 1
 #include <pthread.h>
@@ -424,4 +426,15 @@ EXPORT void fake_cuda_stats(long *host_allocs, long *host_bytes, long *streams, 
 	*streams = f.streams;
 	*copies = f.calls[F_COPY];
 	pthread_mutex_unlock(&f.mu);
+}
+
+__attribute__((destructor)) static void print_stats(void)
+{
+	const char *v = getenv("FAKE_CUDA_STATS");
+	if (v && *v == '1')
+		fprintf(stderr,
+			"fake_cuda: pinned blocks %ld bytes %ld, streams %ld, copies %ld, "
+			"device bytes %llu reserved\n",
+			f.host_allocs, f.host_bytes, f.streams, f.calls[F_COPY],
+			(unsigned long long)f.top);
 }
