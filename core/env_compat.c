@@ -44,8 +44,12 @@
 	"not read by pslite with DMLC_GROUP_SIZE=1: the scheduler gives ranks in order of "   \
 	"registration; DMLC_RANK asks for one"
 #define NO_GPU_BACKEND                                                                    \
-	"ignored: pslite has no GPU backend; a van sends GPU memory where it can (van ucx, "   \
-	"van fabric with FI_HMEM)"
+	"ignored: each pslite buffer says in the API whether it is GPU memory (mem, dev); a "   \
+	"van that takes GPU memory gets it, otherwise pslite stages it through pinned host "    \
+	"memory (docs/gpu.md)"
+#define NOT_GROUPED                                                                       \
+	"not read by pslite with DMLC_GROUP_SIZE=1: it places an instance in its group "       \
+	"(set DMLC_GROUP_SIZE)"
 
 const struct psl__env_compat psl__env_compat_table[] = {
 	/* ps-lite, byteps branch: the library */
@@ -62,10 +66,8 @@ const struct psl__env_compat psl__env_compat_table[] = {
 	 "sleeping"},
 	{"DMLC_POLLING_IN_NANOSECOND", ALL, NULL,
 	 "ignored: the vans' poll window is PS_BUSY_POLL_US (microseconds, with PS_BUSY_POLL=1)"},
-	{"DMLC_NUM_CPU_DEV", ALL, NULL,
-	 "ignored: van ucx registers each segment with its own memory type and device"},
-	{"DMLC_NUM_GPU_DEV", ALL, NULL,
-	 "ignored: van ucx registers each segment with its own memory type and device"},
+	{"DMLC_NUM_CPU_DEV", ALL, NULL, NO_GPU_BACKEND},
+	{"DMLC_NUM_GPU_DEV", ALL, NULL, NO_GPU_BACKEND},
 	{"BYTEPS_IPC_COPY_NUM_THREADS", ALL, NULL, NO_IPC},
 	{"BYTEPS_IPC_ENABLE_ASYNC_COPY", ALL, "0", NO_IPC},
 	{"BYTEPS_PCIE_SWITCH_SIZE", SCHED | SERVER, NULL, NO_IPC},
@@ -103,7 +105,7 @@ const struct psl__env_compat psl__env_compat_table[] = {
 	{"STEPAF_BUSY_POLL_ENABLE", ALL, "0",
 	 "ignored: PS_BUSY_POLL=1 makes the vans poll instead of sleeping"},
 	{"DMLC_NODE_RANK", ALL, NULL, NODE_RANK},
-	{"DMLC_RANK_OFFSET", ALL, NULL, ONE_INSTANCE},
+	{"DMLC_RANK_OFFSET", ALL, NULL, NOT_GROUPED},
 	{"DMLC_INSTANCE_ID", ALL, NULL, ONE_INSTANCE},
 	{"DMLC_PS_UV_NTHREADS", ALL, NULL, "ignored: pslite has no tensorpipe van"},
 	{"DMLC_USE_RECVCTX", ALL, NULL, "ignored: pslite has no tensorpipe van"},
@@ -112,7 +114,7 @@ const struct psl__env_compat psl__env_compat_table[] = {
 	{"BYTEPS_JOB_ID", ALL, NULL,
 	 "ignored: it names StepMesh's shared memory; pslite's IPC rings are named by process and node id"},
 	{"STEPMESH_BAKCEND", ALL, NULL, NO_GPU_BACKEND},
-	{"STEPMESH_GPU", ALL, NULL, NO_GPU_BACKEND},
+	{"STEPMESH_GPU", ALL, NULL, NOT_GROUPED},
 	{"STEPMESH_MEM_SYNC", ALL, NULL, NO_GPU_BACKEND},
 	{"STEPMESH_BIND_CPU_CORE", ALL, "0", NO_PIN},
 	{"STEPMESH_CPU_CORES_PER_GPU", ALL, NULL, NO_PIN},
@@ -185,6 +187,13 @@ static const char *one_line(const char *v, char *buf, size_t len)
 	return buf;
 }
 
+/* DMLC_GROUP_SIZE > 1: instance groups, whose placement variables are read */
+static bool grouped(void)
+{
+	const char *v = getenv("DMLC_GROUP_SIZE");
+	return v && atoi(v) > 1;
+}
+
 int psl__env_compat_warn(int role)
 {
 	const struct psl__env_compat *e;
@@ -201,6 +210,10 @@ int psl__env_compat_warn(int role)
 			continue; /* what pslite does anyway */
 		if (van_read(e->var))
 			continue; /* the van's own setting */
+		if (grouped() && (!strcmp(e->var, "DMLC_NODE_RANK") ||
+				  !strcmp(e->var, "STEPMESH_GPU") ||
+				  !strcmp(e->var, "DMLC_RANK_OFFSET")))
+			continue; /* an instance's place (env.c: group_rank) */
 		PSL_LOG(PSL_LOG_WARN, "%s=%s: %s", e->var, one_line(v, buf, sizeof(buf)), e->what);
 		n++;
 	}

@@ -54,15 +54,18 @@ class PsliteError(RuntimeError):
         super().__init__("%s: %s" % (what, msg))
 
 
+# mem: where vals lives, PSL_MEM_HOST (0) or PSL_MEM_CUDA (1) on device dev
 class _Kv(ctypes.Structure):
     _fields_ = [("keys", ctypes.POINTER(ctypes.c_uint64)), ("num_keys", ctypes.c_size_t),
                 ("vals", ctypes.c_void_p), ("num_vals", ctypes.c_size_t),
-                ("lens", ctypes.POINTER(ctypes.c_int))]
+                ("lens", ctypes.POINTER(ctypes.c_int)), ("mem", ctypes.c_int),
+                ("dev", ctypes.c_int)]
 
 
 class _KvOut(ctypes.Structure):
     _fields_ = [("vals", ctypes.c_void_p), ("cap", ctypes.c_size_t),
-                ("num_vals", ctypes.c_size_t), ("lens", ctypes.POINTER(ctypes.c_int))]
+                ("num_vals", ctypes.c_size_t), ("lens", ctypes.POINTER(ctypes.c_int)),
+                ("mem", ctypes.c_int), ("dev", ctypes.c_int)]
 
 
 class _Meta(ctypes.Structure):
@@ -250,11 +253,19 @@ def _check_dtype(buf, dtype):
                         "or make the worker or server with dtype=%r" % (have, kind, dtype, have))
 
 
+class _DevBuf:
+    """A CUDA tensor's memory: its device address, never read by Python."""
+
+    def __init__(self, t, nbytes):
+        self.ptr, self.dev, self.nbytes, self._tensor = t.data_ptr(), t.device.index or 0, nbytes, t
+
+
 def _torch_view(t, size, writable):
-    """A PyTorch tensor's memory, zero-copy (the ctypes array keeps t alive)."""
-    if t.device.type != "cpu":
-        raise ValueError("a tensor on device %s: the Python package moves CPU tensors "
-                         "(GPU memory is not in pslite's API yet): pass tensor.cpu()" % t.device)
+    """A PyTorch tensor's memory, zero-copy (the ctypes array, or for a CUDA
+    tensor the _DevBuf, keeps t alive)."""
+    if t.device.type not in ("cpu", "cuda"):
+        raise ValueError("a tensor on device %s: pslite moves CPU and CUDA tensors: pass "
+                         "tensor.cpu()" % t.device)
     if not t.is_contiguous():
         raise ValueError("a non-contiguous tensor (shape %s, strides %s): pass "
                          "tensor.contiguous()" % (tuple(t.shape), tuple(t.stride())))
@@ -262,6 +273,8 @@ def _torch_view(t, size, writable):
     if nbytes % size:
         raise ValueError("a tensor of %d bytes is not a whole number of %d-byte values"
                          % (nbytes, size))
+    if t.device.type == "cuda":
+        return (_DevBuf(t, nbytes) if nbytes else None), nbytes // size
     cbuf = (ctypes.c_char * nbytes).from_address(t.data_ptr()) if nbytes else None
     if cbuf is not None:
         cbuf._tensor = t
@@ -292,13 +305,20 @@ def _view(buf, size, writable, dtype=None):
 
 
 def _vptr(cbuf):
+    if isinstance(cbuf, _DevBuf):
+        return ctypes.c_void_p(cbuf.ptr)
     return ctypes.cast(cbuf, ctypes.c_void_p) if cbuf else None
+
+
+def _mem(cbuf):
+    """(mem, dev) of a view: (1, device) for a CUDA tensor, else (0, 0)."""
+    return (1, cbuf.dev) if isinstance(cbuf, _DevBuf) else (0, 0)
 
 
 def _make_kv(keys, vals, lens, size, dtype=None):
     """A struct psl_kv over keys, vals and lens (kept alive by the struct)."""
     cbuf, n = _view(vals, size, False, dtype)
-    kv = _Kv(_keys(keys), len(keys), _vptr(cbuf), n, _lens(lens))
+    kv = _Kv(_keys(keys), len(keys), _vptr(cbuf), n, _lens(lens), *_mem(cbuf))
     kv._buf = cbuf
     return kv
 
@@ -320,7 +340,7 @@ class KVWorker:
 
     def _out(self, out):
         cbuf, n = _view(out, self._size, True, self._dtname)
-        return _KvOut(_vptr(cbuf), n, 0, None), cbuf
+        return _KvOut(_vptr(cbuf), n, 0, None, *_mem(cbuf)), cbuf
 
     def push(self, keys, vals, lens=None, cmd=0):
         kv = _make_kv(keys, vals, lens, self._size, self._dtname)
@@ -439,7 +459,7 @@ class KVServer:
 
 class _Tensor(ctypes.Structure):
     _fields_ = [("key", ctypes.c_uint64), ("vals", ctypes.c_void_p), ("len", ctypes.c_size_t),
-                ("received", ctypes.c_size_t)]
+                ("received", ctypes.c_size_t), ("mem", ctypes.c_int), ("dev", ctypes.c_int)]
 
 
 class _Times(ctypes.Structure):
@@ -470,6 +490,7 @@ def _tensors(bufs, keys, size, writable, what, dtype=None):
         refs.append(cbuf)
         arr[i].key, arr[i].len = k, n
         arr[i].vals = _vptr(cbuf)
+        arr[i].mem, arr[i].dev = _mem(cbuf)
     return arr, refs
 
 

@@ -13,7 +13,9 @@ Tensors are moved as bytes, zero-copy (CPU torch tensors, numpy arrays or
 any writable buffer, any dtype, bfloat16 included). A server's get_batch()
 gives each pushed tensor as a flat uint8 torch tensor (bytes without torch):
 view it with ``t.view(dtype).reshape(shape)``, as pslite's wire carries no
-dtype or shape. GPU tensors are not supported yet.
+dtype or shape. CUDA tensors are taken as they are (by device pointer:
+pslite stages them through pinned host memory where the van cannot move
+GPU memory); the server's tensors are host memory.
 """
 
 import time

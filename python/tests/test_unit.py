@@ -58,6 +58,38 @@ def test_torch():
     assert _view(torch.zeros(0), 4, True) == (None, 0)
 
 
+class _CudaLike:
+    """What _view reads of a CUDA torch tensor (no GPU here): its device
+    address must reach C as it is, with mem 1 and the device's index."""
+    dtype = None
+    device = type("Device", (), {"type": "cuda", "index": 1})()
+
+    def data_ptr(self):
+        return 0x7f0000001000
+
+    def is_contiguous(self):
+        return True
+
+    def numel(self):
+        return 8
+
+    def element_size(self):
+        return 4
+
+
+def test_cuda_tensor_view():
+    from pslite import _Kv, _Tensor, _make_kv, _tensors, _vptr, _mem
+    t = _CudaLike()
+    buf, n = _view(t, 4, True)
+    assert n == 8 and _mem(buf) == (1, 1) and _vptr(buf).value == t.data_ptr()
+    kv = _make_kv([3], t, None, 4)
+    assert (kv.mem, kv.dev, kv.vals, kv.num_vals) == (1, 1, t.data_ptr(), 8)
+    arr, refs = _tensors([t], [5], 4, True, "pull")
+    assert (arr[0].mem, arr[0].dev, arr[0].vals, arr[0].len) == (1, 1, t.data_ptr(), 8)
+    # the C structs' layout: two ints after the last pointer-sized field
+    assert ctypes.sizeof(_Kv) == 48 and ctypes.sizeof(_Tensor) == 40
+
+
 def test_api_surface():
     for name in pslite.__all__:
         assert hasattr(pslite, name), name

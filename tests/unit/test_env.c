@@ -530,6 +530,28 @@ static void test_compat_quiet_values(void **state)
 	free(log);
 }
 
+/* StepMesh's placement variables: not read (so warned about) without
+ * instance groups, read (so not warned about) with them. */
+static void test_compat_group_placement(void **state)
+{
+	char *log;
+	int n;
+	(void)state;
+	setenv("STEPMESH_GPU", "1", 1);
+	setenv("DMLC_RANK_OFFSET", "0", 1);
+	log = compat_log(PSL_WORKER, &n);
+	assert_int_equal(n, 2);
+	assert_int_equal(count_lines_with(log, "STEPMESH_GPU=1: not read by pslite with "
+					       "DMLC_GROUP_SIZE=1"),
+			 1);
+	free(log);
+	setenv("DMLC_GROUP_SIZE", "2", 1);
+	setenv("DMLC_NODE_RANK", "0", 1);
+	log = compat_log(PSL_WORKER, &n);
+	assert_int_equal(n, 0);
+	free(log);
+}
+
 /* A variable the loaded van read is the van's (van_ibverbs may take the
  * RDMA depths): no WARN. */
 static void test_compat_van_reads(void **state)
@@ -839,7 +861,8 @@ int main(void)
 		T(test_first_error_wins),      T(test_parse_int),
 		T(test_roles),		       T(test_resolve_host), T(test_route_host),
 		T(test_enable_ucx),	       T(test_compat_named_cases),
-		T(test_compat_quiet_values),   T(test_compat_van_reads),
+		T(test_compat_quiet_values),   T(test_compat_group_placement),
+		T(test_compat_van_reads),
 		T(test_compat_every_variable),
 		T(test_job_secret),
 	};
