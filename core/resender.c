@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cuda.h"
 #include "log.h"
 #include "postoffice.h"
 #include "resender.h"
@@ -140,8 +141,15 @@ void psl__resender_on_send(const struct psl__meta *m, const void *meta, size_t m
 		e->segs[i] = segs[i];
 		e->segs[i].data = p;
 		e->segs[i].mr = NULL;
-		if (segs[i].len)
-			memcpy(p, segs[i].data, segs[i].len);
+		/* the kept copy is host memory, whatever the sent segment was */
+		e->segs[i].mem_type = PSL_MEM_HOST;
+		e->segs[i].dev_id = -1;
+		if (segs[i].len &&
+		    psl__cuda_copy(p, PSL_MEM_HOST, -1, segs[i].data, segs[i].mem_type,
+				   segs[i].dev_id, segs[i].len)) {
+			free(e); /* not kept: a loss of it is not repaired */
+			return;
+		}
 		p += (segs[i].len + 7) & ~(size_t)7;
 	}
 	pthread_mutex_lock(&mu);

@@ -29,6 +29,7 @@
 #include "message.h"
 #include "postoffice.h"
 #include "pslite.h"
+#include "resender.h"
 #include "van_host.h"
 #include "testutil.h"
 #include "fakevan.h"
@@ -356,6 +357,45 @@ static void test_direct(void **state)
 	psl_mem_free(PSL_MEM_CUDA, 0, d);
 }
 
+/* PS_RESEND keeps a copy of each message until it is acknowledged: a CUDA
+ * segment sent directly is copied out of the GPU for it, and a resend sends
+ * that host copy. */
+static void test_direct_resend(void **state)
+{
+	uint64_t key = 5;
+	float v[4] = {1, 2, 3, 4};
+	void *d;
+	struct psl_kv_worker *w;
+	struct psl_kv kv;
+	int ts;
+	(void)state;
+
+	node_up(1);
+	use_fake(NULL, NULL);
+	psl__po.caps.flags |= PSL_VAN_CAP_MEM_CUDA;
+	psl__po.cfg.resend = true;
+	atomic_store(&psl__po.resend_live, true);
+	assert_int_equal(psl__resender_init(10), 0);
+	d = dev_copy_of(v, sizeof(v));
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
+	kv = (struct psl_kv){&key, 1, d, 4, NULL, PSL_MEM_CUDA, 0};
+	ts = psl_kv_zpush(w, &kv, 0, NULL, NULL);
+	assert_true(ts >= 0);
+	assert_int_equal(g_sent[0].mem[1], PSL_MEM_CUDA);
+	assert_int_equal(psl__resender_pending(), 1);
+	psl__resender_tick(INT64_MAX / 2); /* long past its timeout: resent */
+	assert_int_equal(g_nsent, 2);
+	assert_int_equal(g_sent[1].mem[1], PSL_MEM_HOST);
+	assert_memory_equal(g_sent[1].seg[1], v, sizeof(v));
+	psl__resender_fini();
+	psl__po.cfg.resend = false;
+	atomic_store(&psl__po.resend_live, false);
+	reply(&g_sent[0], 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	psl_kv_worker_free(w);
+	psl_mem_free(PSL_MEM_CUDA, 0, d);
+}
+
 /* ------------------------------------------------------------- failures -- */
 
 /* CUDA failing under a request: the copy of a push (the call fails, nothing
@@ -591,7 +631,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_errors),	  T(test_fake_is_strict), T(test_push_staged),	  T(test_pull_staged),
-		T(test_direct),	  T(test_injected),	  T(test_server_respond),
+		T(test_direct),	  T(test_direct_resend), T(test_injected),	  T(test_server_respond),
 		T(test_batch),	  T(test_pool_bounded),
 	};
 	return cmocka_run_group_tests_name("cuda", tests, NULL, NULL);
