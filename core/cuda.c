@@ -20,6 +20,7 @@
 #include <string.h>
 
 #include "cuda.h"
+#include "cuda_abi.h"
 #include "env.h"
 #include "log.h"
 #include "postoffice.h"
@@ -29,29 +30,6 @@
 #ifndef PSL_CUDA_HOME
 #define PSL_CUDA_HOME "/usr/local/cuda"
 #endif
-
-/* The runtime's own numbers (cuda_runtime_api.h / driver_types.h). */
-enum {
-	CU_OK = 0,
-	CU_ERR_MEMORY = 2,
-	CU_ERR_NO_DRIVER = 35,
-	CU_ERR_NO_DEVICE = 100,
-	CU_H2H = 0,
-	CU_H2D = 1,
-	CU_D2H = 2,
-	CU_D2D = 3,
-	CU_STREAM_NON_BLOCKING = 1,
-	CU_MEMTYPE_DEVICE = 2,
-	CU_MEMTYPE_MANAGED = 3,
-};
-
-struct cu_ptr_attr { /* cudaPointerAttributes, CUDA 11 and later */
-	int type;
-	int device;
-	void *dev_ptr;
-	void *host_ptr;
-	char more[232]; /* later fields (CUDA 12 and 13: 88 bytes in all) */
-};
 
 typedef void *cu_stream;
 
