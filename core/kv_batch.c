@@ -267,8 +267,8 @@ static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, in
 					       NULL};
 	else
 		segs[1] = (struct psl_van_seg){push ? t->vals : NULL, push ? t->len * w->esz : 0,
-					       push ? t->mem : PSL_MEM_HOST,
-					       push && t->mem ? t->dev : -1, NULL};
+					       push && t->len ? t->mem : PSL_MEM_HOST,
+					       push && t->len && t->mem ? t->dev : -1, NULL};
 	return psl__send(&m, segs, 2, NULL);
 }
 

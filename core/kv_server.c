@@ -168,6 +168,8 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 			}
 			vmem = PSL_MEM_HOST;
 		}
+		if (!vb)
+			vmem = PSL_MEM_HOST; /* nothing of the GPU's is sent */
 		psl__kv_meta_data(&m, q->dt, true, lb != 0);
 		psl__kv_meta_dev(&m, true, res->mem, res->dev);
 		segs[n++] = (struct psl_van_seg){keys, kb, PSL_MEM_HOST, -1, NULL};

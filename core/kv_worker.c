@@ -178,8 +178,8 @@ static int send_slice(struct psl_kv_worker *w, int ts, int r, bool push, int cmd
 	if (nk) {
 		segs[n++] = (struct psl_van_seg){keys, nk * 8, PSL_MEM_HOST, -1, NULL};
 		segs[n++] = (struct psl_van_seg){push ? vals : NULL, push ? nv * w->esz : 0,
-						 push ? mo->send_mem : PSL_MEM_HOST,
-						 push && mo->send_mem ? mo->user_dev : -1, NULL};
+						 push && nv ? mo->send_mem : PSL_MEM_HOST,
+						 push && nv && mo->send_mem ? mo->user_dev : -1, NULL};
 		if (push && lens)
 			segs[n++] = (struct psl_van_seg){lens, nk * 4, PSL_MEM_HOST, -1, NULL};
 	}
@@ -511,7 +511,7 @@ static int do_request(struct psl_kv_worker *w, const struct psl_kv *kv, const ui
 	/* CUDA values go to the van as they are where it takes them and the
 	 * caller keeps them (z-forms); else they are staged in pinned memory:
 	 * the one copy a push makes anyway */
-	if (j.mo.send_mem == PSL_MEM_CUDA && j.nkeys && (copy || !psl__cuda_direct())) {
+	if (j.mo.send_mem == PSL_MEM_CUDA && j.nkeys && j.nvals && (copy || !psl__cuda_direct())) {
 		rc = psl__kv_stage(&j.cp, j.vals, j.mo.user_dev, j.nvals * w->esz, &j.vals);
 		if (rc) {
 			psl__kv_copy_put(j.cp);
