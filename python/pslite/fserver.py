@@ -22,7 +22,8 @@ import time
 
 import pslite
 
-_state = {"role": None, "worker": None, "server": None, "pending": []}
+_state = {"role": None, "worker": None, "server": None, "pending": [], "traces": {},
+          "recv": {}}
 
 
 def init():
@@ -49,7 +50,27 @@ def wait(handler, timeout_ms=10000):
     """Wait until the batch's pull tensors are filled. Raises PsliteError if
     it failed. (pslite does not time a wait out: a lost server fails it.)"""
     del timeout_ms
-    _state["worker"].wait(handler)
+    t = _state["worker"].wait(handler)
+    if t:
+        traces = _state["traces"]
+        traces[handler] = [t["submit_ns"], t["sent_ns"], t["answered_ns"], t["completed_ns"]]
+        while len(traces) > 1024:  # (a caller that never fetches them)
+            del traces[next(iter(traces))]
+
+
+def get_all_handlers(handler):
+    """The handlers a batch was split into: StepMesh gives one per server;
+    a pslite batch is one request, whatever its servers."""
+    return [handler]
+
+
+def fetch_trace(handler):
+    """A waited batch's times (CLOCK_MONOTONIC ns), in StepMesh's 8 slots
+    (start, post-send, post-receive, processed, for the push and the pull
+    half): pslite's batch is one request, so both halves carry its submit,
+    sent, first answer and completion times. [] for an unknown handler."""
+    t = _state["traces"].pop(handler, None)
+    return t + t if t else []
 
 
 def _as_tensor(data):
@@ -59,6 +80,44 @@ def _as_tensor(data):
         return data
     return torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else \
         torch.empty(0, dtype=torch.uint8)
+
+
+def register_recv_buffer(tensor, worker_ranks, push_keys):
+    """Where pushes go on this server (StepMesh's RegisterRecvTensor): the
+    contiguous tensor (CPU or CUDA) is cut into len(worker_ranks) equal
+    chunks, and chunk i receives the push of key push_keys[i] from worker
+    rank worker_ranks[i]: get_batch() copies those bytes into it (from
+    pslite's receive buffer) and gives the chunk, as flat uint8, instead of
+    a new tensor."""
+    if len(worker_ranks) == 0 or len(worker_ranks) != len(push_keys):
+        raise ValueError("register_recv_buffer: %d ranks for %d keys (one rank per key, "
+                         "at least one)" % (len(worker_ranks), len(push_keys)))
+    if not tensor.is_contiguous():
+        raise ValueError("register_recv_buffer: a non-contiguous tensor: pass "
+                         "tensor.contiguous()")
+    import torch
+    flat = tensor.view(-1).view(torch.uint8)
+    if flat.numel() % len(worker_ranks):
+        raise ValueError("register_recv_buffer: %d bytes do not split evenly into %d chunks"
+                         % (flat.numel(), len(worker_ranks)))
+    chunk = flat.numel() // len(worker_ranks)
+    for i, (r, k) in enumerate(zip(worker_ranks, push_keys)):
+        _state["recv"][(int(r), int(k))] = flat[i * chunk:(i + 1) * chunk]
+
+
+def _into(rank, key, data):
+    """The push of (rank, key): its registered chunk filled with data, else
+    a new tensor (or the bytes without torch)."""
+    chunk = _state["recv"].get((rank, key))
+    if chunk is None:
+        return _as_tensor(data)
+    import torch
+    if len(data) > chunk.numel():
+        raise ValueError("worker %d pushed %d bytes for key %d, its registered receive "
+                         "buffer holds %d" % (rank, len(data), key, chunk.numel()))
+    if data:
+        chunk[:len(data)].copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
+    return chunk[:len(data)]
 
 
 def get_batch():
@@ -76,7 +135,7 @@ def get_batch():
         wid = 9 + 2 * rank  # worker group rank's node id (docs/wire.md section 3)
         b = next(x for x in queued if x.sender == wid)
         queued.remove(b)
-        out.append((b, [_as_tensor(d) for _, d in b.push], [k for k, _ in b.push]))
+        out.append((b, [_into(rank, k, d) for k, d in b.push], [k for k, _ in b.push]))
     return out
 
 
@@ -84,6 +143,16 @@ def respond(tensors, handler, need_event=False):
     """Answer a batch with one tensor per pull key, in the batch's order."""
     del need_event
     _state["server"].respond(list(tensors), handler)
+
+
+def respond_vec(ret_buffer, tensors_vec, handler_vec):
+    """Answer several batches from one buffer: batch i gets the first
+    len(tensors_vec[i]) rows of ret_buffer (StepMesh's respond_vec)."""
+    if len(tensors_vec) != len(handler_vec):
+        raise ValueError("respond_vec: %d tensors for %d handlers"
+                         % (len(tensors_vec), len(handler_vec)))
+    for t, h in zip(tensors_vec, handler_vec):
+        respond([ret_buffer[0:t.shape[0]].contiguous()], h)
 
 
 def barrier(include_server, include_worker, instance_barrier=True):

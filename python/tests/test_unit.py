@@ -90,6 +90,23 @@ def test_cuda_tensor_view():
     assert ctypes.sizeof(_Kv) == 48 and ctypes.sizeof(_Tensor) == 40
 
 
+def test_fserver_recv_buffer():
+    try:
+        import torch
+    except ImportError:
+        return
+    import pslite.fserver as f
+    t = torch.zeros(6, dtype=torch.int16)  # 12 bytes: 3 chunks of 4
+    assert "one rank per key" in raises(ValueError, f.register_recv_buffer, t, [0, 1], [5])
+    assert "split evenly" in raises(ValueError, f.register_recv_buffer, t, [0] * 5, [1, 2, 3, 4, 5])
+    f.register_recv_buffer(t, [0, 0, 1], [7, 8, 7])
+    got = f._into(1, 7, b"\x01\x02\x03\x04")
+    assert got.data_ptr() == t.data_ptr() + 8 and t.view(torch.uint8)[8:].tolist() == [1, 2, 3, 4]
+    assert "holds 4" in raises(ValueError, f._into, 0, 8, b"12345")
+    assert f._into(2, 7, b"ab").tolist() == [97, 98]  # not registered: a new tensor
+    f._state["recv"].clear()
+
+
 def test_api_surface():
     for name in pslite.__all__:
         assert hasattr(pslite, name), name
