@@ -407,18 +407,42 @@ struct taskopts {
 	bool dry_run;
 };
 
-/* Sets this task's environment from its place and execs cmd. */
+/* Sets this task's environment from its place and execs cmd. With
+ * DMLC_GROUP_SIZE=G > 1 (--slurm, --mpi: every task is one instance), the
+ * servers and workers counted are instances: DMLC_NUM_SERVER and
+ * DMLC_NUM_WORKER get the groups, DMLC_RANK the instance's rank. */
 static int run_task(const struct taskopts *o, const struct psl_launch_place *pl,
 		    const char *sched, int port, char **cmd)
 {
 	char num[32];
+	const char *gs = getenv("DMLC_GROUP_SIZE");
+	long G = 1, ns = pl->nserver, nw = pl->nworker;
+	if (gs && *gs && strcmp(o->mode, "--k8s")) {
+		char *end;
+		G = strtol(gs, &end, 10);
+		if (*end || G < 1 || G > 16000) {
+			fprintf(stderr, "pslite-run %s: DMLC_GROUP_SIZE=%s: expected 1 to 16000\n",
+				o->mode, gs);
+			return 2;
+		}
+		if (ns % G || nw % G) {
+			fprintf(stderr,
+				"pslite-run %s: DMLC_GROUP_SIZE=%ld: the job's %ld server and %ld "
+				"worker tasks are instances and must be whole groups: start a "
+				"multiple of %ld of each (-s, and the task count)\n",
+				o->mode, G, ns, nw, G);
+			return 2;
+		}
+		ns /= G;
+		nw /= G;
+	}
 	setenv("DMLC_ROLE", psl_launch_role_name(pl->role), 1);
 	setenv("DMLC_PS_ROOT_URI", sched, 1);
 	snprintf(num, sizeof(num), "%d", port);
 	setenv("DMLC_PS_ROOT_PORT", num, 1);
-	snprintf(num, sizeof(num), "%ld", pl->nserver);
+	snprintf(num, sizeof(num), "%ld", ns);
 	setenv("DMLC_NUM_SERVER", num, 1);
-	snprintf(num, sizeof(num), "%ld", pl->nworker);
+	snprintf(num, sizeof(num), "%ld", nw);
 	setenv("DMLC_NUM_WORKER", num, 1);
 	if (pl->role != PSL_LAUNCH_SCHEDULER) {
 		snprintf(num, sizeof(num), "%ld", pl->rank);

@@ -43,6 +43,19 @@ ok_job local "$dir/local.log" "\[1,1\]<stdout>:kvtest server 0: OK" "\[1,2\]<std
 [ $fail -eq 0 ] || tail -n 40 "$dir/local.log" >&2
 echo "mpi.sh: local: mpirun -n 5: exit $rc ($(($(date +%s) - t0)) s)"
 
+# the same with instance groups of 2: 2 server and 2 worker instances, one
+# group each (DMLC_NUM_SERVER=1, DMLC_RANK the instance's rank)
+t0=$(date +%s)
+port=$("$b/tests/integration/startnode" --free-port) || { echo "mpi.sh: no free port" >&2; exit 1; }
+DMLC_GROUP_SIZE=2 timeout -k 5 200 mpirun -n 5 --tag-output "$run" --mpi --van zmq --port "$port" -- \
+	"$b/tests/integration/kvtest" >"$dir/groups.log" 2>&1
+rc=$?
+[ $rc -eq 0 ] || bad "groups: mpirun exited $rc"
+ok_job groups "$dir/groups.log" "\[1,1\]<stdout>:kvtest server 0: OK" "\[1,2\]<stdout>:kvtest server 0: OK" \
+	"\[1,3\]<stdout>:kvtest worker 0: OK" "\[1,4\]<stdout>:kvtest worker 0: OK"
+[ $fail -eq 0 ] || tail -n 40 "$dir/groups.log" >&2
+echo "mpi.sh: groups: DMLC_GROUP_SIZE=2 mpirun -n 5: exit $rc ($(($(date +%s) - t0)) s)"
+
 # ------------------------------------------------------------ 2. hosts --
 if [ "$(id -u)" != 0 ] || ! command -v ip >/dev/null 2>&1 || [ ! -x /usr/sbin/sshd ]; then
 	echo "mpi.sh: hosts: not run: needs root, iproute2 and openssh-server"
@@ -74,6 +87,9 @@ case $got in "DMLC_ROLE=server DMLC_RANK=1 DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_RO
 got=$(env PMIX_RANK=4 "$run" --mpi --world 6 --scheduler head -s 1 --dry-run -- true | tr '\n' ' ')
 case $got in "DMLC_ROLE=worker DMLC_RANK=2 DMLC_PS_ROOT_URI=head DMLC_PS_ROOT_PORT=9091 DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=4 "*) ;;
 *) bad "pmix: $got" ;; esac
+got=$(env DMLC_GROUP_SIZE=2 PMI_RANK=2 PMI_SIZE=5 MPI_LOCALRANKID=2 MPI_LOCALNRANKS=5 "$run" --mpi --dry-run -- true | tr '\n' ' ')
+case $got in "DMLC_ROLE=server DMLC_RANK=1 DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=9091 DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 "*) ;;
+*) bad "groups of 2: $got" ;; esac
 bad_env() { # WANT VAR=VALUE...: pslite-run --mpi says WANT in one line, exit 2
 	local want=$1
 	shift
@@ -83,7 +99,9 @@ bad_env "PMIX_RANK is set but no world size" PMIX_RANK=1
 bad_env "the job spans several machines: pass --scheduler HOST" OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=8 OMPI_COMM_WORLD_LOCAL_SIZE=4
 bad_env "inconsistent MPI variables" OMPI_COMM_WORLD_RANK=1 OMPI_COMM_WORLD_SIZE=4 OMPI_COMM_WORLD_LOCAL_SIZE=8
 bad_env "OMPI_COMM_WORLD_RANK=x: expected an integer" OMPI_COMM_WORLD_RANK=x OMPI_COMM_WORLD_SIZE=4
-echo "mpi.sh: variables: Hydra's and PMIx's, and 4 bad sets"
+expect_line "DMLC_GROUP_SIZE=2: the job's 1 server and 3 worker tasks are instances and must be whole groups" \
+	env DMLC_GROUP_SIZE=2 PMI_RANK=2 PMI_SIZE=5 MPI_LOCALRANKID=2 MPI_LOCALNRANKS=5 "$run" --mpi -s 1 -- /bin/true
+echo "mpi.sh: variables: Hydra's and PMIx's, groups, and 5 bad sets"
 
 # -------------------------------------------------------------- 4. bad --
 timeout -k 5 60 mpirun -n 2 --tag-output "$run" --mpi -- /bin/sleep 100 >"$dir/bad.log" 2>&1
