@@ -295,6 +295,44 @@ static int load_secret(struct psl__config *c, char *err, size_t errlen)
 	return 0;
 }
 
+int psl__stepmesh_cpu(int gpu, int offset, int cores_per_gpu, int cores_per_socket, int start)
+{
+	int base;
+	if (offset >= cores_per_gpu)
+		offset = cores_per_gpu - 1;
+	base = gpu * cores_per_gpu + start + offset;
+	if (gpu < 2)
+		return base;
+	if (gpu < 4)
+		return base + cores_per_socket / 2 - cores_per_gpu * 2;
+	if (gpu < 6)
+		return base + cores_per_socket - cores_per_gpu * 4;
+	return base + cores_per_socket / 2 * 3 - cores_per_gpu * 6;
+}
+
+/* STEPMESH_BIND_CPU_CORE=1 with STEPMESH_GPU: StepMesh binds its van's
+ * receive thread (its slot 2) to one core of the GPU's block; pslite binds
+ * the thread that delivers the van's messages (van_host.c). */
+static int bind_cpu(struct psl__config *c, char *err, size_t errlen)
+{
+	int on, gpu, cpg, cps, start, rc;
+	c->bind_cpu = -1;
+	c->bind = false;
+	if ((rc = env_int("STEPMESH_BIND_CPU_CORE", 0, 0, 1, &on, err, errlen)) || !on)
+		return rc;
+	if ((rc = env_int("STEPMESH_GPU", -1, -1, 1023, &gpu, err, errlen)) ||
+	    (rc = env_int("STEPMESH_CPU_CORES_PER_GPU", 5, 1, 4096, &cpg, err, errlen)) ||
+	    (rc = env_int("STEPMESH_CPU_CORES_PER_SOCKET", 48, 1, 65536, &cps, err, errlen)) ||
+	    (rc = env_int("STEPMESH_CPU_START_OFFSET", 10, 0, 65536, &start, err, errlen)))
+		return rc;
+	if (gpu >= 0)
+		c->bind_cpu = psl__stepmesh_cpu(gpu, 2, cpg, cps, start);
+	if (c->bind_cpu < 0)
+		c->bind_cpu = -1;
+	c->bind = c->bind_cpu >= 0;
+	return 0;
+}
+
 int psl__config_load(struct psl__config *c, char *err, size_t errlen)
 {
 	int rc = config_load(c, err, errlen);
@@ -418,6 +456,8 @@ static int config_load(struct psl__config *c, char *err, size_t errlen)
 	if ((rc = env_int("DMLC_RANK", -1, -1, INT_MAX, &c->preferred_rank, err, errlen)))
 		return rc;
 	if ((rc = group_rank(c, err, errlen)))
+		return rc;
+	if ((rc = bind_cpu(c, err, errlen)))
 		return rc;
 	if ((rc = env_int("PS_HEARTBEAT_INTERVAL", 0, 0, 86400, &c->heartbeat_interval, err,
 			  errlen)))

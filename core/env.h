@@ -36,12 +36,21 @@ struct psl__config {
 	bool ipc;		     /* BYTEPS_ENABLE_IPC: shared memory with local peers */
 	int ipc_buf_mb;		     /* PS_IPC_BUF_MB: each ring to a local peer */
 	int ipc_min_bytes;	     /* PS_IPC_MIN_BYTES: smaller messages take the van */
+	bool bind;		     /* STEPMESH_BIND_CPU_CORE=1 with STEPMESH_GPU: */
+	int bind_cpu;		     /* the CPU the van's receive thread is bound to
+				      * (psl__stepmesh_cpu), -1 none */
 	char ordered_hosts[1024];    /* BYTEPS_ORDERED_HOSTS */
 	/* PS_JOB_SECRET, or the content of PS_JOB_SECRET_FILE (a final newline
 	 * dropped); secret_len 0 = no secret (ps-lite's behaviour and wire) */
 	unsigned char secret[256];
 	size_t secret_len;
 };
+
+/* StepMesh's rule (STEPMESH_BIND_CPU_CORE) for the CPU of a thread of the
+ * node serving GPU gpu: slot offset (clamped below cores_per_gpu) of the GPU's
+ * block of cores_per_gpu cores from start, GPUs 2-3, 4-5 and 6-7 shifted onto
+ * the next half-sockets of cores_per_socket cores. */
+int psl__stepmesh_cpu(int gpu, int offset, int cores_per_gpu, int cores_per_socket, int start);
 
 /* Parses and validates the environment. On error returns -EINVAL (or
  * -ENOENT for a missing variable) and writes one line naming the variable,

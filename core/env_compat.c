@@ -30,12 +30,9 @@
 	"ignored: each pslite process is one instance; its index in the group is its rank "    \
 	"modulo DMLC_GROUP_SIZE"
 #define NO_IPC "ignored: pslite's IPC (BYTEPS_ENABLE_IPC=1) copies on the calling thread, into one shared-memory ring per local peer"
-#define NO_PIN                                                                            \
-	"ignored: pslite does not pin its threads to cores: bind the process with taskset or " \
-	"numactl"
 #define BPS_NUMA                                                                          \
-	"ignored: BytePS's launcher binds workers only, and pslite does not pin its threads: " \
-	"bind the process with taskset or numactl"
+	"ignored: BytePS's launcher binds workers only, and pslite pins its threads only with " \
+	"StepMesh's STEPMESH_BIND_CPU_CORE: bind the process with taskset or numactl"
 #define ONE_CONN "ignored: each pslite van keeps one connection per peer (no QPs to split or add)"
 #define RDMA_DEPTH                                                                        \
 	"ignored: queue depths are the van's own settings (van fabric: PS_FABRIC_RX_DEPTH; "   \
@@ -116,10 +113,6 @@ const struct psl__env_compat psl__env_compat_table[] = {
 	{"STEPMESH_BAKCEND", ALL, NULL, NO_GPU_BACKEND},
 	{"STEPMESH_GPU", ALL, NULL, NOT_GROUPED},
 	{"STEPMESH_MEM_SYNC", ALL, NULL, NO_GPU_BACKEND},
-	{"STEPMESH_BIND_CPU_CORE", ALL, "0", NO_PIN},
-	{"STEPMESH_CPU_CORES_PER_GPU", ALL, NULL, NO_PIN},
-	{"STEPMESH_CPU_CORES_PER_SOCKET", ALL, NULL, NO_PIN},
-	{"STEPMESH_CPU_START_OFFSET", ALL, NULL, NO_PIN},
 
 	/* BytePS: the worker's id, its server, its launcher */
 	{"DMLC_WORKER_ID", WORKER, NULL, NODE_RANK},
@@ -214,6 +207,9 @@ int psl__env_compat_warn(int role)
 				  !strcmp(e->var, "STEPMESH_GPU") ||
 				  !strcmp(e->var, "DMLC_RANK_OFFSET")))
 			continue; /* an instance's place (env.c: group_rank) */
+		if (!strcmp(e->var, "STEPMESH_GPU") && getenv("STEPMESH_BIND_CPU_CORE") &&
+		    !strcmp(getenv("STEPMESH_BIND_CPU_CORE"), "1"))
+			continue; /* which cores to bind to (env.c: bind_cpu) */
 		PSL_LOG(PSL_LOG_WARN, "%s=%s: %s", e->var, one_line(v, buf, sizeof(buf)), e->what);
 		n++;
 	}

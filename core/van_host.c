@@ -1,12 +1,16 @@
 /* The core side of the van ABI: encoding and sending, and the receive
  * callback that checks every message before it is used. */
+#define _GNU_SOURCE 1 /* pthread_setaffinity_np, CPU_SET */
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "auth.h"
 #include "control.h"
@@ -102,12 +106,46 @@ static void trace_msg(const char *dir, const struct psl__meta *m, uint32_t nseg,
 		  m->simple_app ? " simple" : "", m->head, nseg);
 }
 
+/* STEPMESH_BIND_CPU_CORE: the thread that delivers the van's messages (its
+ * receive or progress thread: StepMesh binds its van's receive thread) is
+ * bound to cfg.bind_cpu, once, when it first delivers. */
+static void bind_receive_thread(void)
+{
+	static __thread bool bound;
+	static atomic_bool warned;
+	int cpu = psl__po.cfg.bind_cpu, rc;
+	cpu_set_t set;
+
+	if (bound)
+		return;
+	bound = true;
+	CPU_ZERO(&set);
+	if (cpu >= CPU_SETSIZE) {
+		rc = EINVAL;
+	} else {
+		CPU_SET(cpu, &set);
+		rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+	}
+	if (rc && !atomic_exchange(&warned, true))
+		PSL_WARN("STEPMESH_BIND_CPU_CORE=1: cannot bind the van's receive thread to CPU %d "
+			 "(%s; this machine has %ld CPUs online): set STEPMESH_CPU_START_OFFSET, "
+			 "STEPMESH_CPU_CORES_PER_GPU and STEPMESH_CPU_CORES_PER_SOCKET for it, or "
+			 "STEPMESH_BIND_CPU_CORE=0",
+			 cpu, strerror(rc), sysconf(_SC_NPROCESSORS_ONLN));
+	else if (!rc)
+		PSL_INFO("the van's receive thread is bound to CPU %d (STEPMESH_BIND_CPU_CORE=1)",
+			 cpu);
+}
+
 static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 {
 	struct psl__meta m;
 	char why[256];
 	int rc;
 	(void)ctx;
+
+	if (psl__po.cfg.bind && raw->release != loop_release)
+		bind_receive_thread();
 
 	rc = psl__meta_decode(raw->meta, raw->meta_len, &m, why, sizeof(why));
 	if (rc) {

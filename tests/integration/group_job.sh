@@ -3,7 +3,9 @@
 # instance, DMLC_NODE_RANK and STEPMESH_GPU) over one van:
 #   group_job.sh VAN
 # 1. kvtest's data scenario with groups of 2 (2 server groups, 1 worker
-#    group: 4 + 2 instances) and of 4 (1 + 1 groups: 4 + 4 instances), every
+#    group: 4 + 2 instances; with STEPMESH_BIND_CPU_CORE=1, each instance's
+#    van receive thread bound to the CPU of its GPU's slot) and of 4 (1 + 1
+#    groups: 4 + 4 instances), every
 #    instance its own process: every node says OK, and every server instance
 #    got requests (worker instance i talks to instance i of each server
 #    group, so each server instance of a group gets the same number);
@@ -48,8 +50,8 @@ job() {
 		while [ $r -lt "$n" ]; do
 			i=0
 			while [ $i -lt "$G" ]; do
-				DMLC_GROUP_SIZE=$G DMLC_NUM_SERVER=$S DMLC_NUM_WORKER=$W DMLC_ROLE=$role \
-					DMLC_NODE_RANK=$r STEPMESH_GPU=$i \
+				env $bind DMLC_GROUP_SIZE=$G DMLC_NUM_SERVER=$S DMLC_NUM_WORKER=$W \
+					DMLC_ROLE=$role DMLC_NODE_RANK=$r STEPMESH_GPU=$i \
 					timeout -k 5 180 "$b/tests/integration/kvtest" \
 					>"$dir/$role.$r.$i.log" 2>&1 &
 				pids="$pids $!"
@@ -111,7 +113,19 @@ bad() {
 	}
 }
 
+# groups of 2 with StepMesh's core binding: one core per GPU from core 0,
+# so instance i's van receive thread goes to CPU i (the machine has 2)
+bind="STEPMESH_BIND_CPU_CORE=1 STEPMESH_CPU_START_OFFSET=0 STEPMESH_CPU_CORES_PER_GPU=1"
 job 2 2 1
+if [ "$(nproc)" -ge 2 ]; then
+	for f in "$dir"/server.*.log "$dir"/worker.*.log; do
+		i=$(basename "$f" .log)
+		i=${i##*.}
+		grep -q "receive thread is bound to CPU $i (STEPMESH_BIND_CPU_CORE=1)" "$f" ||
+			say "groups of 2: $(basename "$f") did not bind its receive thread to CPU $i"
+	done
+fi
+bind=
 job 4 1 1
 bad "no node rank" "set DMLC_NODE_RANK"
 bad "instance beyond the group" "not below the 2 worker instances" DMLC_NODE_RANK=0 STEPMESH_GPU=2

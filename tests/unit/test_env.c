@@ -35,6 +35,8 @@ static const char *const all_vars[] = {
 	"BYTEPS_ORDERED_HOSTS", "DMLC_ENABLE_UCX",	  "PS_JOB_SECRET",
 	"PS_JOB_SECRET_FILE", "BYTEPS_ENABLE_IPC", "PS_IPC_BUF_MB", "PS_IPC_MIN_BYTES",
 	"DMLC_NODE_RANK", "STEPMESH_GPU", "DMLC_RANK_OFFSET",
+	"STEPMESH_BIND_CPU_CORE", "STEPMESH_CPU_CORES_PER_GPU", "STEPMESH_CPU_CORES_PER_SOCKET",
+	"STEPMESH_CPU_START_OFFSET",
 };
 
 static struct psl__config cfg;
@@ -342,6 +344,41 @@ static void test_blank_numbers(void **state)
 
 /* Instance groups: StepMesh's rank = DMLC_NODE_RANK x DMLC_GROUP_SIZE +
  * STEPMESH_GPU + DMLC_RANK_OFFSET, or DMLC_RANK; the index rank % size. */
+/* STEPMESH_BIND_CPU_CORE: StepMesh's core for its van's receive thread
+ * (slot 2) of the node of each GPU, by default 48 cores a socket, 5 a GPU,
+ * from core 10; off without STEPMESH_GPU; bad values refused. */
+static void test_bind_cpu(void **state)
+{
+	static const int want[8] = {12, 17, 36, 41, 60, 65, 84, 89};
+	int g;
+	(void)state;
+	for (g = 0; g < 8; g++)
+		assert_int_equal(psl__stepmesh_cpu(g, 2, 5, 48, 10), want[g]);
+	assert_int_equal(psl__stepmesh_cpu(0, 7, 5, 48, 10), 14); /* slot clamped to 4 */
+	assert_int_equal(psl__stepmesh_cpu(1, 2, 2, 2, 0), 3);
+	expect_ok();
+	assert_int_equal(cfg.bind_cpu, -1);
+	setenv("STEPMESH_BIND_CPU_CORE", "1", 1);
+	expect_ok();
+	assert_int_equal(cfg.bind_cpu, -1); /* no STEPMESH_GPU: StepMesh binds nothing */
+	setenv("STEPMESH_GPU", "1", 1);
+	expect_ok();
+	assert_int_equal(cfg.bind_cpu, 17);
+	assert_true(cfg.bind);
+	setenv("STEPMESH_CPU_START_OFFSET", "0", 1);
+	setenv("STEPMESH_CPU_CORES_PER_GPU", "1", 1);
+	expect_ok();
+	assert_int_equal(cfg.bind_cpu, 1);
+	setenv("STEPMESH_CPU_CORES_PER_GPU", "0", 1);
+	expect_error(-EINVAL, "STEPMESH_CPU_CORES_PER_GPU", NULL);
+	setenv("STEPMESH_CPU_CORES_PER_GPU", "5", 1);
+	setenv("STEPMESH_BIND_CPU_CORE", "yes", 1);
+	expect_error(-EINVAL, "STEPMESH_BIND_CPU_CORE", NULL);
+	setenv("STEPMESH_BIND_CPU_CORE", "0", 1);
+	expect_ok();
+	assert_int_equal(cfg.bind_cpu, -1);
+}
+
 static void test_group_size(void **state)
 {
 	(void)state;
@@ -474,7 +511,7 @@ static void test_compat_named_cases(void **state)
 	setenv("DMLC_SPLIT_QP_LAG", "2", 1);
 	setenv("BYTEPS_IPC_COPY_NUM_THREADS", "4", 1);
 	setenv("DMLC_WORKER_ID", "3", 1);
-	setenv("STEPMESH_CPU_START_OFFSET", "8", 1);
+	setenv("STEPMESH_MEM_SYNC", "1", 1);
 	setenv("DMLC_NUM_PORTS", "2", 1);
 	setenv("BYTEPS_NUMA_ON", "1", 1); /* a server's: not a worker's (BytePS reads it) */
 	expect_ok(); /* none of them stops a node */
@@ -493,8 +530,8 @@ static void test_compat_named_cases(void **state)
 					       "DMLC_GROUP_SIZE=1: the scheduler gives ranks in "
 					       "order of registration"),
 			 1);
-	assert_int_equal(count_lines_with(log, "STEPMESH_CPU_START_OFFSET=8: ignored: pslite does "
-					       "not pin its threads"),
+	assert_int_equal(count_lines_with(log, "STEPMESH_MEM_SYNC=1: ignored: each pslite buffer "
+					       "says in the API whether it is GPU memory"),
 			 1);
 	assert_int_equal(count_lines_with(log, "DMLC_NUM_PORTS=2: ignored: pslite gives a node one "
 					       "port"),
@@ -855,7 +892,8 @@ int main(void)
 		T(test_bad_counts),	       T(test_too_many_nodes),
 		T(test_bad_ports),	       T(test_bad_other_numbers),
 		T(test_blank_numbers),	       T(test_host_characters),
-		T(test_group_size),	       T(test_van_choice),
+		T(test_group_size),	       T(test_bind_cpu),
+		T(test_van_choice),
 		T(test_van_bad_names),	       T(test_host_lengths),
 		T(test_interface),	       T(test_ordered_hosts_too_long),
 		T(test_first_error_wins),      T(test_parse_int),

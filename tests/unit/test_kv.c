@@ -9,6 +9,8 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
+#include <sched.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -741,6 +743,61 @@ static void test_held_bound(void **state)
 	assert_int_equal(g_released, g_delivered);
 }
 
+/* ------------------------------------------------- STEPMESH_BIND_CPU_CORE -- */
+
+struct bind_probe {
+	int cpu_count, on_cpu;
+};
+
+/* A van thread: delivers a message, then reads its own CPU set. */
+static void *deliver_and_probe(void *arg)
+{
+	struct bind_probe *p = arg;
+	static const uint8_t junk[3] = {1, 2, 3}; /* a malformed meta: dropped */
+	cpu_set_t set;
+	deliver_raw(8, junk, sizeof(junk), 0, NULL, NULL);
+	CPU_ZERO(&set);
+	pthread_getaffinity_np(pthread_self(), sizeof(set), &set);
+	p->cpu_count = CPU_COUNT(&set);
+	p->on_cpu = CPU_ISSET(psl__po.cfg.bind_cpu, &set);
+	return NULL;
+}
+
+/* The thread that delivers the van's messages is bound to cfg.bind_cpu
+ * (STEPMESH_BIND_CPU_CORE); a CPU the machine lacks is one WARN, and the
+ * thread stays as it was. */
+static void test_bind_receive_thread(void **state)
+{
+	struct bind_probe p = {0, 0};
+	pthread_t th;
+	struct capture cap;
+	char *log;
+	(void)state;
+
+	node_up(1);
+	psl__po.cfg.bind = true;
+	psl__po.cfg.bind_cpu = sysconf(_SC_NPROCESSORS_ONLN) > 1 ? 1 : 0;
+	capture_start(&cap);
+	assert_int_equal(pthread_create(&th, NULL, deliver_and_probe, &p), 0);
+	pthread_join(th, NULL);
+	log = capture_end(&cap);
+	assert_int_equal(p.cpu_count, 1);
+	assert_true(p.on_cpu);
+	assert_non_null(strstr(log, "receive thread is bound to CPU"));
+	free(log);
+
+	psl__po.cfg.bind_cpu = 4000; /* no such CPU here */
+	capture_start(&cap);
+	assert_int_equal(pthread_create(&th, NULL, deliver_and_probe, &p), 0);
+	pthread_join(th, NULL);
+	log = capture_end(&cap);
+	assert_true(p.cpu_count > 1 || sysconf(_SC_NPROCESSORS_ONLN) == 1);
+	assert_non_null(strstr(log, "cannot bind the van's receive thread to CPU 4000"));
+	free(log);
+	psl__po.cfg.bind_cpu = -1;
+	psl__po.cfg.bind = false;
+}
+
 #define T(f) cmocka_unit_test_teardown(f, node_down)
 
 int main(void)
@@ -751,6 +808,7 @@ int main(void)
 		T(test_pull_in_place),	    T(test_server_held_request),
 		T(test_server_frame_checks), T(test_server_responses),
 		T(test_simple_app),	    T(test_held_bound),
+		T(test_bind_receive_thread),
 	};
 	return cmocka_run_group_tests_name("kv", tests, NULL, NULL);
 }
