@@ -10,7 +10,9 @@
 #      DMLC_ENABLE_RDMA=example and PS_VAN_PATH (data checked);
 #   5. make install it into pslite's van folder (pkg-config's vandir) and
 #      check that the installed pslite-info finds it there without
-#      PS_VAN_PATH, and that pslite-vantest finds an installed van by name.
+#      PS_VAN_PATH, and that pslite-vantest finds an installed van by name;
+#   6. the installed Python package imports and loads the installed
+#      libpslite.so.0 without PSLITE_LIB.
 # Prints why and exits non-zero on the first failure. Run by .ci/run after
 # the plain build's make check; can be run alone:
 #   .ci/installcheck.sh [BUILDDIR]
@@ -101,4 +103,20 @@ if [ -f "$vandir/van_zmq.so" ]; then
 		env -u PS_VAN_PATH "$prefix/bin/pslite-vantest" zmq load connect
 fi
 
-step "done: tarball builds, installs, the example van builds out of tree, passes pslite-vantest and runs a job"
+step "the installed Python package finds the installed library"
+pkg=$(find "$prefix" -path "*/pslite/__init__.py" 2>/dev/null | head -n1)
+if [ -z "$pkg" ]; then
+	if grep -q "^PSL_PYTHONDIR = .\+" "$src/Makefile"; then
+		fail "make install put no pslite/__init__.py under $prefix"
+	fi
+	echo "not installed: configure found no python3"
+else
+	py=$(sed -n 's/^PSL_PYTHON = //p' "$src/Makefile")
+	run "import the installed package" env -u PSLITE_LIB PYTHONPATH="$(dirname "$(dirname "$pkg")")" \
+		"${py:-python3}" -c "import pslite, pslite.fserver
+assert pslite._installed_lib() == '$prefix/lib/libpslite.so.0', pslite._installed_lib()
+print('cuda:', pslite.cuda_describe())"
+	cat "$log"
+fi
+
+step "done: tarball builds, installs, the example van builds out of tree, passes pslite-vantest and runs a job, the Python package loads"

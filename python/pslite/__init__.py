@@ -4,7 +4,8 @@ every Python 3). Calls into the library release the GIL (ctypes does), so a
 thread waiting in wait() or barrier() lets the others run.
 
 The library is found through PSLITE_LIB (a path to libpslite.so), else the
-installed libpslite.so.0. Nodes are configured by the environment exactly as
+libpslite.so.0 installed with this package (make install writes where), else
+the loader's libpslite.so.0. Nodes are configured by the environment exactly as
 ps-lite's are (DMLC_ROLE, DMLC_PS_ROOT_URI, DMLC_NUM_WORKER, ...).
 
     import pslite, array
@@ -31,7 +32,7 @@ __all__ = [
     "GROUP_WORKERS", "GROUP_ALL", "start", "finalize", "barrier", "role", "is_worker",
     "is_server", "is_scheduler", "rank", "node_id", "num_workers", "num_servers",
     "group_size", "instance", "instance_rank",
-    "van_name", "job_lost", "KVWorker", "KVServer", "Request", "AFWorker", "AFServer", "Batch",
+    "van_name", "cuda_describe", "job_lost", "KVWorker", "KVServer", "Request", "AFWorker", "AFServer", "Batch",
 ]
 
 SERVER, WORKER, SCHEDULER = 0, 1, 2
@@ -85,12 +86,23 @@ _LIB = None
 _LIB_MU = threading.Lock()
 
 
+def _installed_lib():
+    """The libpslite.so.0 that make install put beside this package's
+    installation (_libdir.py, written by make install), if it is there."""
+    try:
+        from . import _libdir
+    except ImportError:
+        return None
+    path = os.path.join(_libdir.LIBDIR, "libpslite.so.0")
+    return path if os.path.exists(path) else None
+
+
 def _lib():
     global _LIB
     with _LIB_MU:
         if _LIB is None:
-            path = os.environ.get("PSLITE_LIB") or ctypes.util.find_library("pslite") \
-                or "libpslite.so.0"
+            path = os.environ.get("PSLITE_LIB") or _installed_lib() \
+                or ctypes.util.find_library("pslite") or "libpslite.so.0"
             try:
                 lib = ctypes.CDLL(path)
             except OSError as e:
@@ -115,6 +127,7 @@ def _declare(lib):
         "psl_my_instance_rank": (c_int, []),
         "psl_strerror": (ctypes.c_char_p, [c_int]),
         "psl_van_name": (ctypes.c_char_p, []),
+        "psl_cuda_describe": (c_int, [ctypes.c_char_p, c_sz]),
         "psl_kv_worker_new": (c_int, [c_int, c_int, c_int, ctypes.POINTER(c_vp)]),
         "psl_kv_worker_free": (None, [c_vp]),
         "psl_kv_push": (c_int, [c_vp, ctypes.POINTER(_Kv), c_int, c_vp, c_vp]),
@@ -224,6 +237,14 @@ def num_servers():
 def van_name():
     name = _lib().psl_van_name()
     return name.decode() if name else None
+
+
+def cuda_describe():
+    """(GPUs found, or a negative errno; one line about the CUDA runtime or
+    why there is none), as pslite-info prints it."""
+    buf = ctypes.create_string_buffer(1024)
+    n = _lib().psl_cuda_describe(buf, len(buf))
+    return n, buf.value.decode(errors="replace")
 
 
 def _keys(keys):
