@@ -31,7 +31,9 @@ def init():
     start-up barrier of workers and servers, as StepMesh's init does."""
     pslite.start()
     if pslite.is_worker():
-        _state["worker"] = pslite.AFWorker(dtype="bytes")
+        # StepMesh's routing: every push tensor to every server, the pull
+        # tensors split in equal groups, group i from server i
+        _state["worker"] = pslite.AFWorker(dtype="bytes", broadcast=True)
     elif pslite.is_server():
         _state["server"] = pslite.AFServer(dtype="bytes")
     _state["role"] = pslite.role()
@@ -65,12 +67,17 @@ def get_all_handlers(handler):
 
 
 def fetch_trace(handler):
-    """A waited batch's times (CLOCK_MONOTONIC ns), in StepMesh's 8 slots
-    (start, post-send, post-receive, processed, for the push and the pull
-    half): pslite's batch is one request, so both halves carry its submit,
-    sent, first answer and completion times. [] for an unknown handler."""
+    """A waited batch's times (CLOCK_MONOTONIC ns) in StepMesh's 8 slots: 0
+    request started, 1 request sent, 2-5 the server's (received, delivered,
+    processed, answer sent), 6 answer received, 7 answer delivered. pslite
+    measures the worker's side only: slots 2-5 hold the sent time, so a
+    server's time counts as network time in StepMesh's breakdown. [] for a
+    handler that was not waited for."""
     t = _state["traces"].pop(handler, None)
-    return t + t if t else []
+    if not t:
+        return []
+    submit, sent, answered, completed = t
+    return [submit, sent, sent, sent, sent, sent, answered, completed]
 
 
 def _as_tensor(data):

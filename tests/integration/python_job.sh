@@ -8,7 +8,8 @@
 # zero-copy; before that the package's unit tests; then StepMesh's
 # test_fserver shape (python/tests/af_job.py: 2 attention workers push three
 # tensors a step, the FFN server answers with their sum, 50 steps checked),
-# and with python3-torch the same through pslite.fserver, StepMesh's calls.
+# and with python3-torch the same through pslite.fserver, StepMesh's calls,
+# and StepMesh's latency benchmark (bench/fserver_latency.py) on 2 servers.
 #   python_job.sh VAN
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
@@ -29,9 +30,11 @@ trap 'rm -f "$log"' EXIT
 export PS_VAN_PATH
 # job SERVERS SCRIPT PATTERN WHAT [WORKERS]: a job of every role running
 # SCRIPT; fails unless pslite-run exits 0 and WORKERS (2) workers print PATTERN
+# (SCRIPT: in python/tests, or a path from the source tree with its arguments)
 job() {
+	case $2 in */*) script="$s/$2" ;; *) script="$s/python/tests/$2" ;; esac
 	PSLITE_LIB=$lib PYTHONPATH=$s/python timeout -k 10 150 "$b/tools/pslite-run" -s "$1" -w 2 \
-		--van "$van" --timeout 120 -- "$py" "$s/python/tests/$2" >"$log" 2>&1
+		--van "$van" --timeout 120 -- "$py" $script >"$log" 2>&1
 	rc=$?
 	n=$(grep -c "$3" "$log")
 	if [ $rc -ne 0 ] || [ "$n" -ne "${5:-2}" ]; then
@@ -59,6 +62,11 @@ job 1 af_job.py "python af worker [01]: OK, 50 steps checked" af
 if "$py" -c 'import torch' 2>/dev/null; then
 	job 1 fserver_job.py "fserver worker [01]: OK, 30 steps checked" fserver
 	grep "fserver worker" "$log"
+	# StepMesh's latency benchmark, 2 servers (every push to both, one pull
+	# from each, answers checked), short
+	job 2 "bench/fserver_latency.py --iters 300 --report 150" \
+		"fserver_latency worker [01]: OK, 300 steps" "fserver latency benchmark"
+	grep "fserver_latency worker .* p50" "$log"
 else
 	echo "python_job.sh $van: torch not installed (apt-get install python3-torch): fserver case skipped"
 fi
