@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "customer.h"
 #include "log.h"
@@ -58,7 +59,14 @@ int psl__customer_init(struct psl__customer *c, int app_id, int customer_id,
 	if (psl__tracker_init(c, psl__node_index(psl__po.max_id) + 1))
 		return -ENOMEM;
 	pthread_mutex_init(&c->mu, NULL);
-	pthread_cond_init(&c->cv, NULL);
+	{
+		/* on the monotonic clock: psl_kv_wait_timeout's deadlines */
+		pthread_condattr_t a;
+		pthread_condattr_init(&a);
+		pthread_condattr_setclock(&a, CLOCK_MONOTONIC);
+		pthread_cond_init(&c->cv, &a);
+		pthread_condattr_destroy(&a);
+	}
 	return 0;
 }
 

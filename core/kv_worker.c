@@ -565,6 +565,13 @@ int psl_kv_wait(struct psl_kv_worker *w, int ts)
 	return psl__req_wait(&w->c, ts);
 }
 
+int psl_kv_wait_timeout(struct psl_kv_worker *w, int ts, int timeout_ms)
+{
+	if (!w)
+		return -EINVAL;
+	return psl__req_wait_ms(&w->c, ts, timeout_ms);
+}
+
 /* ---------------------------------------------------------- responses -- */
 
 static int accept_pull(struct psl_kv_worker *w, struct pull *p, const struct psl__meta *m,

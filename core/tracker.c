@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "customer.h"
 
@@ -255,12 +256,28 @@ bool psl__req_fail_locked(struct psl__customer *c, struct psl__req *r, int err)
 
 int psl__req_wait(struct psl__customer *c, int ts)
 {
+	return psl__req_wait_ms(c, ts, -1);
+}
+
+int psl__req_wait_ms(struct psl__customer *c, int ts, int timeout_ms)
+{
+	struct timespec dl;
 	int st = 0;
 	if (ts < 0)
 		return -EINVAL;
+	if (timeout_ms >= 0) {
+		clock_gettime(CLOCK_MONOTONIC, &dl);
+		dl.tv_sec += timeout_ms / 1000;
+		dl.tv_nsec += (long)(timeout_ms % 1000) * 1000000L;
+		if (dl.tv_nsec >= 1000000000L) {
+			dl.tv_sec++;
+			dl.tv_nsec -= 1000000000L;
+		}
+	}
 	pthread_mutex_lock(&c->mu);
 	for (;;) {
 		struct psl__req *r = c->ring[(uint32_t)ts & (c->cap - 1)];
+		int rc = 0;
 		if (!r || r->ts != ts || r->state == PSL__REQ_FREE)
 			break;
 		if (r->state == PSL__REQ_DONE) {
@@ -268,8 +285,15 @@ int psl__req_wait(struct psl__customer *c, int ts)
 			break;
 		}
 		r->waiters++; /* keeps r in the ring (see live()) */
-		pthread_cond_wait(&c->cv, &c->mu);
+		if (timeout_ms < 0)
+			pthread_cond_wait(&c->cv, &c->mu);
+		else
+			rc = pthread_cond_timedwait(&c->cv, &c->mu, &dl);
 		r->waiters--;
+		if (rc == ETIMEDOUT && r->state != PSL__REQ_DONE) {
+			st = -ETIMEDOUT; /* still pending: the caller may wait again */
+			break;
+		}
 	}
 	pthread_mutex_unlock(&c->mu);
 	return st;

@@ -61,6 +61,9 @@ bool psl__req_loan_back_locked(struct psl__customer *c, struct psl__req *r, int 
 void psl__req_finish(struct psl__customer *c, struct psl__req *r);
 /* Waits for request ts; returns its status. */
 int psl__req_wait(struct psl__customer *c, int ts);
+/* The same for at most timeout_ms (< 0: no limit): -ETIMEDOUT if request
+ * ts is still pending then. */
+int psl__req_wait_ms(struct psl__customer *c, int ts, int timeout_ms);
 /* With c->mu held: fails r with err whoever still owes it an answer (its
  * holds and loans stay). Same return as psl__req_answer_locked. */
 bool psl__req_fail_locked(struct psl__customer *c, struct psl__req *r, int err);

@@ -272,6 +272,10 @@ PSL_EXPORT int psl_kv_zpushpull(struct psl_kv_worker *w, const struct psl_kv *kv
  * -ECONNRESET or -ETIMEDOUT (a server it needs was lost), -ENOLINK (this node
  * lost the scheduler: every request fails from then on; finalize and exit). */
 PSL_EXPORT int psl_kv_wait(struct psl_kv_worker *w, int ts);
+/* psl_kv_wait for at most timeout_ms (< 0: no limit): -ETIMEDOUT when
+ * request ts is still pending then. The request goes on (its buffers must
+ * stay valid): wait for it again, or finalize. Batches too. */
+PSL_EXPORT int psl_kv_wait_timeout(struct psl_kv_worker *w, int ts, int timeout_ms);
 
 /* What a server's handler sees of a request. */
 struct psl_kv_meta {

@@ -136,6 +136,7 @@ def _declare(lib):
         "psl_kv_pushpull": (c_int, [c_vp, ctypes.POINTER(_Kv), ctypes.POINTER(_KvOut), c_int,
                                     c_vp, c_vp]),
         "psl_kv_wait": (c_int, [c_vp, c_int]),
+        "psl_kv_wait_timeout": (c_int, [c_vp, c_int, c_int]),
         "psl_kv_server_new": (c_int, [c_int, c_int, _HANDLER, c_vp, ctypes.POINTER(c_vp)]),
         "psl_kv_server_free": (None, [c_vp]),
         "psl_kv_respond": (c_int, [ctypes.POINTER(_Req), ctypes.POINTER(_Kv)]),
@@ -245,6 +246,14 @@ def cuda_describe():
     buf = ctypes.create_string_buffer(1024)
     n = _lib().psl_cuda_describe(buf, len(buf))
     return n, buf.value.decode(errors="replace")
+
+
+def _wait(w, ts, timeout_ms):
+    """psl_kv_wait, or psl_kv_wait_timeout with a limit (the GIL is released
+    while either waits: ctypes releases it around every call)."""
+    if timeout_ms is None or timeout_ms < 0:
+        return _lib().psl_kv_wait(w, ts)
+    return _lib().psl_kv_wait_timeout(w, ts, int(timeout_ms))
 
 
 def _keys(keys):
@@ -383,9 +392,13 @@ class KVWorker:
         self._held[ts] = (o, refs, out)
         return ts
 
-    def wait(self, ts):
-        """Wait for request ts; returns the number of values a pull received."""
-        rc = _lib().psl_kv_wait(self._w, ts)
+    def wait(self, ts, timeout_ms=None):
+        """Wait for request ts; returns the number of values a pull received.
+        With timeout_ms, raises PsliteError (errno ETIMEDOUT) if it is still
+        pending then: it goes on (keep its buffers), wait for it again."""
+        rc = _wait(self._w, ts, timeout_ms)
+        if rc == -_errno.ETIMEDOUT:
+            _check("request %d after %d ms" % (ts, timeout_ms), rc)
         held = self._held.pop(ts, None)
         _check("request %d" % ts, rc)
         return held[0].num_vals if held else 0
@@ -537,10 +550,13 @@ class AFWorker:
         self._held[ts] = (b, push, pull, r1, r2, push_tensors, pull_tensors)
         return ts
 
-    def wait(self, handle):
+    def wait(self, handle, timeout_ms=None):
         """Wait for a batch; returns its times (ns, CLOCK_MONOTONIC) and the
-        values each pull tensor received."""
-        rc = _lib().psl_kv_wait(self._kv._w, handle)
+        values each pull tensor received. With timeout_ms, raises PsliteError
+        (errno ETIMEDOUT) if it is still pending then; wait for it again."""
+        rc = _wait(self._kv._w, handle, timeout_ms)
+        if rc == -_errno.ETIMEDOUT:
+            _check("batch %d after %d ms" % (handle, timeout_ms), rc)
         held = self._held.pop(handle, None)
         _check("batch %d" % handle, rc)
         if held is None:

@@ -50,9 +50,10 @@ def push_pull(push_tensors, push_keys, pull_tensors, pull_keys, need_event=True)
 
 def wait(handler, timeout_ms=10000):
     """Wait until the batch's pull tensors are filled. Raises PsliteError if
-    it failed. (pslite does not time a wait out: a lost server fails it.)"""
-    del timeout_ms
-    t = _state["worker"].wait(handler)
+    it failed, or (errno ETIMEDOUT) if it is not done within timeout_ms
+    (StepMesh stops the process there; pslite lets the caller decide: the
+    batch goes on, wait for it again). None or < 0: no limit."""
+    t = _state["worker"].wait(handler, timeout_ms)
     if t:
         traces = _state["traces"]
         traces[handler] = [t["submit_ns"], t["sent_ns"], t["answered_ns"], t["completed_ns"]]
@@ -77,6 +78,9 @@ def fetch_trace(handler):
     if not t:
         return []
     submit, sent, answered, completed = t
+    # (a first answer can come before the last message of the batch is
+    # handed over, which is when "sent" is taken)
+    sent = min(sent, answered)
     return [submit, sent, sent, sent, sent, sent, answered, completed]
 
 

@@ -1,10 +1,14 @@
 """StepMesh's test_fserver shape in Python (run by pslite-run, every role):
 each attention worker pushes three tensors per step and pulls one; the FFN
 server answers each batch with the sum of its three tensors; the workers
-check every answer and print the step latency."""
+check every answer and print the step latency. The server holds each
+worker's first batch for half a second: a wait with a 50 ms limit raises
+ETIMEDOUT, and the batch completes when waited for again."""
 
 import array
+import errno
 import sys
+import time
 
 import pslite
 import roles
@@ -16,8 +20,10 @@ N = 1024  # values per tensor
 def server():
     s = pslite.AFServer()
     want = STEPS * pslite.num_workers()
-    for _ in range(want):
+    for i in range(want):
         b = s.get_batch(timeout_ms=60000)
+        if i < pslite.num_workers():
+            time.sleep(0.5)  # the first batches: the workers' wait times out once
         assert b is not None, "no batch within 60 s"
         parts = []
         for _, data in b.push:
@@ -40,6 +46,12 @@ def worker():
         push = [array.array("f", [base + i] * N) for i in range(3)]
         out = array.array("f", [0.0] * N)
         h = w.push_pull(push, [0, 1, 2], [out], [3])
+        if step == 0:
+            try:
+                w.wait(h, timeout_ms=50)
+                raise AssertionError("a batch held for 0.5 s was done within 50 ms")
+            except pslite.PsliteError as e:
+                assert e.errno == errno.ETIMEDOUT, e
         t = w.wait(h)
         assert t["received"] == [N], t
         want = 3 * base + 3

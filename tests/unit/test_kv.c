@@ -164,10 +164,14 @@ static void test_pushpull(void **state)
 		reply(pull[0], 0, 2, d0, l);
 	}
 	assert_int_equal(g_pp_calls, 0);
+	/* a bounded wait on the pending request says so, and leaves it be */
+	assert_int_equal(psl_kv_wait_timeout(w, ts, 20), -ETIMEDOUT);
+	assert_int_equal(psl_kv_wait_timeout(w, ts, 0), -ETIMEDOUT);
 	reply(push[0], 0, 0, NULL, NULL);
 	assert_int_equal(g_pp_calls, 0);
 	reply(push[1], 0, 0, NULL, NULL);
 	assert_int_equal(g_pp_calls, 1);
+	assert_int_equal(psl_kv_wait_timeout(w, ts, 20), 0);
 	assert_int_equal(g_pp_status, 0);
 	assert_int_equal(psl_kv_wait(w, ts), 0);
 	assert_int_equal(o.num_vals, 4);
