@@ -23,7 +23,12 @@ struct psl__kv_copy {
 
 struct psl__kv_copy *psl__kv_copy_new(size_t bytes, int refs);
 void psl__kv_copy_put(struct psl__kv_copy *cp);
-/* psl_van_host.recv_dest_put for a loan of a KV worker's pull buffer. */
+/* What psl_van_host.recv_dest lends (dest->loan): a KV worker's pull buffer
+ * or a KV server's registered receive buffer; put(l, status) takes it back. */
+struct psl__loan {
+	void (*put)(struct psl__loan *l, int status);
+};
+/* psl_van_host.recv_dest_put: hands the loan back to its owner. */
 void psl__kv_loan_put(void *loan, int status);
 static inline void *psl__kv_copy_data(struct psl__kv_copy *cp)
 {

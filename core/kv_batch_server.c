@@ -104,6 +104,8 @@ static int bat_build(struct bat *b)
 			t = &b->tensors[nq++];
 			t->vals = q->kv.vals;
 			t->len = q->kv.num_vals;
+			t->mem = q->kv.mem; /* (a registered receive buffer's) */
+			t->dev = q->kv.dev;
 		} else {
 			t = &b->tensors[np + (size_t)i - nq];
 			t->vals = NULL;
@@ -273,6 +275,15 @@ fail:
 	pthread_mutex_destroy(&s->mu);
 	free(s);
 	return rc;
+}
+
+int psl_kv_batch_server_recv_buffer(struct psl_kv_batch_server *s, int worker_rank,
+				    uint64_t key, void *buf, size_t len, enum psl_mem_type mem,
+				    int dev)
+{
+	if (!s)
+		return -EINVAL;
+	return psl_kv_server_recv_buffer(s->kv, worker_rank, key, buf, len, mem, dev);
 }
 
 void psl_kv_batch_server_free(struct psl_kv_batch_server *s)

@@ -15,6 +15,31 @@
 #include "postoffice.h"
 #include "van_host.h"
 
+/* Receive buffers registered for the pushes of (worker rank, key)
+ * (psl_kv_server_recv_buffer). Shared with the van's loans of them, so it
+ * lives until the server and every loan let go. */
+struct recv_reg {
+	int rank;
+	uint64_t key;
+	void *buf;
+	size_t len;
+	int32_t mem, dev;
+	bool lent; /* a van is receiving into it */
+};
+
+struct regtab {
+	pthread_mutex_t mu;
+	atomic_int refs;
+	struct recv_reg *v;
+	size_t n, cap;
+};
+
+struct reg_loan {
+	struct psl__loan hdr;
+	struct regtab *t;
+	void *buf; /* which registration (by its buffer) */
+};
+
 struct psl_kv_server {
 	struct psl__customer c;
 	enum psl_dtype dt;
@@ -23,7 +48,129 @@ struct psl_kv_server {
 	void *arg;
 	void (*on_finalize)(struct psl_kv_server *s, void *arg);
 	void *fin_arg;
+	struct regtab *regs; /* NULL until a buffer is registered */
 };
+
+static void regtab_put(struct regtab *t)
+{
+	if (t && atomic_fetch_sub(&t->refs, 1) == 1) {
+		pthread_mutex_destroy(&t->mu);
+		free(t->v);
+		free(t);
+	}
+}
+
+/* The registration for (rank, key), t->mu held. */
+static struct recv_reg *reg_find_locked(struct regtab *t, int rank, uint64_t key)
+{
+	size_t i;
+	for (i = 0; i < t->n; i++)
+		if (t->v[i].rank == rank && t->v[i].key == key)
+			return &t->v[i];
+	return NULL;
+}
+
+int psl_kv_server_recv_buffer(struct psl_kv_server *s, int worker_rank, uint64_t key, void *buf,
+			      size_t len, enum psl_mem_type mem, int dev)
+{
+	struct regtab *t;
+	struct recv_reg *r;
+	int rc;
+
+	if (!s || worker_rank < 0 || (buf && !len))
+		return -EINVAL;
+	if (buf && (rc = psl__cuda_check("psl_kv_server_recv_buffer: buf", buf, len, mem, dev)))
+		return rc;
+	if (!s->regs) {
+		if (!(t = calloc(1, sizeof(*t))))
+			return -ENOMEM;
+		pthread_mutex_init(&t->mu, NULL);
+		atomic_init(&t->refs, 1);
+		s->regs = t;
+	}
+	t = s->regs;
+	pthread_mutex_lock(&t->mu);
+	r = reg_find_locked(t, worker_rank, key);
+	if (!buf) { /* unregister */
+		if (r)
+			*r = t->v[--t->n];
+		pthread_mutex_unlock(&t->mu);
+		return 0;
+	}
+	if (r && r->lent) {
+		pthread_mutex_unlock(&t->mu);
+		return -EBUSY; /* a van is writing into the old one */
+	}
+	if (!r) {
+		if (t->n == t->cap) {
+			size_t cap = t->cap ? 2 * t->cap : 16;
+			struct recv_reg *v = realloc(t->v, cap * sizeof(*v));
+			if (!v) {
+				pthread_mutex_unlock(&t->mu);
+				return -ENOMEM;
+			}
+			t->v = v;
+			t->cap = cap;
+		}
+		r = &t->v[t->n++];
+	}
+	*r = (struct recv_reg){worker_rank, key, buf, len, mem, mem == PSL_MEM_CUDA ? dev : -1,
+			       false};
+	pthread_mutex_unlock(&t->mu);
+	return 0;
+}
+
+static void reg_loan_put(struct psl__loan *hdr, int status)
+{
+	struct reg_loan *l = (struct reg_loan *)hdr;
+	size_t i;
+	(void)status;
+	pthread_mutex_lock(&l->t->mu);
+	for (i = 0; i < l->t->n; i++)
+		if (l->t->v[i].buf == l->buf)
+			l->t->v[i].lent = false;
+	pthread_mutex_unlock(&l->t->mu);
+	regtab_put(l->t);
+	free(l);
+}
+
+/* The van asks where a push's values should go: into the buffer registered
+ * for its worker and key, when the meta names the key (batch messages do)
+ * and the buffer is free and big enough, and the van can write its memory. */
+static int kvs_recv_dest(struct psl__customer *c, const struct psl__meta *m, uint32_t seg,
+			 size_t len, struct psl_van_dest *dest)
+{
+	struct psl_kv_server *s = (struct psl_kv_server *)c;
+	struct regtab *t = s->regs;
+	struct recv_reg *r;
+	struct reg_loan *l;
+	int rank = psl__is_worker_id(m->sender) ? psl__id_to_group_rank(m->sender) : -1;
+
+	if (!t || !m->request || !m->push || m->simple_app || seg != 1 || rank < 0 ||
+	    m->option < 0 || !(m->option & 0x40000000))
+		return -ENOENT;
+	if (!(l = malloc(sizeof(*l))))
+		return -ENOMEM;
+	pthread_mutex_lock(&t->mu);
+	r = reg_find_locked(t, rank, m->key);
+	if (!r || r->lent || len > r->len || (r->mem == PSL_MEM_CUDA && !psl__cuda_direct())) {
+		pthread_mutex_unlock(&t->mu);
+		free(l);
+		return -ENOENT;
+	}
+	r->lent = true;
+	atomic_fetch_add(&t->refs, 1);
+	l->hdr.put = reg_loan_put;
+	l->t = t;
+	l->buf = r->buf;
+	dest->data = r->buf;
+	dest->mem_type = r->mem;
+	dest->dev_id = r->dev;
+	dest->loan = l;
+	pthread_mutex_unlock(&t->mu);
+	return 0;
+}
+
 
 /* A request as the handler sees it, with what answering it needs. */
 struct kv_req {
@@ -249,6 +396,49 @@ static const void *aligned_frame(struct kv_req *q, const struct psl_van_rseg *s,
 	return dst;
 }
 
+/* A push of one key from a worker that registered a buffer for it: its
+ * values are put there (copied, unless the van received them in place) and
+ * the request's kv points there. 0, 1 when there is no registration, or
+ * -errno (why says it). */
+static int into_registered(struct psl_kv_server *s, struct kv_req *q,
+			   const struct psl__meta *m, char *why, size_t whylen)
+{
+	struct psl_van_rseg *v = &q->raw->segs[1];
+	struct regtab *t = s->regs;
+	struct recv_reg *r, reg;
+	int rank = psl__is_worker_id(m->sender) ? psl__id_to_group_rank(m->sender) : -1;
+	uint64_t key;
+	int rc = 0;
+
+	if (!t || rank < 0 || q->raw->nseg < 2 || q->raw->segs[0].len != 8)
+		return 1;
+	key = psl__load_u64(q->raw->segs[0].data);
+	pthread_mutex_lock(&t->mu);
+	r = reg_find_locked(t, rank, key);
+	if (r)
+		reg = *r;
+	pthread_mutex_unlock(&t->mu);
+	if (!r)
+		return 1;
+	if (v->len > reg.len) {
+		snprintf(why, whylen, "%zu value bytes for key %llu, its registered receive buffer "
+			 "holds %zu", v->len, (unsigned long long)key, reg.len);
+		return -EMSGSIZE;
+	}
+	if (v->data != reg.buf)
+		rc = psl__cuda_copy(reg.buf, reg.mem, reg.dev, v->data, v->mem_type, v->dev_id,
+				    v->len);
+	if (rc) {
+		snprintf(why, whylen, "its values could not be copied into the receive buffer "
+			 "registered for key %llu (%s)", (unsigned long long)key, psl_strerror(rc));
+		return rc;
+	}
+	q->pub.kv.vals = reg.buf;
+	q->pub.kv.mem = reg.mem;
+	q->pub.kv.dev = reg.mem == PSL_MEM_CUDA ? reg.dev : 0;
+	return 0;
+}
+
 static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_van_rmsg *raw)
 {
 	struct psl_kv_server *s = (struct psl_kv_server *)c;
@@ -338,16 +528,25 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 		goto bad;
 	}
 	for (i = 0; i < raw->nseg; i++)
-		if ((uintptr_t)raw->segs[i].data & 7)
+		if (((uintptr_t)raw->segs[i].data & 7) && raw->segs[i].mem_type == PSL_MEM_HOST)
 			need += (raw->segs[i].len + 7) & ~(size_t)7;
 	if (need && !(q->aligned = malloc(need))) {
 		req_free(q);
 		return;
 	}
 	if (raw->nseg >= 2) {
+		int rc = m->push && nk == 1 ? into_registered(s, q, m, why, sizeof(why)) : 1;
+		if (rc < 0) {
+			PSL_WARN("push %d from %s for app %d: %s: answered with an error",
+				 m->timestamp, psl__node_desc(m->sender, d, sizeof(d)), c->app_id,
+				 why);
+			psl_kv_respond_error(&q->pub, rc);
+			return;
+		}
 		q->pub.kv.keys = aligned_frame(q, &raw->segs[0], 8, &off);
 		q->pub.kv.num_keys = nk;
-		q->pub.kv.vals = (void *)aligned_frame(q, &raw->segs[1], 8, &off);
+		if (rc) /* (else: in the registered buffer) */
+			q->pub.kv.vals = (void *)aligned_frame(q, &raw->segs[1], 8, &off);
 		q->pub.kv.num_vals = nv;
 		if (nl)
 			q->pub.kv.lens = (int *)aligned_frame(q, &raw->segs[2], 4, &off);
@@ -370,6 +569,7 @@ static void kvs_on_finalize(struct psl__customer *c)
 static const struct psl__customer_ops kvs_ops = {
 	.on_msg = kvs_on_msg,
 	.on_finalize = kvs_on_finalize,
+	.recv_dest = kvs_recv_dest,
 };
 
 int psl_kv_server_on_finalize(struct psl_kv_server *s,
@@ -424,5 +624,6 @@ void psl_kv_server_free(struct psl_kv_server *s)
 	if (!s)
 		return;
 	psl__customer_remove(&s->c);
+	regtab_put(s->regs);
 	free(s);
 }

@@ -48,10 +48,12 @@ struct pull {
 
 /* A part of out->vals lent to the van (psl_van_host.recv_dest). */
 struct loan {
+	struct psl__loan hdr; /* put: worker_loan_put */
 	struct psl__customer *c;
 	struct psl__req *r; /* stays PENDING while lent */
 	int rank;	     /* pull: the server's rank; batch: the message */
 };
+static void worker_loan_put(struct psl__loan *hdr, int status);
 
 /* The push half of a push-pull, when the pull half must wait for it (with
  * PS_RESEND a lost push is resent later, and the pull must not overtake it):
@@ -772,6 +774,7 @@ static int kvw_recv_dest(struct psl__customer *c, const struct psl__meta *m, uin
 	if (p && p->kind == PSL__KV_BATCH) {
 		rc = psl__kvb_recv_dest_locked(w, r, m, seg, len, dest);
 		if (rc >= 0) {
+			l->hdr.put = worker_loan_put;
 			l->c = c;
 			l->r = r;
 			l->rank = rc;
@@ -793,6 +796,7 @@ static int kvw_recv_dest(struct psl__customer *c, const struct psl__meta *m, uin
 			goto out;
 	p->part[rank].lent = true;
 	r->loans++;
+	l->hdr.put = worker_loan_put;
 	l->c = c;
 	l->r = r;
 	l->rank = rank;
@@ -810,7 +814,13 @@ out:
 
 void psl__kv_loan_put(void *loan, int status)
 {
-	struct loan *l = loan;
+	struct psl__loan *l = loan;
+	l->put(l, status);
+}
+
+static void worker_loan_put(struct psl__loan *hdr, int status)
+{
+	struct loan *l = (struct loan *)hdr;
 	struct psl__customer *c = l->c;
 	bool done;
 

@@ -216,7 +216,7 @@ static int host_recv_dest(void *ctx, int32_t sender, const void *meta, size_t me
 	int rc;
 	(void)ctx;
 
-	if (psl__po.role != PSL_WORKER || psl__po.state != PSL__READY || !dest)
+	if (psl__po.role == PSL_SCHEDULER || psl__po.state != PSL__READY || !dest)
 		return -EINVAL;
 	if (psl__meta_decode(meta, meta_len, &m, why, sizeof(why)))
 		return -EPROTO;

@@ -327,6 +327,18 @@ PSL_EXPORT int psl_kv_zrespond(struct psl_kv_request *req, const struct psl_kv *
  * worker's request fails with it. Frees req. */
 PSL_EXPORT int psl_kv_respond_error(struct psl_kv_request *req, int err);
 
+/* ps-lite's (StepMesh's) registered receive buffers: the values of each
+ * one-key push of `key` from the worker of rank worker_rank are put into buf
+ * (len bytes, host or CUDA memory), and the handler gets them there
+ * (req->kv.vals, .mem, .dev). A van that places data where it is told (van
+ * ucx, fabric, ibverbs) receives batch pushes (whose meta names the key)
+ * straight into buf; otherwise they are copied there once on arrival. A
+ * later push of the same key overwrites it; a push larger than len is
+ * answered with -EMSGSIZE. buf must stay valid while the server exists; buf
+ * NULL unregisters. -EBUSY while a van is writing into the old buffer. */
+PSL_EXPORT int psl_kv_server_recv_buffer(struct psl_kv_server *s, int worker_rank, uint64_t key,
+					 void *buf, size_t len, enum psl_mem_type mem, int dev);
+
 /* Keep req (its meta, keys, values and lens) after it is answered: the
  * psl_kv_respond* call that answers it then sends the response without
  * freeing req, and psl_kv_request_release frees it. This lets a server
@@ -439,6 +451,13 @@ PSL_EXPORT int psl_kv_batch_server_new(int app_id, enum psl_dtype dtype, size_t 
 				       struct psl_kv_batch_server **out);
 /* Answers what it still holds with -ESHUTDOWN, then frees it. */
 PSL_EXPORT void psl_kv_batch_server_free(struct psl_kv_batch_server *s);
+/* psl_kv_server_recv_buffer for a batch server: push tensors of key from
+ * the worker of rank worker_rank arrive in buf (StepMesh's
+ * RegisterRecvBuffer); a batch's push tensor then points there, with its
+ * mem and dev. */
+PSL_EXPORT int psl_kv_batch_server_recv_buffer(struct psl_kv_batch_server *s, int worker_rank,
+					       uint64_t key, void *buf, size_t len,
+					       enum psl_mem_type mem, int dev);
 /* Blocks until a batch is complete (queue mode): 0 and *req set, -ETIMEDOUT
  * after timeout_ms (< 0: no limit), -ESHUTDOWN once the node finalizes. */
 PSL_EXPORT int psl_kv_batch_next(struct psl_kv_batch_server *s, int timeout_ms,

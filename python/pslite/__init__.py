@@ -149,6 +149,8 @@ def _declare(lib):
         "psl_kv_batch_next": (c_int, [c_vp, c_int, ctypes.POINTER(ctypes.POINTER(_BatchReq))]),
         "psl_kv_batch_respond": (c_int, [c_vp, ctypes.c_uint64, ctypes.POINTER(_Tensor), c_sz]),
         "psl_kv_batch_respond_error": (c_int, [c_vp, ctypes.c_uint64, c_int]),
+        "psl_kv_batch_server_recv_buffer": (c_int, [c_vp, c_int, ctypes.c_uint64, c_vp, c_sz,
+                                                    c_int, c_int]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)
@@ -576,11 +578,20 @@ class Batch:
     sender, cmd, push (a list of (key, bytes)), pull (a list of (key, room in
     values)). Answer once with AFServer.respond()."""
 
-    def __init__(self, req, size):
+    def __init__(self, req, size, regs=None):
         r = req.contents
         self.id, self.sender, self.cmd = r.id, r.sender, r.cmd
-        self.push = [(r.push[i].key, ctypes.string_at(r.push[i].vals, r.push[i].len * size)
-                      if r.push[i].len else b"") for i in range(r.npush)]
+        rank = (r.sender - 9) // 2  # a worker group's rank (its id is 9 + 2 x rank)
+        self.push = []
+        for i in range(r.npush):
+            t, n = r.push[i], r.push[i].len * size
+            reg = (regs or {}).get((rank, t.key))
+            if reg is not None and reg[1] == t.vals:  # in its registered buffer
+                obj = reg[0]
+                self.push.append((t.key, obj[:n] if hasattr(obj, "data_ptr")
+                                  else memoryview(obj).cast("B")[:n]))
+            else:
+                self.push.append((t.key, ctypes.string_at(t.vals, n) if n else b""))
         self.pull = [(r.pull[i].key, r.pull[i].len) for i in range(r.npull)]
 
 
@@ -593,18 +604,33 @@ class AFServer:
             raise ValueError("dtype %r: one of %s" % (dtype, ", ".join(_DTYPES)))
         self._size, self._dtname = _DTYPES[dtype][1], dtype
         self._s = ctypes.c_void_p()
+        self._regs = {}
         _check("AFServer", _lib().psl_kv_batch_server_new(app_id, _DTYPES[dtype][0], max_tensors,
                                                           None, None, ctypes.byref(self._s)))
 
     def get_batch(self, timeout_ms=-1):
         """The next batch, or None after timeout_ms (< 0: wait for ever);
-        raises PsliteError (ESHUTDOWN) once the node finalizes."""
+        raises PsliteError (ESHUTDOWN) once the node finalizes. A push that
+        arrived in a registered receive buffer is given as that buffer (its
+        first bytes), not copied."""
         req = ctypes.POINTER(_BatchReq)()
         rc = _lib().psl_kv_batch_next(self._s, timeout_ms, ctypes.byref(req))
         if rc == -_errno.ETIMEDOUT:
             return None
         _check("get_batch", rc)
-        return Batch(req, self._size)
+        return Batch(req, self._size, self._regs)
+
+    def register_recv_buffer(self, buf, worker_rank, key):
+        """Pushes of key from the worker of rank worker_rank land in buf (a
+        writable buffer or a contiguous torch tensor, CPU or CUDA), straight
+        from the van where it can (StepMesh's RegisterRecvBuffer); buf is
+        kept alive here. get_batch then gives those pushes as buf."""
+        cbuf, n = _view(buf, 1, True)
+        mem, dev = _mem(cbuf)
+        _check("register_recv_buffer", _lib().psl_kv_batch_server_recv_buffer(
+            self._s, worker_rank, key, _vptr(cbuf), n, mem, dev))
+        ptr = cbuf.ptr if isinstance(cbuf, _DevBuf) else ctypes.addressof(cbuf)
+        self._regs[(worker_rank, key)] = (buf, ptr, cbuf)
 
     def respond(self, tensors, batch):
         """Answer batch with one tensor per pull key, in the batch's order."""

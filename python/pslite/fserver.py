@@ -97,9 +97,9 @@ def register_recv_buffer(tensor, worker_ranks, push_keys):
     """Where pushes go on this server (StepMesh's RegisterRecvTensor): the
     contiguous tensor (CPU or CUDA) is cut into len(worker_ranks) equal
     chunks, and chunk i receives the push of key push_keys[i] from worker
-    rank worker_ranks[i]: get_batch() copies those bytes into it (from
-    pslite's receive buffer) and gives the chunk, as flat uint8, instead of
-    a new tensor."""
+    rank worker_ranks[i], straight from the van where it places data
+    (ucx, fabric, ibverbs), else copied there by pslite on arrival;
+    get_batch() gives the chunk (flat uint8, the pushed bytes)."""
     if len(worker_ranks) == 0 or len(worker_ranks) != len(push_keys):
         raise ValueError("register_recv_buffer: %d ranks for %d keys (one rank per key, "
                          "at least one)" % (len(worker_ranks), len(push_keys)))
@@ -113,7 +113,10 @@ def register_recv_buffer(tensor, worker_ranks, push_keys):
                          % (flat.numel(), len(worker_ranks)))
     chunk = flat.numel() // len(worker_ranks)
     for i, (r, k) in enumerate(zip(worker_ranks, push_keys)):
-        _state["recv"][(int(r), int(k))] = flat[i * chunk:(i + 1) * chunk]
+        c = flat[i * chunk:(i + 1) * chunk]
+        _state["recv"][(int(r), int(k))] = c
+        if _state["server"] is not None:
+            _state["server"].register_recv_buffer(c, int(r), int(k))
 
 
 def _into(rank, key, data):
@@ -122,6 +125,8 @@ def _into(rank, key, data):
     chunk = _state["recv"].get((rank, key))
     if chunk is None:
         return _as_tensor(data)
+    if hasattr(data, "data_ptr") and data.data_ptr() == chunk.data_ptr():
+        return data  # pslite put it there
     import torch
     if len(data) > chunk.numel():
         raise ValueError("worker %d pushed %d bytes for key %d, its registered receive "

@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -185,7 +186,9 @@ static void test_fake_is_strict(void **state)
 			 -EIO);
 	pid = fork();
 	assert_true(pid >= 0);
-	if (pid == 0) {
+	if (pid == 0) { /* (without cmocka's handler, which would run the rest here) */
+		signal(SIGSEGV, SIG_DFL);
+		signal(SIGBUS, SIG_DFL);
 		_exit(*(volatile char *)d == 1 ? 0 : 3);
 	}
 	assert_int_equal(waitpid(pid, &st, 0), pid);
@@ -535,6 +538,132 @@ static void test_server_respond(void **state)
 	psl_mem_free(PSL_MEM_CUDA, 0, d);
 }
 
+/* A push from worker 9 (rank 0) of key with vals, as a batch message (the
+ * meta names the key). lend: let the van ask where the values go first. */
+static void push_batch_msg(uint64_t key, const void *vals, size_t len, bool lend,
+			   struct psl_van_dest *dest, int *lent_rc)
+{
+	struct psl__meta m;
+	uint8_t buf[512];
+	size_t n;
+	const void *data[2] = {&key, vals};
+	size_t l[2] = {8, len};
+
+	psl__meta_init(&m);
+	m.app_id = 0;
+	m.timestamp = 60;
+	m.request = true;
+	m.push = true;
+	m.key = key;
+	m.option = 0x40000000 | (1 << 15); /* PSL_KV_BATCH_OPTION(1, 0) */
+	m.src_dev_type = m.dst_dev_type = PSL_DEV_CPU;
+	n = psl__meta_encode(&m, buf);
+	*lent_rc = -1;
+	if (lend) {
+		memset(dest, 0, sizeof(*dest));
+		*lent_rc = psl__po.host.recv_dest(psl__po.host.ctx, 9, buf, n, 1, len, dest);
+	}
+	if (*lent_rc == 0) {
+		/* the van writes where it was told, gives the loan back, delivers */
+		assert_int_equal(psl_mem_copy(dest->data, dest->mem_type, dest->dev_id, vals,
+					      PSL_MEM_HOST, -1, len),
+				 0);
+		psl__po.host.recv_dest_put(psl__po.host.ctx, dest->loan, 0);
+		{
+			struct fake_rmsg *r = calloc(1, sizeof(*r));
+			r->meta = malloc(n);
+			memcpy(r->meta, buf, n);
+			r->segs[0] = (struct psl_van_rseg){malloc(8), 8, PSL_MEM_HOST, -1};
+			memcpy(r->segs[0].data, &key, 8);
+			r->segs[1] = (struct psl_van_rseg){dest->data, len, dest->mem_type,
+							   dest->dev_id};
+			r->lent[1] = true;
+			r->pub = (struct psl_van_rmsg){9, 2, r->meta, n, r->segs, fake_release};
+			g_delivered++;
+			psl__po.host.recv(psl__po.host.ctx, &r->pub);
+		}
+		return;
+	}
+	deliver_raw(9, buf, n, 2, data, l);
+}
+
+/* Registered receive buffers (StepMesh's RegisterRecvBuffer): a batch push
+ * of a registered key is received in place where the van asks (host), is
+ * copied there otherwise (a GPU buffer with a host-only van), reaches the
+ * handler there with its memory type; too big a push is refused; another
+ * worker's or key's push is not touched; unregistering ends it. */
+static void test_server_recv_buffer(void **state)
+{
+	struct psl_kv_server *srv;
+	uint32_t v[4] = {1, 2, 3, 4}, host[8] = {0}, back[4];
+	void *d;
+	struct psl_van_dest dest;
+	int rc;
+	(void)state;
+
+	node_up_as(PSL_SERVER, 8, 1, 2);
+	use_fake(NULL, NULL);
+	g_nreq = 0;
+	assert_int_equal(psl_kv_server_new(0, PSL_UINT32, keep_handler, NULL, &srv), 0);
+	assert_int_equal(psl_kv_server_recv_buffer(srv, 0, 5, host, sizeof(host), PSL_MEM_HOST, 0),
+			 0);
+	assert_int_equal(psl_kv_server_recv_buffer(srv, 0, 6, v, 16, PSL_MEM_CUDA, 0), -EINVAL);
+
+	/* in place: the van is lent the registered buffer */
+	push_batch_msg(5, v, sizeof(v), true, &dest, &rc);
+	assert_int_equal(rc, 0);
+	assert_ptr_equal(dest.data, host);
+	assert_int_equal(g_nreq, 1);
+	assert_ptr_equal(g_req[0]->kv.vals, host);
+	assert_int_equal(g_req[0]->kv.mem, PSL_MEM_HOST);
+	assert_memory_equal(host, v, sizeof(v));
+	psl_kv_respond(g_req[0], NULL);
+	/* copied there when the van did not ask */
+	memset(host, 0, sizeof(host));
+	push_batch_msg(5, v, sizeof(v), false, &dest, &rc);
+	assert_ptr_equal(g_req[1]->kv.vals, host);
+	assert_memory_equal(host, v, sizeof(v));
+	psl_kv_respond(g_req[1], NULL);
+	/* another key: untouched, the van's own buffer */
+	push_batch_msg(7, v, sizeof(v), true, &dest, &rc);
+	assert_true(rc < 0);
+	assert_true(g_req[2]->kv.vals != host);
+	psl_kv_respond(g_req[2], NULL);
+
+	/* a GPU buffer, a van that moves host memory: copied up on arrival */
+	d = NULL;
+	assert_int_equal(psl_mem_alloc(PSL_MEM_CUDA, 0, 32, &d), 0);
+	assert_int_equal(psl_kv_server_recv_buffer(srv, 0, 5, d, 32, PSL_MEM_CUDA, 0), 0);
+	push_batch_msg(5, v, sizeof(v), true, &dest, &rc);
+	assert_true(rc < 0); /* not lent: the van cannot write GPU memory */
+	assert_ptr_equal(g_req[3]->kv.vals, d);
+	assert_int_equal(g_req[3]->kv.mem, PSL_MEM_CUDA);
+	dev_read(back, d, sizeof(back));
+	assert_memory_equal(back, v, sizeof(v));
+	psl_kv_respond(g_req[3], NULL);
+	/* too big for it: answered with EMSGSIZE, the handler never sees it */
+	{
+		uint32_t big[16] = {0};
+		struct capture cap;
+		char *log;
+		capture_start(&cap);
+		push_batch_msg(5, big, sizeof(big), false, &dest, &rc);
+		log = capture_end(&cap);
+		assert_non_null(strstr(log, "its registered receive buffer holds 32"));
+		free(log);
+		assert_int_equal(g_nreq, 4);
+		assert_int_equal(g_sent[g_nsent - 1].m.option, -EMSGSIZE);
+	}
+	/* unregistered: back to the van's buffers */
+	assert_int_equal(psl_kv_server_recv_buffer(srv, 0, 5, NULL, 0, PSL_MEM_HOST, 0), 0);
+	push_batch_msg(5, v, sizeof(v), false, &dest, &rc);
+	assert_true(g_req[4]->kv.vals != d);
+	assert_int_equal(g_req[4]->kv.mem, PSL_MEM_HOST);
+	psl_kv_respond(g_req[4], NULL);
+	psl_kv_server_free(srv);
+	psl_mem_free(PSL_MEM_CUDA, 0, d);
+}
+
 /* ----------------------------------------------------------------- batch -- */
 
 /* A batch with a device push tensor and a device pull tensor. */
@@ -632,6 +761,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		T(test_errors),	  T(test_fake_is_strict), T(test_push_staged),	  T(test_pull_staged),
 		T(test_direct),	  T(test_direct_resend), T(test_injected),	  T(test_server_respond),
+		T(test_server_recv_buffer),
 		T(test_batch),	  T(test_pool_bounded),
 	};
 	return cmocka_run_group_tests_name("cuda", tests, NULL, NULL);
