@@ -27,6 +27,9 @@ for tls in ${*:-tcp posix,sysv,self}; do
 		DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 DMLC_ENABLE_RDMA=ucx UCX_TLS=$tls \
 		NUM_KEY_PER_SERVER=16
 	unset DMLC_PORT DMLC_RANK
+	# (the last round's logs must go first: a "goodput" line left in w.log
+	# had this round kill its server before it even registered)
+	rm -f "$tmp"/*.log
 	DMLC_ROLE=scheduler timeout -k 5 90 "$bench" 8388608 1 1 >"$tmp/s.log" 2>&1 &
 	sp=$!
 	# (no timeout wrapper: the kill must reach the server itself; the
