@@ -126,8 +126,10 @@ struct psl_van_rmsg {
 
 /*
  * Where the core wants a large received segment to go (ABI 1.1, see
- * psl_van_host.recv_dest): typically the buffer a worker's pull answer is
- * for, so that the data is not copied once more after it arrived.
+ * psl_van_host.recv_dest): the buffer a worker's pull answer is for, or a
+ * server's receive buffer registered for a push's key, so that the data is
+ * not copied once more after it arrived. mem_type may be PSL_MEM_CUDA only
+ * for a van that declares PSL_VAN_CAP_MEM_CUDA.
  */
 struct psl_van_dest {
 	void *data;	  /* write the segment here (at least len bytes) */
