@@ -130,7 +130,59 @@ struct zrmsg {
 	uint32_t nframes;
 	zmq_msg_t *frames;
 	struct psl_van_rseg *segs;
+	struct zrmsg *next; /* in the free list (records of up to POOL_FRAMES) */
 };
+
+/* Records of received messages of up to POOL_FRAMES frames (a KV message:
+ * meta, keys, values, lens) are kept for reuse, process-wide (a record may
+ * be released after its van is gone), at most POOL_MAX of them: steady
+ * traffic allocates none. */
+#define POOL_FRAMES 4
+#define POOL_MAX 256
+#define POOL_BYTES                                                                  \
+	(sizeof(struct zrmsg) + POOL_FRAMES * sizeof(zmq_msg_t) +                   \
+	 POOL_FRAMES * sizeof(struct psl_van_rseg))
+static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct zrmsg *pool_head;
+static int pool_n;
+
+static struct zrmsg *zrmsg_get(uint32_t n)
+{
+	struct zrmsg *r = NULL;
+	if (n <= POOL_FRAMES) {
+		pthread_mutex_lock(&pool_mu);
+		if ((r = pool_head)) {
+			pool_head = r->next;
+			pool_n--;
+		}
+		pthread_mutex_unlock(&pool_mu);
+		if (!r)
+			r = malloc(POOL_BYTES);
+	} else {
+		r = malloc(sizeof(*r) + n * sizeof(zmq_msg_t) + n * sizeof(struct psl_van_rseg));
+	}
+	if (!r)
+		return NULL;
+	r->frames = (zmq_msg_t *)(r + 1);
+	r->segs = (struct psl_van_rseg *)(r->frames + (n <= POOL_FRAMES ? POOL_FRAMES : n));
+	r->nframes = n;
+	return r;
+}
+
+static void zrmsg_put(struct zrmsg *r)
+{
+	if (r->nframes <= POOL_FRAMES) {
+		pthread_mutex_lock(&pool_mu);
+		if (pool_n < POOL_MAX) {
+			r->next = pool_head;
+			pool_head = r;
+			pool_n++;
+			r = NULL;
+		}
+		pthread_mutex_unlock(&pool_mu);
+	}
+	free(r);
+}
 
 /* Counts the zero-copy frames of one send still held by libzmq. */
 struct ztrack {
@@ -374,7 +426,7 @@ static void zrelease(struct psl_van_rmsg *pub)
 	uint32_t i;
 	for (i = 0; i < r->nframes; i++)
 		zmq_msg_close(&r->frames[i]);
-	free(r);
+	zrmsg_put(r);
 }
 
 /* "ip:port" of the TCP peer on fd, or "" */
@@ -511,15 +563,12 @@ static int recv_one(struct psl_van *v, void *sock, struct psl_van_rmsg **out)
 			zmq_msg_close(&frames[i]);
 		return 1;
 	}
-	r = malloc(sizeof(*r) + n * sizeof(zmq_msg_t) + n * sizeof(struct psl_van_rseg));
+	r = zrmsg_get(n);
 	if (!r) {
 		for (i = 0; i < n; i++)
 			zmq_msg_close(&frames[i]);
 		return 1;
 	}
-	r->frames = (zmq_msg_t *)(r + 1);
-	r->segs = (struct psl_van_rseg *)(r->frames + n);
-	r->nframes = n;
 	for (i = 0; i < n; i++) {
 		zmq_msg_init(&r->frames[i]);
 		zmq_msg_move(&r->frames[i], &frames[i]);
