@@ -1,7 +1,7 @@
 #!/bin/sh
 # bench/budget.sh: what one small request costs, counted per request: context
-# switches, CPU time, malloc calls and system calls of the worker and of the
-# server (perf stat with a uprobe on libc's malloc), for one 4 KiB key in
+# switches, CPU time, malloc/calloc/realloc calls and system calls of the
+# worker and of the server (perf stat with uprobes on libc), for one 4 KiB key in
 # flight, ZPush then ZPull (pslite-bench mode 1), 1 scheduler + 1 server + 1
 # worker on loopback; with --strace, the worker's system calls by name.
 #
@@ -25,7 +25,7 @@ while [ $# -gt 0 ]; do
 done
 command -v perf >/dev/null || { echo "bench/budget.sh: needs perf (apt-get install linux-perf)" >&2; exit 2; }
 libc=$(ldd "$B/tools/.libs/pslite-bench" | sed -n 's/.*libc.so.6 => \([^ ]*\).*/\1/p')
-perf probe -q -x "$libc" --add malloc 2>/dev/null || true
+for f in malloc calloc realloc; do perf probe -q -x "$libc" --add $f 2>/dev/null || true; done
 perf probe -l 2>/dev/null | grep -q "probe_libc:malloc" ||
 	{ echo "bench/budget.sh: cannot add a uprobe on $libc's malloc (root?)" >&2; exit 2; }
 vp=
@@ -34,7 +34,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/pslite-budget.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 iters=$((n / 2)) # each iteration is a push and a pull
 port=$("$B/tests/integration/startnode" --free-port)
-ev=context-switches,task-clock,probe_libc:malloc,raw_syscalls:sys_enter
+ev=context-switches,task-clock,probe_libc:malloc,probe_libc:calloc,probe_libc:realloc,raw_syscalls:sys_enter
 run() { # ROLE: one node, counted unless the scheduler
 	role=$1
 	shift

@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -185,12 +186,43 @@ struct kv_req {
 	atomic_int refs; /* 1, plus one per psl_kv_request_hold */
 };
 
+/* Request records are kept for reuse (at most REQ_POOL_MAX, process-wide):
+ * steady traffic allocates none. */
+#define REQ_POOL_MAX 256
+static pthread_mutex_t req_pool_mu = PTHREAD_MUTEX_INITIALIZER;
+static struct kv_req *req_pool;
+static int req_pool_n;
+
+static struct kv_req *req_new(void)
+{
+	struct kv_req *q;
+	pthread_mutex_lock(&req_pool_mu);
+	if ((q = req_pool)) {
+		req_pool = (struct kv_req *)(void *)q->raw; /* (the link, while pooled) */
+		req_pool_n--;
+	}
+	pthread_mutex_unlock(&req_pool_mu);
+	if (q)
+		memset(q, 0, sizeof(*q));
+	else
+		q = calloc(1, sizeof(*q));
+	return q;
+}
+
 static void req_free(struct kv_req *q)
 {
 	if (atomic_fetch_sub(&q->refs, 1) != 1)
 		return; /* held: psl_kv_request_release frees it */
 	psl__raw_release(q->raw);
 	free(q->aligned);
+	pthread_mutex_lock(&req_pool_mu);
+	if (req_pool_n < REQ_POOL_MAX) {
+		q->raw = (struct psl_van_rmsg *)(void *)req_pool;
+		req_pool = q;
+		req_pool_n++;
+		q = NULL;
+	}
+	pthread_mutex_unlock(&req_pool_mu);
 	free(q);
 }
 
@@ -455,7 +487,7 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 		psl__raw_release(raw);
 		return;
 	}
-	q = calloc(1, sizeof(*q));
+	q = req_new();
 	if (!q) {
 		psl__raw_release(raw);
 		return;
