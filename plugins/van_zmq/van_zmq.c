@@ -138,7 +138,11 @@ struct zrmsg {
  * be released after its van is gone), at most POOL_MAX of them: steady
  * traffic allocates none. */
 #define POOL_FRAMES 4
+#if defined(__SANITIZE_ADDRESS__) /* (AddressSanitizer sees every use after free) */
+#define POOL_MAX 0
+#else
 #define POOL_MAX 256
+#endif
 #define POOL_BYTES                                                                  \
 	(sizeof(struct zrmsg) + POOL_FRAMES * sizeof(zmq_msg_t) +                   \
 	 POOL_FRAMES * sizeof(struct psl_van_rseg))
