@@ -298,15 +298,19 @@ static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 {
 	struct psl__customer *c = &j->w->c;
 	int S = psl__po.cfg.server_groups, r, ts, push_ts;
-	struct slice *sl;
+	struct slice sl_stack[16], *sl;
 	struct pull *p = NULL;
 	struct psl__req *rp = NULL, *rq = NULL, *fin[2] = {NULL, NULL};
 	struct trigger *trig = NULL;
 	int rc;
 
-	sl = calloc((size_t)S, sizeof(*sl));
-	if (!sl)
+	/* (on the stack for the usual few servers: no allocation per request) */
+	if (S <= (int)(sizeof(sl_stack) / sizeof(sl_stack[0]))) {
+		sl = sl_stack;
+		memset(sl, 0, (size_t)S * sizeof(*sl));
+	} else if (!(sl = calloc((size_t)S, sizeof(*sl)))) {
 		return -ENOMEM;
+	}
 	rc = slice_keys(j->keys, j->nkeys, (ops & OP_PUSH) ? j->nvals : 0,
 			(ops & OP_PUSH) ? j->lens : NULL, sl, S);
 	if (rc)
@@ -405,7 +409,8 @@ static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 		psl__req_finish(c, fin[0]);
 	if (fin[1])
 		psl__req_finish(c, fin[1]);
-	free(sl);
+	if (sl != sl_stack)
+		free(sl);
 	if (j->cp)
 		psl__kv_copy_put(j->cp); /* the submitter's own reference */
 	return ts;
@@ -426,7 +431,8 @@ nomem:
 out:
 	free(trig);
 	free(p);
-	free(sl);
+	if (sl != sl_stack)
+		free(sl);
 	if (j->cp)
 		psl__kv_copy_put(j->cp);
 	return rc;
