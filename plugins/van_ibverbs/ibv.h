@@ -247,6 +247,7 @@ struct psl_van {
 	/* C++ mode (ibv_cxxio.c): buffers lent to C++ senders by pool index,
 	 * pull answers expected, C++ nodes met (host:port) */
 	long cx_pool_max;
+	int role; /* from bind: 0 server, 1 worker, 2 scheduler */
 	struct ibv_cxx_rbuf **cx_rb;
 	uint32_t cx_rb_n, cx_rb_hint;
 	struct ibv_cxx_pull *cx_pulls;

@@ -13,8 +13,8 @@
  * that write completed.
  *
  * Receiving (an accepted queue pair from a C++ node): a START gets a buffer
- * registered for remote writes (meta, padding to a page, every segment) and
- * a pool index, answered with a REPLY; a WRITE_WITH_IMM names the index: the
+ * registered for remote writes (a server's: meta, padding to a page, every
+ * segment; other roles': the meta) and a pool index, answered with a REPLY; a WRITE_WITH_IMM names the index: the
  * meta is in its buffer, and the message is rebuilt from it (ibv_cxx_unpack).
  * A control message's buffer is used once and freed; a KV buffer stays for
  * the sender's later messages of that key, for the van's life, as C++ does:
@@ -512,7 +512,9 @@ static void on_start(struct psl_van *v, struct ibv_q *q, const uint8_t *buf, siz
 		ibv_q_broken(v, q, -EPROTO, "a C++ rendezvous start");
 		return;
 	}
-	need = ibv_cxx_buf_len(&st);
+	/* as C++: only a server's buffers take values (push requests); the
+	 * others hold the meta alone */
+	need = v->role == 0 ? ibv_cxx_buf_len(&st) : st.meta_len;
 	b = calloc(1, sizeof(*b));
 	idx = b ? rb_slot(v) : -1;
 	if (idx < 0 || need > (1ull << 40) || posix_memalign((void **)&b->data, 4096, need)) {

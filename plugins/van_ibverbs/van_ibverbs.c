@@ -360,6 +360,7 @@ static int vbind(struct psl_van *v, const struct psl_van_bind_req *req,
 		return -EALREADY;
 	}
 	snprintf(v->bind_host, sizeof(v->bind_host), "%s", req->host ? req->host : "");
+	v->role = req->role;
 	rc = ibv_listen(v, v->bind_host, req->port, &port);
 	if (!rc) {
 		v->bound = true;
