@@ -250,6 +250,7 @@ struct psl_van {
 	int role; /* from bind: 0 server, 1 worker, 2 scheduler */
 	struct ibv_cxx_rbuf **cx_rb;
 	uint32_t cx_rb_n, cx_rb_hint;
+	struct ibv_cxx_rbuf *cx_small; /* registered small buffers, free */
 	struct ibv_cxx_pull *cx_pulls;
 	char cx_known[16][160];
 	int32_t last_my_id;
@@ -303,6 +304,7 @@ void ibv_cxx_rx(struct psl_van *v, struct ibv_q *q, const struct ibv_wc *wc, con
 void ibv_cxx_op_gone(struct ibv_sendop *op);
 void ibv_cxx_link_free(struct ibv_link *l);
 void ibv_cxx_q_free(struct ibv_q *q);
+void ibv_cxx_prepare(struct psl_van *v);
 void ibv_cxx_fini(struct psl_van *v);
 
 /* ibv_recv.c */

@@ -408,6 +408,7 @@ static void accept_cxx(struct psl_van *v, struct rdma_cm_id *id, const struct ib
 		stream_q_gone(v, q);
 		return;
 	}
+	ibv_cxx_prepare(v);
 	cxx_record(v, v->last_my_id ? v->last_my_id : PSL_VAN_ID_NONE, buf);
 	conn_params(v, &cp, buf, sizeof(buf));
 	if (rdma_accept(id, &cp)) {

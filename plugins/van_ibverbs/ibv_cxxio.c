@@ -46,7 +46,15 @@ struct ibv_cxx_rbuf {
 	struct ibv_mr *mr;
 	struct ibv_stream *stream;
 	atomic_int refs; /* the table's, and one per delivered message */
+	struct ibv_cxx_rbuf *next; /* on the free list of small ones */
 };
+
+/* Control messages take a buffer each, used once: small ones are kept
+ * registered and used again, so that a START is answered at once (a C++ node
+ * that sends its last message while stopping does not wait long for the
+ * REPLY: it stops, and the message is lost, if the REPLY comes too late). */
+#define CX_SMALL 4096
+#define CX_SMALL_KEEP 64
 
 /* A pull request's destination, registered for the C++ server's write. */
 struct ibv_cxx_pull {
@@ -515,15 +523,26 @@ static void on_start(struct psl_van *v, struct ibv_q *q, const uint8_t *buf, siz
 	/* as C++: only a server's buffers take values (push requests); the
 	 * others hold the meta alone */
 	need = v->role == 0 ? ibv_cxx_buf_len(&st) : st.meta_len;
-	b = calloc(1, sizeof(*b));
-	idx = b ? rb_slot(v) : -1;
-	if (idx < 0 || need > (1ull << 40) || posix_memalign((void **)&b->data, 4096, need)) {
+	idx = rb_slot(v);
+	if (idx >= 0 && need <= CX_SMALL && v->cx_small) {
+		b = v->cx_small;
+		v->cx_small = b->next;
+		b->next = NULL;
+		b->meta_len = st.meta_len;
+		b->stream = s;
+		v->cx_rb[idx] = b;
+		goto reply;
+	}
+	if (need <= CX_SMALL)
+		need = CX_SMALL;
+	b = idx >= 0 ? calloc(1, sizeof(*b)) : NULL;
+	if (!b || need > (1ull << 40) || posix_memalign((void **)&b->data, 4096, need)) {
 		LOG(v, PSL_VAN_LOG_ERROR,
 		    "cannot take a rendezvous of %llu bytes from node %d (C++ ps-lite): %s",
 		    (unsigned long long)need, s->sender,
-		    idx < 0 && b ? "every index of the address pool is taken (raise "
-				   "BYTEPS_ADDRESS_POOL_SIZE on every node)"
-				 : "out of memory");
+		    idx < 0 ? "every index of the address pool is taken (raise "
+			      "BYTEPS_ADDRESS_POOL_SIZE on every node)"
+			    : "out of memory");
 		free(b);
 		ibv_q_broken(v, q, -ENOMEM, "a C++ rendezvous");
 		return;
@@ -543,6 +562,7 @@ static void on_start(struct psl_van *v, struct ibv_q *q, const uint8_t *buf, siz
 	b->stream = s;
 	atomic_init(&b->refs, 1);
 	v->cx_rb[idx] = b;
+reply:
 	r.addr = (uintptr_t)b->data;
 	r.cookie = st.cookie;
 	r.rkey = b->mr->rkey;
@@ -560,6 +580,41 @@ static void on_start(struct psl_van *v, struct ibv_q *q, const uint8_t *buf, siz
 		*pp = p;
 	}
 	ibv_cxx_kick_replies(v, q);
+}
+
+static int cx_small_n(struct psl_van *v)
+{
+	struct ibv_cxx_rbuf *b;
+	int n = 0;
+	for (b = v->cx_small; b; b = b->next)
+		n++;
+	return n;
+}
+
+/* Registers a few small buffers ahead, at the first C++ stream. */
+void ibv_cxx_prepare(struct psl_van *v)
+{
+	int i;
+	if (v->cx_small)
+		return;
+	for (i = 0; i < 16; i++) {
+		struct ibv_cxx_rbuf *b = calloc(1, sizeof(*b));
+		if (!b || posix_memalign((void **)&b->data, 4096, CX_SMALL)) {
+			free(b);
+			return;
+		}
+		b->mr = ibv_reg_mr(v->pd, b->data, CX_SMALL,
+				   IBV_ACCESS_LOCAL_WRITE | IBV_ACCESS_REMOTE_WRITE);
+		if (!b->mr) {
+			free(b->data);
+			free(b);
+			return;
+		}
+		b->cap = CX_SMALL;
+		atomic_init(&b->refs, 1);
+		b->next = v->cx_small;
+		v->cx_small = b;
+	}
 }
 
 static struct ibv_cxx_pull *pull_take(struct psl_van *v, uint64_t addr, uint64_t len)
@@ -643,9 +698,15 @@ static void on_message(struct psl_van *v, struct ibv_q *q, uint32_t idx)
 		free(p);
 	}
 	if (in.kind == IBV_CXX_OTHER) {
-		/* C++ never writes to a control message's buffer again */
+		/* C++ never writes to a control message's buffer again: a small
+		 * one is kept for the next START */
 		v->cx_rb[idx] = NULL;
-		rbuf_unref(b);
+		if (b->cap == CX_SMALL && cx_small_n(v) < CX_SMALL_KEEP) {
+			b->next = v->cx_small;
+			v->cx_small = b;
+		} else {
+			rbuf_unref(b);
+		}
 	}
 	q->bytes += b->meta_len;
 	LOG(v, PSL_VAN_LOG_TRACE, "node %d (C++): %s, key %llu, %d bytes of values, pool index %u",
@@ -683,10 +744,11 @@ void ibv_cxx_rx(struct psl_van *v, struct ibv_q *q, const struct ibv_wc *wc, con
 
 void ibv_cxx_fini(struct psl_van *v)
 {
+	struct ibv_cxx_rbuf *b;
 	struct ibv_cxx_pull *p;
 	uint32_t i;
 	for (i = 0; i < v->cx_rb_n; i++) {
-		struct ibv_cxx_rbuf *b = v->cx_rb[i];
+		b = v->cx_rb[i];
 		if (!b)
 			continue;
 		/* deregistered now (the protection domain goes); the memory
@@ -698,6 +760,10 @@ void ibv_cxx_fini(struct psl_van *v)
 	free(v->cx_rb);
 	v->cx_rb = NULL;
 	v->cx_rb_n = 0;
+	while ((b = v->cx_small)) {
+		v->cx_small = b->next;
+		rbuf_unref(b);
+	}
 	while ((p = v->cx_pulls)) {
 		v->cx_pulls = p->next;
 		ibv_mrc_put(&v->mrc, p->reg);
