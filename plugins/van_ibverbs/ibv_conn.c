@@ -7,6 +7,10 @@
  * messages one way; the reverse direction of each pair carries FIN and
  * CREDIT records. A refused or unreachable peer is retried until
  * PS_CONNECT_TIMEOUT; a link that goes down is reported once (PEER_DOWN).
+ * A C++ ps-lite node is told by its record (ibv_cxx.h): its requests are
+ * accepted with our C++ record, and a link whose accept is one connects again
+ * with ours, one queue pair; those connections speak C++'s protocol
+ * (ibv_cxxio.c).
  * Everything here runs under the van's lock, on the progress thread or in
  * connect()/disconnect().
  */

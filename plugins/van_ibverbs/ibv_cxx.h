@@ -1,8 +1,8 @@
 /*
  * The records of C++ ps-lite's RDMA van (bytedance/ps-lite, byteps branch,
- * src/rdma_*.h), as far as van_ibverbs needs them: to recognise a C++ peer
- * and say so in one line, and as the codec of a future mode that speaks its
- * protocol (docs/van-ibverbs.md, "C++ ps-lite's RDMA protocol"). C++ writes
+ * src/rdma_*.h) and its rules for the meta, as van_ibverbs needs them to
+ * recognise a C++ peer and speak its protocol on that connection
+ * (ibv_cxxio.c; docs/van-ibverbs.md, "C++ ps-lite's RDMA van"). C++ writes
  * these as native structs; every C++ ps-lite build that matters is x86-64 or
  * aarch64, little-endian, with 8-byte u64 alignment, so the offsets below are
  * fixed. Decoders check lengths and ranges and never trust a field

@@ -12,7 +12,8 @@
  * (ibv_xfer.c). Credits keep every send matched by a posted receive. One
  * progress thread polls the completion queues while busy and sleeps on the
  * completion channel, the rdmacm channel and a wake-up eventfd when idle.
- * See docs/van-ibverbs.md.
+ * Connections to C++ ps-lite nodes speak their RDMA van's protocol instead
+ * (ibv_cxxio.c). See docs/van-ibverbs.md.
  */
 #include <errno.h>
 #include <fcntl.h>
