@@ -13,6 +13,7 @@
 #include <pslite/van.h>
 #include <pslite/van_util.h>
 
+#include "ibv_cxx.h"
 #include "ibv_logic.h"
 #include "ibv_wire.h"
 
@@ -30,8 +31,13 @@
 /* RDMA READs in flight on one queue pair. */
 #define IBV_READ_SLOTS 32
 
-/* What a work request is, found from its wr_id. */
-enum ibv_wr_kind { WR_RX = 1, WR_TX, WR_CTL, WR_READ };
+/* Send slots of a link to a C++ ps-lite node: its STARTs and the metas it
+ * writes (a larger meta is registered on its own). */
+#define IBV_CXX_SLOT 4096
+
+/* What a work request is, found from its wr_id. WR_NOP: a C++-mode RDMA
+ * WRITE of values, whose completion only frees its place in the queue. */
+enum ibv_wr_kind { WR_RX = 1, WR_TX, WR_CTL, WR_READ, WR_NOP };
 
 struct ibv_wr {
 	uint8_t kind;
@@ -50,6 +56,9 @@ struct ibv_q {
 	struct ibv_cq *cq;
 	struct ibv_qp *qp;
 	bool outgoing; /* we connected (we send messages, receive FIN/CREDIT) */
+	bool cxx;      /* the peer is a C++ ps-lite RDMA node (ibv_cxxio.c) */
+	struct ibv_wr nop_wr;
+	struct ibv_cxx_pend *cx_replies; /* REPLY records waiting for a slot */
 	int index;
 	struct ibv_link *link;	   /* outgoing */
 	struct ibv_stream *stream; /* incoming */
@@ -110,6 +119,13 @@ struct ibv_link {
 	int last_err;
 	char last_why[256];
 	struct ibv_sendop *live; /* ops not done yet */
+	/* C++ mode (ibv_cxxio.c): messages not written yet, in order; the
+	 * head may wait for the REPLY to its START */
+	bool cxx, cx_warned;
+	struct ibv_sendop *cx_head, *cx_tail;
+	struct ibv_cxx_tuple *tuples; /* remote buffers kept per (kind, key) */
+	size_t ntuples, cap_tuples;
+	uint64_t cx_next_cookie;
 	struct ibv_link *next;
 };
 
@@ -126,6 +142,19 @@ struct ibv_sendop {
 	struct ibv_mrc_ent *reg[IBV_MAX_SEGS];
 	struct ibv_sendop *qnext;	/* the queue pair's wait queue */
 	struct ibv_sendop *lprev, *lnext; /* the link's live list */
+	/* a message kept as given until its link is up (raw), and every
+	 * message to a C++ node */
+	bool raw;
+	uint8_t *meta;
+	size_t meta_len;
+	uint32_t nseg;
+	struct psl_van_seg segs[IBV_MAX_SEGS];
+	struct ibv_cxx_plan plan;
+	uint64_t cx_cookie;
+	bool cx_started, cx_have;
+	struct ibv_cxx_reply cx_tuple;
+	struct ibv_mr *meta_mr;
+	struct ibv_sendop *cnext;
 };
 
 /* A node that sends to us (accepted queue pairs of one link). */
@@ -135,7 +164,7 @@ struct ibv_stream {
 	int nqp;
 	struct ibv_q *q[IBV_MAX_QPS];
 	struct ibv_oq oq;
-	bool dead;
+	bool dead, cxx;
 	struct ibv_stream *next;
 };
 
@@ -215,6 +244,16 @@ struct psl_van {
 	struct ibv_q *qs;
 	struct ibv_event *ev_head, *ev_tail;
 	char transports[256];
+	/* C++ mode (ibv_cxxio.c): buffers lent to C++ senders by pool index,
+	 * pull answers expected, C++ nodes met (host:port) */
+	long cx_pool_max;
+	int role; /* from bind: 0 server, 1 worker, 2 scheduler */
+	struct ibv_cxx_rbuf **cx_rb;
+	uint32_t cx_rb_n, cx_rb_hint;
+	struct ibv_cxx_rbuf *cx_small; /* registered small buffers, free */
+	struct ibv_cxx_pull *cx_pulls;
+	char cx_known[16][160];
+	int32_t last_my_id;
 };
 
 /* ibv_dev.c */
@@ -254,6 +293,19 @@ void ibv_recvop_fail(struct psl_van *v, struct ibv_recvop *op, int status);
 void ibv_q_fail(struct psl_van *v, struct ibv_q *q, int status);
 void ibv_stream_fail(struct psl_van *v, struct ibv_stream *s, int status);
 void ibv_q_broken(struct psl_van *v, struct ibv_q *q, int err, const char *what);
+
+/* ibv_cxxio.c: C++ ps-lite's RDMA protocol on links and streams to C++ nodes */
+bool ibv_cxx_known(struct psl_van *v, const char *where);
+void ibv_cxx_remember(struct psl_van *v, const char *where);
+int ibv_cxx_send(struct psl_van *v, struct ibv_link *l, struct ibv_sendop *op);
+void ibv_cxx_pump(struct psl_van *v, struct ibv_link *l);
+void ibv_cxx_kick_replies(struct psl_van *v, struct ibv_q *q);
+void ibv_cxx_rx(struct psl_van *v, struct ibv_q *q, const struct ibv_wc *wc, const uint8_t *buf);
+void ibv_cxx_op_gone(struct ibv_sendop *op);
+void ibv_cxx_link_free(struct ibv_link *l);
+void ibv_cxx_q_free(struct ibv_q *q);
+void ibv_cxx_prepare(struct psl_van *v);
+void ibv_cxx_fini(struct psl_van *v);
 
 /* ibv_recv.c */
 void ibv_rx_msg(struct psl_van *v, struct ibv_q *q, const uint8_t *buf, size_t len);

@@ -7,6 +7,10 @@
  * messages one way; the reverse direction of each pair carries FIN and
  * CREDIT records. A refused or unreachable peer is retried until
  * PS_CONNECT_TIMEOUT; a link that goes down is reported once (PEER_DOWN).
+ * A C++ ps-lite node is told by its record (ibv_cxx.h): its requests are
+ * accepted with our C++ record, and a link whose accept is one connects again
+ * with ours, one queue pair; those connections speak C++'s protocol
+ * (ibv_cxxio.c).
  * Everything here runs under the van's lock, on the progress thread or in
  * connect()/disconnect().
  */
@@ -17,6 +21,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 
 #include "ibv.h"
 #include "ibv_cxx.h"
@@ -257,6 +262,7 @@ void ibv_link_free(struct psl_van *v, struct ibv_link *l)
 		ibv_sendop_finish(v, op, -ECANCELED);
 	l->wq_head = l->wq_tail = NULL;
 	link_reset_qs(v, l);
+	ibv_cxx_link_free(l);
 	free(l);
 }
 
@@ -310,17 +316,34 @@ static void conn_params(struct psl_van *v, struct rdma_conn_param *cp, const voi
 	cp->rnr_retry_count = 7;
 }
 
-/* The one line for a C++ ps-lite peer (its RDMA van speaks another protocol). */
+static void stream_q_gone(struct psl_van *v, struct ibv_q *q);
+
+/* The one line for a C++ ps-lite peer in a job with PS_JOB_SECRET: C++ nodes
+ * prove nothing, so the secret cannot be kept with them. */
 static void cxx_peer_line(char *d, size_t n, const char *what, const char *where,
 			  const struct ibv_cxx_conn *c)
 {
 	snprintf(d, n,
-		 "%s%s%s node %u at %s port %u: it runs C++ ps-lite's RDMA van, whose wire "
-		 "protocol pslite's van_ibverbs does not speak; run jobs that mix C++ ps-lite "
-		 "and pslite nodes over ZeroMQ: DMLC_ENABLE_RDMA=0 on every node "
-		 "(docs/van-ibverbs.md)",
+		 "%s%s%s node %u at %s port %u: it runs C++ ps-lite's RDMA van, which cannot "
+		 "prove PS_JOB_SECRET; unset PS_JOB_SECRET on every node to mix C++ ps-lite "
+		 "and pslite nodes (docs/van-ibverbs.md)",
 		 what, where ? where : "", where ? " reached" : "", (unsigned)c->node, c->host,
 		 (unsigned)c->port);
+}
+
+/* This node's record for C++ peers: its id (as last given to connect), its
+ * listening port and host. */
+static size_t cxx_record(struct psl_van *v, int32_t my_id, uint8_t *buf)
+{
+	struct ibv_cxx_conn c;
+	const char *h = v->bind_host[0] ? v->bind_host : "localhost";
+	memset(&c, 0, sizeof(c));
+	c.node = (uint32_t)my_id;
+	c.port = (uint16_t)v->port;
+	/* cut to 15 characters as C++ does (it uses the name only to spot a
+	 * peer on its own host) */
+	memcpy(c.host, h, strnlen(h, IBV_CXX_HOST_LEN - 1));
+	return ibv_cxx_conn_encode(buf, &c);
 }
 
 /* Whether this C++ peer is reported for the first time (remembers 16). */
@@ -346,6 +369,69 @@ static bool cxx_first(struct psl_van *v, const struct ibv_cxx_conn *c)
 	return false;
 }
 
+/* A C++ ps-lite node connects: its messages come on this queue pair, in
+ * C++'s protocol (ibv_cxxio.c). */
+static void accept_cxx(struct psl_van *v, struct rdma_cm_id *id, const struct ibv_cxx_conn *c)
+{
+	struct rdma_conn_param cp;
+	uint8_t buf[IBV_CXX_REQ_LEN];
+	struct ibv_stream *s;
+	struct ibv_q *q = NULL;
+	int rc;
+
+	rc = ibv_dev_attach(v, id->verbs);
+	s = rc ? NULL : calloc(1, sizeof(*s));
+	if (s) {
+		if (getrandom(&s->nonce, sizeof(s->nonce), 0) != sizeof(s->nonce))
+			s->nonce = (uint64_t)psl_van_now_ns();
+		s->sender = (int32_t)c->node;
+		s->nqp = 1;
+		s->cxx = true;
+		s->next = v->streams;
+		v->streams = s;
+		q = q_new(v);
+	}
+	if (!q) {
+		rdma_reject(id, NULL, 0);
+		rdma_destroy_id(id);
+		return;
+	}
+	q->cm = id;
+	id->context = q;
+	q->stream = s;
+	q->cxx = true;
+	q->nop_wr.kind = WR_NOP;
+	s->q[0] = q;
+	rc = ibv_q_setup(v, q, (uint32_t)v->rx_depth, IBV_CTL_BUF);
+	if (!rc)
+		rc = ibv_q_start(v, q, 65535, 0);
+	if (rc) {
+		LOG(v, PSL_VAN_LOG_ERROR, "cannot set up a queue pair for node %u (C++ ps-lite): %s",
+		    (unsigned)c->node, strerror(-rc));
+		rdma_reject(id, NULL, 0);
+		stream_q_gone(v, q);
+		return;
+	}
+	ibv_cxx_prepare(v);
+	cxx_record(v, v->last_my_id ? v->last_my_id : PSL_VAN_ID_NONE, buf);
+	conn_params(v, &cp, buf, sizeof(buf));
+	if (rdma_accept(id, &cp)) {
+		LOG(v, PSL_VAN_LOG_WARN, "rdma_accept for node %u: %s", (unsigned)c->node,
+		    strerror(errno));
+		stream_q_gone(v, q);
+		return;
+	}
+	/* our links to it speak C++'s protocol from the start: a first
+	 * connection in ours would cost the C++ node a whole endpoint */
+	{
+		char where[160];
+		snprintf(where, sizeof(where), "%s:%u", c->host, (unsigned)c->port);
+		ibv_cxx_remember(v, where);
+	}
+	LOG(v, PSL_VAN_LOG_DEBUG, "accepted node %u at %s port %u: a C++ ps-lite RDMA node, "
+	    "spoken to in its protocol", (unsigned)c->node, c->host, (unsigned)c->port);
+}
+
 static void on_connect_request(struct psl_van *v, struct rdma_cm_id *id, const void *pd,
 			       size_t pdlen)
 {
@@ -364,12 +450,18 @@ static void on_connect_request(struct psl_van *v, struct rdma_cm_id *id, const v
 		struct ibv_cxx_conn c;
 		const char *cwhy = "";
 		if (!ibv_cxx_conn_decode(pd, pdlen, &c, &cwhy)) {
-			char d[512];
-			cxx_peer_line(d, sizeof(d), "refused an RDMA connection from", NULL, &c);
-			LOG(v, cxx_first(v, &c) ? PSL_VAN_LOG_ERROR : PSL_VAN_LOG_DEBUG, "%s", d);
-			ibv_conn_rej_encode(rej, IBV_REJ_VERSION);
-			rdma_reject(id, rej, sizeof(rej));
-			rdma_destroy_id(id);
+			if (v->secret) {
+				char d[512];
+				cxx_peer_line(d, sizeof(d), "refused an RDMA connection from", NULL,
+					      &c);
+				LOG(v, cxx_first(v, &c) ? PSL_VAN_LOG_ERROR : PSL_VAN_LOG_DEBUG,
+				    "%s", d);
+				ibv_conn_rej_encode(rej, IBV_REJ_NO_SECRET);
+				rdma_reject(id, rej, sizeof(rej));
+				rdma_destroy_id(id);
+				return;
+			}
+			accept_cxx(v, id, &c);
 			return;
 		}
 		LOG(v, PSL_VAN_LOG_WARN,
@@ -461,6 +553,19 @@ static void on_route_resolved(struct psl_van *v, struct ibv_q *q, int64_t now)
 		link_retry(v, l, now, why);
 		return;
 	}
+	if (l->cxx) {
+		/* a C++ ps-lite node: its record, as it reads the sender's id */
+		len = cxx_record(v, l->my_id, buf);
+		q->cxx = true;
+		q->nop_wr.kind = WR_NOP;
+		conn_params(v, &cp, buf, len);
+		if (rdma_connect(q->cm, &cp)) {
+			char why[160];
+			snprintf(why, sizeof(why), "rdma_connect: %s", strerror(errno));
+			link_retry(v, l, now, why);
+		}
+		return;
+	}
 	r.version = IBV_WIRE_VERSION;
 	r.qp_index = (uint8_t)q->index;
 	r.nqp = (uint8_t)l->nqp;
@@ -498,14 +603,53 @@ static void on_established_out(struct psl_van *v, struct ibv_q *q, const void *p
 	int i, rc;
 
 	rc = ibv_conn_acc_decode(pd, pdlen, &a, &why);
-	if (rc) {
+	if (rc || l->cxx) {
 		struct ibv_cxx_conn c;
 		const char *cwhy = "";
 		if (!ibv_cxx_conn_decode(pd, pdlen, &c, &cwhy)) {
-			char d[512];
-			cxx_peer_line(d, sizeof(d), "the RDMA connection to ", l->where, &c);
-			link_mismatch(v, l, -EPROTONOSUPPORT, d);
+			if (v->secret) {
+				char d[512];
+				cxx_peer_line(d, sizeof(d), "the RDMA connection to ", l->where,
+					      &c);
+				link_mismatch(v, l, -EACCES, d);
+				return;
+			}
+			if (!l->cxx) {
+				/* it read our record as a node id: connect again
+				 * with C++'s record, one queue pair */
+				LOG(v, PSL_VAN_LOG_INFO,
+				    "node %d at %s runs C++ ps-lite's RDMA van: speaking its "
+				    "protocol to it", l->id, l->where);
+				ibv_cxx_remember(v, l->where);
+				l->cxx = true;
+				link_reset_qs(v, l);
+				l->nqp = 1;
+				l->retry_at_ms = now;
+				return;
+			}
+			rc = ibv_q_start(v, q, 65535, IBV_CXX_SLOT);
+			if (rc) {
+				char d[160];
+				snprintf(d, sizeof(d), "cannot set up a queue pair: %s",
+					 strerror(-rc));
+				link_retry(v, l, now, d);
+				return;
+			}
+			q->up = true;
+			l->state = L_UP;
+			LOG(v, PSL_VAN_LOG_DEBUG, "node %d at %s: up (C++ ps-lite's protocol)",
+			    l->id, l->where);
+			if (!l->retired)
+				tell(v, l->id, PSL_VAN_PEER_UP, 0, NULL);
+			ibv_link_flush_wait(v, l);
+			ibv_cxx_pump(v, l);
 			return;
+		}
+		if (l->cxx) {
+			/* it answered as pslite now: start over in our protocol */
+			l->cxx = false;
+			rc = -EPROTO;
+			why = "a pslite answer where a C++ ps-lite node was";
 		}
 	}
 	if (!rc && (a.qp_index != q->index || a.nqp != l->nqp))

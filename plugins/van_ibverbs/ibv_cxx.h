@@ -1,8 +1,8 @@
 /*
  * The records of C++ ps-lite's RDMA van (bytedance/ps-lite, byteps branch,
- * src/rdma_*.h), as far as van_ibverbs needs them: to recognise a C++ peer
- * and say so in one line, and as the codec of a future mode that speaks its
- * protocol (docs/van-ibverbs.md, "C++ ps-lite's RDMA protocol"). C++ writes
+ * src/rdma_*.h) and its rules for the meta, as van_ibverbs needs them to
+ * recognise a C++ peer and speak its protocol on that connection
+ * (ibv_cxxio.c; docs/van-ibverbs.md, "C++ ps-lite's RDMA van"). C++ writes
  * these as native structs; every C++ ps-lite build that matters is x86-64 or
  * aarch64, little-endian, with 8-byte u64 alignment, so the offsets below are
  * fixed. Decoders check lengths and ranges and never trust a field
@@ -26,6 +26,7 @@
 #ifndef PSL_VAN_IBV_CXX_H
 #define PSL_VAN_IBV_CXX_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -81,5 +82,69 @@ uint64_t ibv_cxx_data_offset(uint64_t meta_len);
 /* The bytes a receiver's buffer needs for a START: meta, padding to a page,
  * every segment (0 when that overflows). */
 uint64_t ibv_cxx_buf_len(const struct ibv_cxx_start *s);
+
+/*
+ * The meta (ps-lite's packed meta, docs/wire.md §4) is the same bytes on C++'s
+ * RDMA van as on ZeroMQ; what differs is which data travels. C++ reads a
+ * message's kind from the meta: a control or SimpleApp message carries the
+ * meta alone; a KV message carries one key, in the meta's key field, and its
+ * values as val_len bytes (see ibv_cxx_plan and ibv_cxx_unpack).
+ */
+enum ibv_cxx_kind {
+	IBV_CXX_OTHER = 0, /* control or SimpleApp */
+	IBV_CXX_PUSH_REQ,
+	IBV_CXX_PULL_REQ,
+	IBV_CXX_PUSH_RESP,
+	IBV_CXX_PULL_RESP,
+};
+
+struct ibv_cxx_meta {
+	int kind;
+	uint64_t key, addr;
+	int32_t val_len, option;
+	int32_t vtype; /* data type of the values frame, -1 when not listed */
+};
+
+/* Reads what the C++ mode needs of a meta: 0, or -EPROTO with why. */
+int ibv_cxx_meta_peek(const void *meta, size_t len, struct ibv_cxx_meta *m, const char **why);
+void ibv_cxx_meta_set_key(void *meta, uint64_t key);
+void ibv_cxx_meta_set_val_len(void *meta, int32_t n);
+void ibv_cxx_meta_set_option(void *meta, int32_t n);
+
+/* How one message goes to a C++ node. */
+struct ibv_cxx_plan {
+	int kind;		    /* enum ibv_cxx_kind */
+	uint64_t key;		    /* KV: the key its remote buffer is kept under */
+	struct ibv_cxx_start start; /* what the START announces (cookie aside) */
+	uint64_t need;		    /* bytes the receiver's buffer holds for it */
+	int data_seg;		    /* segment RDMA-written before the meta, or -1:
+				     * push request: into the receiver's buffer after
+				     * the meta; pull answer: to the meta's addr with
+				     * the meta's option as remote key */
+	uint64_t pull_addr, pull_len; /* pull request: where the answer goes */
+};
+
+/* Plans a message of this node's core for a C++ node and patches its meta
+ * (a copy) as C++'s RDMA van does: a request's key field from its one key,
+ * val_len of a push or pull answer as the values' bytes. Refuses with
+ * -EPROTO and why what C++ cannot carry: several keys, values wider than a
+ * byte, a pull without room for its answer. The pull request's option (the
+ * remote key of pull_addr) is the caller's to set. */
+int ibv_cxx_plan(void *meta, size_t meta_len, const uint64_t *lens, const void *keys,
+		 uint32_t nseg, struct ibv_cxx_plan *p, const char **why);
+
+/* What a message from a C++ node holds, rebuilt from its meta. */
+struct ibv_cxx_in {
+	int kind;
+	uint32_t nseg; /* segments to deliver: 0, 2 (keys, no values), 3 (keys, values, lens) */
+	uint64_t key;
+	int32_t val_len;
+	uint64_t vals_off;  /* push request: values at this offset of the buffer */
+	uint64_t vals_addr; /* pull answer: values already written here */
+};
+
+/* buf_len: the bytes of the buffer the meta arrived in (its START's). */
+int ibv_cxx_unpack(const void *meta, size_t meta_len, uint64_t buf_len, struct ibv_cxx_in *in,
+		   const char **why);
 
 #endif

@@ -149,6 +149,7 @@ void ibv_q_teardown_bufs(struct ibv_q *q)
 	free(q->rx_wr);
 	free(q->tx_wr);
 	free(q->tx_free);
+	ibv_cxx_q_free(q);
 	while ((f = q->fins)) {
 		q->fins = f->next;
 		free(f);
@@ -185,6 +186,7 @@ void ibv_sendop_finish(struct psl_van *v, struct ibv_sendop *op, int status)
 		op->q->tx_wr[op->slot].obj = NULL;
 	for (i = 0; i < op->nreg; i++)
 		ibv_mrc_put(&v->mrc, op->reg[i]);
+	ibv_cxx_op_gone(op);
 	ev_send_done(v, op->cookie, status);
 	free(op->rec);
 	free(op);
@@ -282,6 +284,13 @@ void ibv_q_kick(struct psl_van *v, struct ibv_q *q)
 
 	if (!q || !q->up || q->dead || !q->qp)
 		return;
+	if (q->cxx) {
+		if (q->outgoing && q->link)
+			ibv_cxx_pump(v, q->link);
+		else
+			ibv_cxx_kick_replies(v, q);
+		return;
+	}
 	while (q->fins && q->cr.avail && q->ctl_free_n && sq_room(q)) {
 		struct ibv_fin_wait *f = q->fins;
 		size_t n;
@@ -377,44 +386,28 @@ static void link_dispatch(struct psl_van *v, struct ibv_link *l, struct ibv_send
 	ibv_q_kick(v, l->q[k]);
 }
 
-int ibv_send_msg(struct psl_van *v, struct ibv_link *l, const void *meta, size_t meta_len,
-		 const struct psl_van_seg *segs, uint32_t nseg, void *cookie)
+/* Encodes a message kept as given (op->meta, op->segs) into a record. */
+static int op_encode(struct psl_van *v, struct ibv_link *l, struct ibv_sendop *op)
 {
 	struct ibv_wseg ws[IBV_MAX_SEGS];
 	uint64_t lens[IBV_MAX_SEGS];
 	bool remote[IBV_MAX_SEGS];
 	struct ibv_msg_hdr h;
-	struct ibv_sendop *op;
 	long size;
-	uint32_t i;
-	int rc;
+	uint32_t i, nseg = op->nseg;
+	const struct psl_van_seg *segs = op->segs;
 
-	if (nseg > IBV_MAX_SEGS)
-		return -EMSGSIZE;
-	if (meta_len > UINT32_MAX)
-		return -EMSGSIZE;
-	for (i = 0; i < nseg; i++) {
-		if (segs[i].mem_type != PSL_MEM_HOST && segs[i].len)
-			return -EOPNOTSUPP;
+	for (i = 0; i < nseg; i++)
 		lens[i] = segs[i].len;
-	}
-	size = ibv_plan(lens, nseg, (uint32_t)meta_len, IBV_EAGER_BUF, 0, remote);
+	size = ibv_plan(lens, nseg, (uint32_t)op->meta_len, IBV_EAGER_BUF, 0, remote);
 	if (size < 0) {
 		LOG(v, PSL_VAN_LOG_ERROR, "a meta of %zu bytes does not fit in a %d-byte record",
-		    meta_len, IBV_EAGER_BUF);
+		    op->meta_len, IBV_EAGER_BUF);
 		return (int)size;
 	}
-	op = calloc(1, sizeof(*op));
-	if (!op)
-		return -ENOMEM;
 	op->rec = malloc((size_t)size);
-	if (!op->rec) {
-		free(op);
+	if (!op->rec)
 		return -ENOMEM;
-	}
-	op->slot = -1;
-	op->link = l;
-	op->cookie = cookie;
 	memset(&h, 0, sizeof(h));
 	for (i = 0; i < nseg; i++) {
 		ws[i].len = segs[i].len;
@@ -427,17 +420,16 @@ int ibv_send_msg(struct psl_van *v, struct ibv_link *l, const void *meta, size_t
 		if (!v->mrc_ready) {
 			/* no device yet (the bind address named none): only
 			 * messages that need no registration can wait */
-			rc = -ENOTCONN;
-			goto fail;
+			return -ENOTCONN;
 		}
 		if (segs[i].mr) {
 			struct ibv_mrc_ent *e = segs[i].mr;
 			ws[i].rkey = ((struct ibv_mr *)e->mr)->rkey;
 		} else {
 			struct ibv_mrc_ent *e;
-			rc = ibv_mrc_get(&v->mrc, segs[i].data, segs[i].len, &e);
+			int rc = ibv_mrc_get(&v->mrc, segs[i].data, segs[i].len, &e);
 			if (rc)
-				goto fail;
+				return rc;
 			op->reg[op->nreg++] = e;
 			ws[i].rkey = ((struct ibv_mr *)e->mr)->rkey;
 		}
@@ -450,33 +442,75 @@ int ibv_send_msg(struct psl_van *v, struct ibv_link *l, const void *meta, size_t
 	ibv_sop_init(&op->sm, h.token != 0);
 	h.nseg = nseg;
 	h.seq = l->next_seq++;
-	h.meta_len = (uint32_t)meta_len;
-	op->rec_len = ibv_msg_encode(op->rec, (size_t)size, &h, meta, ws);
-	if (op->rec_len != (size_t)size) {
-		rc = -EINVAL;
-		goto fail;
+	h.meta_len = (uint32_t)op->meta_len;
+	op->rec_len = ibv_msg_encode(op->rec, (size_t)size, &h, op->meta, ws);
+	if (op->rec_len != (size_t)size)
+		return -EINVAL;
+	free(op->meta);
+	op->meta = NULL;
+	return 0;
+}
+
+/* Takes back a message that was never posted, without send_done. */
+static void op_discard(struct psl_van *v, struct ibv_sendop *op)
+{
+	op->cookie = NULL;
+	ibv_sendop_finish(v, op, 0);
+}
+
+int ibv_send_msg(struct psl_van *v, struct ibv_link *l, const void *meta, size_t meta_len,
+		 const struct psl_van_seg *segs, uint32_t nseg, void *cookie)
+{
+	struct ibv_sendop *op;
+	uint32_t i;
+	int rc;
+
+	if (nseg > IBV_MAX_SEGS)
+		return -EMSGSIZE;
+	if (meta_len > UINT32_MAX)
+		return -EMSGSIZE;
+	for (i = 0; i < nseg; i++)
+		if (segs[i].mem_type != PSL_MEM_HOST && segs[i].len)
+			return -EOPNOTSUPP;
+	op = calloc(1, sizeof(*op));
+	if (!op)
+		return -ENOMEM;
+	op->meta = malloc(meta_len ? meta_len : 1);
+	if (!op->meta) {
+		free(op);
+		return -ENOMEM;
 	}
+	memcpy(op->meta, meta, meta_len);
+	op->meta_len = meta_len;
+	op->nseg = nseg;
+	if (nseg)
+		memcpy(op->segs, segs, nseg * sizeof(*segs));
+	op->slot = -1;
+	op->link = l;
+	op->cookie = cookie;
 	op->lnext = l->live;
 	if (l->live)
 		l->live->lprev = op;
 	l->live = op;
-	if (l->state == L_UP) {
-		link_dispatch(v, l, op);
-	} else {
+	if (l->state != L_UP) {
+		/* kept as given: the link's protocol is known once it is up */
+		op->raw = true;
 		op->qnext = NULL;
 		if (l->wq_tail)
 			l->wq_tail->qnext = op;
 		else
 			l->wq_head = op;
 		l->wq_tail = op;
+		return 0;
 	}
+	rc = l->cxx ? ibv_cxx_send(v, l, op) : op_encode(v, l, op);
+	if (rc) {
+		op_discard(v, op);
+		return rc;
+	}
+	if (!l->cxx)
+		link_dispatch(v, l, op);
 	return 0;
-fail:
-	for (i = 0; i < op->nreg; i++)
-		ibv_mrc_put(&v->mrc, op->reg[i]);
-	free(op->rec);
-	free(op);
-	return rc;
 }
 
 /* The link came up: its waiting messages get queue pairs, in order. */
@@ -487,7 +521,17 @@ void ibv_link_flush_wait(struct psl_van *v, struct ibv_link *l)
 		l->wq_head = op->qnext;
 		if (!l->wq_head)
 			l->wq_tail = NULL;
-		link_dispatch(v, l, op);
+		if (op->raw) {
+			int rc;
+			op->raw = false;
+			rc = l->cxx ? ibv_cxx_send(v, l, op) : op_encode(v, l, op);
+			if (rc) {
+				ibv_sendop_finish(v, op, rc);
+				continue;
+			}
+		}
+		if (!l->cxx)
+			link_dispatch(v, l, op);
 	}
 }
 
@@ -580,8 +624,15 @@ static void wc_one(struct psl_van *v, struct ibv_q *q, struct ibv_wc *wc)
 		q->sq_used--;
 	switch (w->kind) {
 	case WR_RX:
-		if (!st && !q->dead)
+		if (!st && !q->dead && q->cxx) {
+			ibv_cxx_rx(v, q, wc, q->rx_mem + (size_t)w->idx * q->rx_buf);
+			if (!q->dead && post_rx(q, w->idx))
+				ibv_q_broken(v, q, -EIO, "reposting a receive buffer");
+		} else if (!st && !q->dead) {
 			rx_done(v, q, w, wc->byte_len);
+		}
+		break;
+	case WR_NOP:
 		break;
 	case WR_TX:
 		q->tx_free[q->tx_free_n++] = w->idx;

@@ -8,6 +8,7 @@ plugins_van_ibverbs_van_ibverbs_la_SOURCES = \
 	plugins/van_ibverbs/ibv_pool.c \
 	plugins/van_ibverbs/ibv_wire.c plugins/van_ibverbs/ibv_wire.h \
 	plugins/van_ibverbs/ibv_cxx.c plugins/van_ibverbs/ibv_cxx.h \
+	plugins/van_ibverbs/ibv_cxxio.c \
 	plugins/van_ibverbs/ibv_logic.c plugins/van_ibverbs/ibv_logic.h
 plugins_van_ibverbs_van_ibverbs_la_CPPFLAGS = $(VAN_CPPFLAGS)
 plugins_van_ibverbs_van_ibverbs_la_CFLAGS = $(AM_CFLAGS) $(IBVERBS_CFLAGS)

@@ -12,7 +12,8 @@
  * (ibv_xfer.c). Credits keep every send matched by a posted receive. One
  * progress thread polls the completion queues while busy and sleeps on the
  * completion channel, the rdmacm channel and a wake-up eventfd when idle.
- * See docs/van-ibverbs.md.
+ * Connections to C++ ps-lite nodes speak their RDMA van's protocol instead
+ * (ibv_cxxio.c). See docs/van-ibverbs.md.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -184,6 +185,8 @@ static int read_settings(struct psl_van *v)
 	bad |= psl_van_param_long(h, VAN, "PS_BUSY_POLL_US", PSL_VAN_BUSY_POLL_US_DEFAULT, 0,
 				  10000000, "microseconds", &us);
 	bad |= psl_van_param_long(h, VAN, "PS_IBV_MR_CACHE", 1, 0, 1, NULL, &mrc);
+	bad |= psl_van_param_long(h, VAN, "BYTEPS_ADDRESS_POOL_SIZE", IBV_CXX_POOL_DEFAULT, 1,
+				  1 << 24, "a number of buffers", &v->cx_pool_max);
 	bad |= psl_van_param_long(h, VAN, "PS_IBV_MR_CACHE_SIZE", 1024, 1, 1 << 20,
 				  "a number of registrations", &v->mr_cache_max);
 	if (bad)
@@ -299,6 +302,7 @@ static void vfini(struct psl_van *v)
 	}
 	while (v->qs)
 		ibv_q_destroy(v, v->qs);
+	ibv_cxx_fini(v);
 	pthread_mutex_unlock(&v->mu);
 	ibv_flush_events(v);
 	if (v->mrc_ready) {
@@ -357,6 +361,7 @@ static int vbind(struct psl_van *v, const struct psl_van_bind_req *req,
 		return -EALREADY;
 	}
 	snprintf(v->bind_host, sizeof(v->bind_host), "%s", req->host ? req->host : "");
+	v->role = req->role;
 	rc = ibv_listen(v, v->bind_host, req->port, &port);
 	if (!rc) {
 		v->bound = true;
@@ -412,6 +417,12 @@ static int vconnect(struct psl_van *v, const struct psl_van_peer *peer, int32_t 
 	l->port = peer->port;
 	snprintf(l->where, sizeof(l->where), "%s:%d", peer->host, peer->port);
 	l->nqp = (int)v->split_qp;
+	if (ibv_cxx_known(v, l->where)) {
+		l->cxx = true; /* met before: C++'s protocol from the start */
+		l->nqp = 1;
+	}
+	if (my_id != PSL_VAN_ID_NONE)
+		v->last_my_id = my_id;
 	l->nonce = nonce64();
 	l->next_seq = 0;
 	l->deadline_ms = now + v->connect_s * 1000 + 5000;

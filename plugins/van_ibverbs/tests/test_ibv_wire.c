@@ -9,6 +9,8 @@
 
 #include <cmocka.h>
 
+#include <pslite/van_util.h>
+
 #include "ibv_cxx.h"
 #include "ibv_wire.h"
 
@@ -444,6 +446,206 @@ static void test_cxx_random(void **state)
 	}
 }
 
+
+/* A ps-lite meta (docs/wire.md §4.2) with the fields the C++ mode reads. */
+static size_t mk_meta(uint8_t *m, int cmd, int req, int push, int sapp, int ntypes,
+		      const int32_t *types, uint64_t addr, int32_t val_len)
+{
+	int i;
+	memset(m, 0, 112 + 4 * 16);
+	psl_van_put_le32(m, 7);		  /* head */
+	psl_van_put_le32(m + 8, (uint32_t)cmd);
+	m[32] = (uint8_t)req;
+	psl_van_put_le32(m + 40, 5);	  /* timestamp */
+	psl_van_put_le32(m + 44, (uint32_t)ntypes);
+	m[68] = (uint8_t)push;
+	m[69] = (uint8_t)sapp;
+	psl_van_put_le64(m + 88, addr);
+	psl_van_put_le32(m + 96, (uint32_t)val_len);
+	for (i = 0; i < ntypes; i++)
+		psl_van_put_le32(m + 112 + 4 * i, (uint32_t)types[i]);
+	return 112 + 4 * (size_t)ntypes;
+}
+
+/* What goes to a C++ node: one key into the meta's key field, values counted
+ * in bytes, 3 segments announced for a push, the refusals. */
+static void test_cxx_plan(void **state)
+{
+	static const int32_t bytes3[] = {8, 11, 3}, bytes2[] = {8, 11}, f32[] = {8, 9, 3};
+	uint8_t m[112 + 64], keys[16];
+	uint64_t lens[4];
+	struct ibv_cxx_plan p;
+	struct ibv_cxx_meta mm;
+	const char *why;
+	size_t n;
+	(void)state;
+
+	psl_van_put_le64(keys, 0x0102030405060708ull);
+	psl_van_put_le64(keys + 8, 9);
+	/* push request, 1 key, 5000 bytes with lens */
+	n = mk_meta(m, 0, 1, 1, 0, 3, bytes3, 0x1000, 5000);
+	lens[0] = 8, lens[1] = 5000, lens[2] = 4;
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 3, &p, &why), 0);
+	assert_int_equal(p.kind, IBV_CXX_PUSH_REQ);
+	assert_true(p.key == 0x0102030405060708ull);
+	assert_true(psl_van_get_le64(m + 80) == 0x0102030405060708ull);
+	assert_int_equal((int32_t)psl_van_get_le32(m + 96), 5000);
+	assert_true(p.start.nseg == 3 && p.start.len[0] == 8 && p.start.len[1] == 5000 &&
+		    p.start.len[2] == 4 && p.start.meta_len == n);
+	assert_int_equal(p.data_seg, 1);
+	assert_true(p.need == 4096 + 8 + 5000 + 4);
+	/* without lens: still 3 announced, val_len from the values */
+	n = mk_meta(m, 0, 1, 1, 0, 2, bytes2, 0x1000, 77);
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 2, &p, &why), 0);
+	assert_true(p.start.nseg == 3 && p.start.len[2] == 4);
+	assert_int_equal((int32_t)psl_van_get_le32(m + 96), 5000);
+	/* empty values: nothing to write before the meta */
+	lens[1] = 0;
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 2, &p, &why), 0);
+	assert_int_equal(p.data_seg, -1);
+	lens[1] = 5000;
+	/* two keys, float values, odd lens: refused with a reason */
+	lens[0] = 16;
+	why = NULL;
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 2, &p, &why), -EPROTO);
+	assert_non_null(strstr(why, "one key"));
+	lens[0] = 8;
+	n = mk_meta(m, 0, 1, 1, 0, 3, f32, 0x1000, 1250);
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 3, &p, &why), -EPROTO);
+	assert_non_null(strstr(why, "bytes"));
+	n = mk_meta(m, 0, 1, 1, 0, 3, bytes3, 0x1000, 5000);
+	lens[2] = 8;
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 3, &p, &why), -EPROTO);
+	lens[2] = 4;
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 1, &p, &why), -EPROTO);
+	/* pull request: room for the answer in val_len, key patched */
+	n = mk_meta(m, 0, 1, 0, 0, 2, bytes2, 0x7f00aa, 4096);
+	lens[0] = 8, lens[1] = 0;
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 2, &p, &why), 0);
+	assert_int_equal(p.kind, IBV_CXX_PULL_REQ);
+	assert_true(p.pull_addr == 0x7f00aa && p.pull_len == 4096);
+	assert_true(psl_van_get_le64(m + 80) == 0x0102030405060708ull);
+	assert_true(p.start.nseg == 2 && p.data_seg == -1);
+	ibv_cxx_meta_set_option(m, 0x4321);
+	assert_int_equal(ibv_cxx_meta_peek(m, n, &mm, &why), 0);
+	assert_int_equal(mm.option, 0x4321);
+	n = mk_meta(m, 0, 1, 0, 0, 2, bytes2, 0x7f00aa, 0);
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 2, &p, &why), -EPROTO);
+	n = mk_meta(m, 0, 1, 0, 0, 2, bytes2, 0, 64);
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 2, &p, &why), -EPROTO);
+	/* pull answer: val_len becomes the values' bytes, written to addr */
+	n = mk_meta(m, 0, 0, 0, 0, 3, bytes3, 0x7f00aa, 4096);
+	psl_van_put_le64(m + 80, 42);
+	lens[0] = 8, lens[1] = 1000, lens[2] = 4;
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 3, &p, &why), 0);
+	assert_int_equal(p.kind, IBV_CXX_PULL_RESP);
+	assert_true(p.key == 42 && p.data_seg == 1);
+	assert_int_equal((int32_t)psl_van_get_le32(m + 96), 1000);
+	psl_van_put_le64(m + 88, 0);
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 3, &p, &why), -EPROTO);
+	/* an error answer (no data) and a push answer: the meta alone */
+	n = mk_meta(m, 0, 0, 0, 0, 0, NULL, 0x7f00aa, 4096);
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 0, &p, &why), 0);
+	assert_true(p.data_seg == -1 && p.start.nseg == 0);
+	n = mk_meta(m, 0, 0, 1, 0, 0, NULL, 0, 0);
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 0, &p, &why), 0);
+	assert_int_equal(p.kind, IBV_CXX_PUSH_RESP);
+	/* control and SimpleApp: the meta alone, whatever the segments */
+	n = mk_meta(m, 3, 1, 0, 0, 0, NULL, 0, 0);
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 3, &p, &why), 0);
+	assert_true(p.kind == IBV_CXX_OTHER && p.start.nseg == 0 && p.need == n &&
+		    p.data_seg == -1);
+	n = mk_meta(m, 0, 1, 0, 1, 0, NULL, 0, 0);
+	lens[0] = 16;
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 1, &p, &why), 0);
+	assert_int_equal(p.kind, IBV_CXX_OTHER);
+	/* not a meta */
+	assert_int_equal(ibv_cxx_plan(m, 111, lens, keys, 0, &p, &why), -EPROTO);
+	n = mk_meta(m, 0, 2, 0, 0, 0, NULL, 0, 0);
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 0, &p, &why), -EPROTO);
+	n = mk_meta(m, 0, 1, 0, 0, 3, bytes3, 0, 0);
+	assert_int_equal(ibv_cxx_plan(m, n - 1, lens, keys, 0, &p, &why), -EPROTO);
+}
+
+/* What comes from a C++ node: the message rebuilt from the meta, bounded by
+ * the buffer its START announced; and what we plan, C++ reads back. */
+static void test_cxx_unpack(void **state)
+{
+	static const int32_t bytes3[] = {8, 11, 3}, bytes2[] = {8, 11};
+	uint8_t m[112 + 64], keys[8];
+	uint64_t lens[3] = {8, 3000, 4};
+	struct ibv_cxx_plan p;
+	struct ibv_cxx_in in;
+	const char *why;
+	size_t n;
+	(void)state;
+
+	psl_van_put_le64(keys, 77);
+	n = mk_meta(m, 0, 1, 1, 0, 3, bytes3, 0x1000, 3000);
+	assert_int_equal(ibv_cxx_plan(m, n, lens, keys, 3, &p, &why), 0);
+	assert_int_equal(ibv_cxx_unpack(m, n, p.need, &in, &why), 0);
+	assert_true(in.kind == IBV_CXX_PUSH_REQ && in.nseg == 3 && in.key == 77 &&
+		    in.val_len == 3000 && in.vals_off == 4096);
+	/* values past the announced buffer */
+	assert_int_equal(ibv_cxx_unpack(m, n, 4096 + 3000, &in, &why), 0);
+	assert_int_equal(ibv_cxx_unpack(m, n, 4096 + 3000 - 1, &in, &why), -EPROTO);
+	ibv_cxx_meta_set_val_len(m, -1);
+	assert_int_equal(ibv_cxx_unpack(m, n, p.need, &in, &why), -EPROTO);
+	/* pull request: keys and no values */
+	n = mk_meta(m, 0, 1, 0, 0, 2, bytes2, 0x2000, 64);
+	ibv_cxx_meta_set_key(m, 5);
+	assert_int_equal(ibv_cxx_unpack(m, n, n, &in, &why), 0);
+	assert_true(in.kind == IBV_CXX_PULL_REQ && in.nseg == 2 && in.key == 5);
+	/* pull answer: values at addr */
+	n = mk_meta(m, 0, 0, 0, 0, 3, bytes3, 0x2000, 64);
+	assert_int_equal(ibv_cxx_unpack(m, n, n, &in, &why), 0);
+	assert_true(in.kind == IBV_CXX_PULL_RESP && in.vals_addr == 0x2000 && in.nseg == 3 &&
+		    in.val_len == 64);
+	n = mk_meta(m, 0, 0, 0, 0, 3, bytes3, 0, 64);
+	assert_int_equal(ibv_cxx_unpack(m, n, n, &in, &why), -EPROTO);
+	/* push answer and control: the meta alone */
+	n = mk_meta(m, 0, 0, 1, 0, 0, NULL, 0, 0);
+	assert_int_equal(ibv_cxx_unpack(m, n, n, &in, &why), 0);
+	assert_true(in.kind == IBV_CXX_PUSH_RESP && in.nseg == 0);
+	n = mk_meta(m, 2, 1, 0, 0, 0, NULL, 0, 0);
+	assert_int_equal(ibv_cxx_unpack(m, n, n, &in, &why), 0);
+	assert_true(in.kind == IBV_CXX_OTHER && in.nseg == 0);
+}
+
+/* Random metas: peek and unpack never read past them, and what unpack takes
+ * stays inside its buffer. */
+static void test_cxx_meta_random(void **state)
+{
+	uint8_t b[112 + 128];
+	struct ibv_cxx_in in;
+	struct ibv_cxx_meta mm;
+	unsigned seed = 33;
+	int i, j;
+	(void)state;
+
+	for (i = 0; i < 20000; i++) {
+		size_t len = 100 + (size_t)(rand_r(&seed) % (sizeof(b) - 99));
+		uint64_t cap = (uint64_t)(rand_r(&seed) % 20000);
+		for (j = 0; j < (int)sizeof(b); j++)
+			b[j] = (uint8_t)(rand_r(&seed) >> 24);
+		if (i % 2) { /* mostly valid flags and counts */
+			b[32] &= 1, b[68] &= 1, b[69] &= 1;
+			psl_van_put_le32(b + 4, (uint32_t)(rand_r(&seed) % 8));
+			psl_van_put_le32(b + 44, (uint32_t)(rand_r(&seed) % 5));
+			if (i % 4 == 1)
+				psl_van_put_le32(b + 8, 0);
+			psl_van_put_le32(b + 96, (uint32_t)(rand_r(&seed) % 30000));
+		}
+		if (!ibv_cxx_meta_peek(b, len, &mm, &(const char *){""}))
+			assert_true(mm.kind >= IBV_CXX_OTHER && mm.kind <= IBV_CXX_PULL_RESP);
+		if (!ibv_cxx_unpack(b, len, cap, &in, &(const char *){""})) {
+			assert_true(in.nseg == 0 || in.nseg == 2 || in.nseg == 3);
+			if (in.kind == IBV_CXX_PUSH_REQ)
+				assert_true(in.vals_off + (uint64_t)in.val_len <= cap);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -455,6 +657,9 @@ int main(void)
 		cmocka_unit_test(test_cxx_conn),
 		cmocka_unit_test(test_cxx_rendezvous),
 		cmocka_unit_test(test_cxx_random),
+		cmocka_unit_test(test_cxx_plan),
+		cmocka_unit_test(test_cxx_unpack),
+		cmocka_unit_test(test_cxx_meta_random),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
