@@ -17,4 +17,9 @@ if [ -z "${PSL_VM_SANITIZERS:-}" ] && grep -q 'fsanitize=address' "$b/Makefile" 
 fi
 export PSL_SRCDIR PSL_BUILDDIR
 cd "$b" || exit 99
+# one VM at a time on this machine, as tests/vm/lib.sh's tests take it
+if command -v flock >/dev/null 2>&1; then
+	exec flock -w 2400 "${TMPDIR:-/tmp}/pslite-vm-tests.lock" \
+		"$run" --timeout 1800 -- "$s/plugins/van_ibverbs/tests/ibv_vm_inner.sh" "$@"
+fi
 exec "$run" --timeout 1800 -- "$s/plugins/van_ibverbs/tests/ibv_vm_inner.sh" "$@"
