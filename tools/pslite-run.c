@@ -408,16 +408,16 @@ struct taskopts {
 };
 
 /* Sets this task's environment from its place and execs cmd. With
- * DMLC_GROUP_SIZE=G > 1 (--slurm, --mpi: every task is one instance), the
- * servers and workers counted are instances: DMLC_NUM_SERVER and
- * DMLC_NUM_WORKER get the groups, DMLC_RANK the instance's rank. */
+ * DMLC_GROUP_SIZE=G > 1 (every task is one instance), the servers and
+ * workers counted are instances: DMLC_NUM_SERVER and DMLC_NUM_WORKER get
+ * the groups, DMLC_RANK the instance's rank. */
 static int run_task(const struct taskopts *o, const struct psl_launch_place *pl,
 		    const char *sched, int port, char **cmd)
 {
 	char num[32];
 	const char *gs = getenv("DMLC_GROUP_SIZE");
 	long G = 1, ns = pl->nserver, nw = pl->nworker;
-	if (gs && *gs && strcmp(o->mode, "--k8s")) {
+	if (gs && *gs) {
 		char *end;
 		G = strtol(gs, &end, 10);
 		if (*end || G < 1 || G > 16000) {
@@ -708,6 +708,17 @@ static int k8s_task(struct taskopts *o, char **cmd)
 					role);
 			return 2;
 		}
+		/* with instance groups the StatefulSets' replicas are instances:
+		 * DMLC_NUM_* (groups) x DMLC_GROUP_SIZE, the ordinal the
+		 * instance's rank (run_task turns the counts back into groups) */
+		{
+			const char *gs = getenv("DMLC_GROUP_SIZE");
+			long G = gs && *gs ? strtol(gs, NULL, 10) : 1;
+			if (G > 1 && G <= 16000) {
+				nserver *= G;
+				nworker *= G;
+			}
+		}
 		pl.nserver = nserver;
 		pl.nworker = nworker;
 		pl.rank = ord;
@@ -718,10 +729,11 @@ static int k8s_task(struct taskopts *o, char **cmd)
 			pl.role = role[1] == 'e' ? PSL_LAUNCH_SERVER : PSL_LAUNCH_WORKER;
 			if (ord >= (pl.role == PSL_LAUNCH_SERVER ? nserver : nworker)) {
 				fprintf(stderr,
-					"pslite-run --k8s: %s ordinal %ld is outside DMLC_NUM_%s=%ld: "
-					"make the StatefulSet's replicas match\n",
-					role, ord, pl.role == PSL_LAUNCH_SERVER ? "SERVER" : "WORKER",
-					pl.role == PSL_LAUNCH_SERVER ? nserver : nworker);
+					"pslite-run --k8s: %s ordinal %ld is outside the %ld %s "
+					"instances (DMLC_NUM_%s x DMLC_GROUP_SIZE): make the "
+					"StatefulSet's replicas match\n",
+					role, ord, pl.role == PSL_LAUNCH_SERVER ? nserver : nworker,
+					role, pl.role == PSL_LAUNCH_SERVER ? "SERVER" : "WORKER");
 				return 2;
 			}
 		} else {

@@ -85,6 +85,15 @@ pods statefulset "$dir/sts.log" "HOSTNAME=psl-scheduler-0 DMLC_ROLE=scheduler $S
 	"HOSTNAME=psl-worker-0 DMLC_ROLE=worker $S" "HOSTNAME=psl-worker-1 DMLC_ROLE=worker $S"
 echo "k8s.sh: statefulset: 5 pods of three StatefulSets ($(($(date +%s) - t0)) s)"
 
+# ---------------------------------------------------- 3. instance groups --
+# DMLC_GROUP_SIZE=2: every pod is one instance; DMLC_NUM_* are groups,
+# DMLC_RANK the instance's rank (an Indexed Job of 5: 2 server and 2 worker
+# instances, one group each; StatefulSets: replicas = groups x 2)
+expect_dry "DMLC_ROLE=server DMLC_RANK=1 DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 " DMLC_GROUP_SIZE=2 JOB_COMPLETION_INDEX=2 HOSTNAME=psl-2 PSLITE_WORLD_SIZE=5
+# shellcheck disable=SC2086
+expect_dry "DMLC_ROLE=worker DMLC_RANK=3 DMLC_NUM_SERVER=2 DMLC_NUM_WORKER=2 " DMLC_GROUP_SIZE=2 HOSTNAME=psl-worker-3 DMLC_ROLE=worker $S
+echo "k8s.sh: groups: the Indexed Job's and the StatefulSets' variables"
+
 # ------------------------------------------------------- the manifests --
 # docs/k8s/*.yaml set what the pods above had
 m=$PSL_SRCDIR/docs/k8s
@@ -109,7 +118,9 @@ bad_pod() { # WANT POD-ENV...: exit 2, one line holding WANT
 }
 bad_pod "neither JOB_COMPLETION_INDEX .* nor a StatefulSet ordinal in the host name 'mybox'" HOSTNAME=mybox PSLITE_WORLD_SIZE=5
 # shellcheck disable=SC2086
-bad_pod "server ordinal 2 is outside DMLC_NUM_SERVER=2" HOSTNAME=psl-server-2 DMLC_ROLE=server $S
+bad_pod "server ordinal 2 is outside the 2 server instances" HOSTNAME=psl-server-2 DMLC_ROLE=server $S
+bad_pod "worker ordinal 4 is outside the 4 worker instances" HOSTNAME=psl-worker-4 DMLC_ROLE=worker \
+	DMLC_GROUP_SIZE=2 $S
 bad_pod "pass --world TASKS" JOB_COMPLETION_INDEX=1
 bad_pod "task 5 is outside the job's 5 tasks" JOB_COMPLETION_INDEX=5 PSLITE_WORLD_SIZE=5
 bad_pod "pass --scheduler HOST" -u DMLC_PS_ROOT_URI JOB_COMPLETION_INDEX=1 PSLITE_WORLD_SIZE=5
