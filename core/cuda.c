@@ -219,6 +219,12 @@ static int cu_fail(const char *what, int e)
 	return e == CU_ERR_MEMORY ? -ENOMEM : -EIO;
 }
 
+/* dev is a device of this machine (the runtime loaded) */
+static bool dev_ok(int dev)
+{
+	return dev >= 0 && dev < cu.ndev && dev < MAX_DEV;
+}
+
 int psl__cuda_check(const char *what, const void *ptr, size_t len, int32_t mem, int32_t dev)
 {
 	struct cu_ptr_attr a;
@@ -235,7 +241,7 @@ int psl__cuda_check(const char *what, const void *ptr, size_t len, int32_t mem, 
 		PSL_WARN("%s is CUDA memory, but %s", what, cu.why);
 		return rc;
 	}
-	if (dev < 0 || dev >= cu.ndev || dev >= MAX_DEV) {
+	if (!dev_ok(dev)) {
 		PSL_WARN("%s: CUDA device %d does not exist (this machine has %d: 0 to %d)", what,
 			 (int)dev, cu.ndev, cu.ndev - 1);
 		return -ENODEV;
@@ -302,7 +308,7 @@ int psl__cuda_copy(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
 		return rc;
 	kind = dst_mem == PSL_MEM_CUDA ? (src_mem == PSL_MEM_CUDA ? CU_D2D : CU_H2D) : CU_D2H;
 	dev = src_mem == PSL_MEM_CUDA ? src_dev : dst_dev;
-	if (dev < 0 || dev >= cu.ndev || dev >= MAX_DEV)
+	if (!dev_ok(dev))
 		return -ENODEV;
 	if ((rc = stream_enter(dev, &prev)))
 		return rc;
@@ -507,7 +513,7 @@ int psl_mem_alloc(enum psl_mem_type mem, int dev, size_t len, void **out)
 		PSL_WARN("psl_mem_alloc: %s", cu.why);
 		return rc;
 	}
-	if (dev < 0 || dev >= cu.ndev || dev >= MAX_DEV)
+	if (!dev_ok(dev))
 		return -ENODEV;
 	if ((rc = stream_enter(dev, &prev)))
 		return rc;
@@ -529,7 +535,7 @@ void psl_mem_free(enum psl_mem_type mem, int dev, void *p)
 		free(p);
 		return;
 	}
-	if (mem != PSL_MEM_CUDA || load() || dev < 0 || dev >= cu.ndev || dev >= MAX_DEV ||
+	if (mem != PSL_MEM_CUDA || load() || !dev_ok(dev) ||
 	    stream_enter(dev, &prev))
 		return;
 	cu.dfree(p);

@@ -494,25 +494,28 @@ static int do_request(struct psl_kv_worker *w, const struct psl_kv *kv, const ui
 	if ((j.nkeys && !j.keys) || (j.nvals && !j.vals))
 		return -EINVAL;
 	j.mo.out_dev = j.mo.user_dev = -1;
-	if (kv && kv->mem != PSL_MEM_HOST) {
-		rc = psl__cuda_check(ops & OP_PULL ? (copy ? "psl_kv_pushpull: kv->vals"
-						    : "psl_kv_zpushpull: kv->vals")
-				     : copy ? "psl_kv_push: kv->vals" : "psl_kv_zpush: kv->vals",
-				     kv->vals, j.nvals * w->esz, kv->mem, kv->dev);
-		if (rc)
-			return rc;
-		j.mo.user_mem = j.mo.send_mem = kv->mem;
-		j.mo.user_dev = kv->dev;
-	}
-	if (out && out->mem != PSL_MEM_HOST) {
-		rc = psl__cuda_check(ops & OP_PUSH ? (copy ? "psl_kv_pushpull: out->vals"
-						    : "psl_kv_zpushpull: out->vals")
-				     : copy ? "psl_kv_pull: out->vals" : "psl_kv_zpull: out->vals",
-				     out->vals, out->cap * w->esz, out->mem, out->dev);
-		if (rc)
-			return rc;
-		j.mo.out_mem = out->mem;
-		j.mo.out_dev = out->dev;
+	if ((kv && kv->mem != PSL_MEM_HOST) || (out && out->mem != PSL_MEM_HOST)) {
+		/* the call's name, for the error */
+		static const char *const name[2][4] = {
+			{"", "psl_kv_zpush", "psl_kv_zpull", "psl_kv_zpushpull"},
+			{"", "psl_kv_push", "psl_kv_pull", "psl_kv_pushpull"}};
+		char what[48];
+		if (kv && kv->mem != PSL_MEM_HOST) {
+			snprintf(what, sizeof(what), "%s: kv->vals", name[copy][ops & 3]);
+			if ((rc = psl__cuda_check(what, kv->vals, j.nvals * w->esz, kv->mem,
+						  kv->dev)))
+				return rc;
+			j.mo.user_mem = j.mo.send_mem = kv->mem;
+			j.mo.user_dev = kv->dev;
+		}
+		if (out && out->mem != PSL_MEM_HOST) {
+			snprintf(what, sizeof(what), "%s: out->vals", name[copy][ops & 3]);
+			if ((rc = psl__cuda_check(what, out->vals, out->cap * w->esz, out->mem,
+						  out->dev)))
+				return rc;
+			j.mo.out_mem = out->mem;
+			j.mo.out_dev = out->dev;
+		}
 	}
 	if (copy && j.nkeys && (rc = copy_job(&j, (ops & OP_PUSH) != 0)))
 		return rc;
