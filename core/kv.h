@@ -28,6 +28,10 @@ void psl__kv_copy_put(struct psl__kv_copy *cp);
 struct psl__loan {
 	void (*put)(struct psl__loan *l, int status);
 };
+/* Receive buffers registered on this process's KV servers (kv_server.c):
+ * while there are none, a server's van is told at once that it has no
+ * place for what it receives (van_host.c), without decoding the meta. */
+extern atomic_int psl__kv_recv_regs;
 /* psl_van_host.recv_dest_put: hands the loan back to its owner. */
 void psl__kv_loan_put(void *loan, int status);
 static inline void *psl__kv_copy_data(struct psl__kv_copy *cp)

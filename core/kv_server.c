@@ -52,6 +52,14 @@ struct psl_kv_server {
 	struct regtab *regs; /* NULL until a buffer is registered */
 };
 
+atomic_int psl__kv_recv_regs;
+
+/* The rank of the worker (group) that sent a message, -1 for another node. */
+static int worker_rank_of(int sender)
+{
+	return psl__is_worker_id(sender) ? psl__id_to_group_rank(sender) : -1;
+}
+
 static void regtab_put(struct regtab *t)
 {
 	if (t && atomic_fetch_sub(&t->refs, 1) == 1) {
@@ -93,8 +101,10 @@ int psl_kv_server_recv_buffer(struct psl_kv_server *s, int worker_rank, uint64_t
 	pthread_mutex_lock(&t->mu);
 	r = reg_find_locked(t, worker_rank, key);
 	if (!buf) { /* unregister */
-		if (r)
+		if (r) {
 			*r = t->v[--t->n];
+			atomic_fetch_sub(&psl__kv_recv_regs, 1);
+		}
 		pthread_mutex_unlock(&t->mu);
 		return 0;
 	}
@@ -114,6 +124,7 @@ int psl_kv_server_recv_buffer(struct psl_kv_server *s, int worker_rank, uint64_t
 			t->cap = cap;
 		}
 		r = &t->v[t->n++];
+		atomic_fetch_add(&psl__kv_recv_regs, 1);
 	}
 	*r = (struct recv_reg){worker_rank, key, buf, len, mem, mem == PSL_MEM_CUDA ? dev : -1,
 			       false};
@@ -145,7 +156,7 @@ static int kvs_recv_dest(struct psl__customer *c, const struct psl__meta *m, uin
 	struct regtab *t = s->regs;
 	struct recv_reg *r;
 	struct reg_loan *l;
-	int rank = psl__is_worker_id(m->sender) ? psl__id_to_group_rank(m->sender) : -1;
+	int rank = worker_rank_of(m->sender);
 
 	if (!t || !m->request || !m->push || m->simple_app || seg != 1 || rank < 0 ||
 	    m->option < 0 || !(m->option & 0x40000000))
@@ -442,7 +453,7 @@ static int into_registered(struct psl_kv_server *s, struct kv_req *q,
 	struct psl_van_rseg *v = &q->raw->segs[1];
 	struct regtab *t = s->regs;
 	struct recv_reg *r, reg;
-	int rank = psl__is_worker_id(m->sender) ? psl__id_to_group_rank(m->sender) : -1;
+	int rank = worker_rank_of(m->sender);
 	uint64_t key;
 	int rc = 0;
 
@@ -660,6 +671,12 @@ void psl_kv_server_free(struct psl_kv_server *s)
 	if (!s)
 		return;
 	psl__customer_remove(&s->c);
+	if (s->regs) {
+		pthread_mutex_lock(&s->regs->mu);
+		atomic_fetch_sub(&psl__kv_recv_regs, (int)s->regs->n);
+		s->regs->n = 0; /* (a loan still out finds nothing to mark) */
+		pthread_mutex_unlock(&s->regs->mu);
+	}
 	regtab_put(s->regs);
 	free(s);
 }

@@ -218,6 +218,8 @@ static int host_recv_dest(void *ctx, int32_t sender, const void *meta, size_t me
 
 	if (psl__po.role == PSL_SCHEDULER || psl__po.state != PSL__READY || !dest)
 		return -EINVAL;
+	if (psl__po.role == PSL_SERVER && !atomic_load(&psl__kv_recv_regs))
+		return -ENOENT; /* (a server lends only registered receive buffers) */
 	if (psl__meta_decode(meta, meta_len, &m, why, sizeof(why)))
 		return -EPROTO;
 	rc = -EINVAL;
