@@ -167,9 +167,11 @@ static void fake_release(struct psl_van_rmsg *pub)
 
 /* Delivers raw meta bytes plus segments from sender, as a van would;
  * segment lent (if < nseg) is data[lent] itself, received where the core
- * said (recv_dest), the others are copies. */
-static void deliver_raw_lent(int sender, const void *meta, size_t meta_len, uint32_t nseg,
-			     const void *const *data, const size_t *len, uint32_t lent)
+ * said (recv_dest), in memory lent_mem of device lent_dev; the others are
+ * copies in host memory. */
+static void deliver_raw_lent_mem(int sender, const void *meta, size_t meta_len, uint32_t nseg,
+				 const void *const *data, const size_t *len, uint32_t lent,
+				 int32_t lent_mem, int32_t lent_dev)
 {
 	struct fake_rmsg *r = calloc(1, sizeof(*r));
 	uint32_t i;
@@ -183,8 +185,8 @@ static void deliver_raw_lent(int sender, const void *meta, size_t meta_len, uint
 		if (len[i] && i != lent)
 			memcpy(r->segs[i].data, data[i], len[i]);
 		r->segs[i].len = len[i];
-		r->segs[i].mem_type = PSL_MEM_HOST;
-		r->segs[i].dev_id = -1;
+		r->segs[i].mem_type = i == lent ? lent_mem : PSL_MEM_HOST;
+		r->segs[i].dev_id = i == lent ? lent_dev : -1;
 	}
 	r->pub.sender = sender;
 	r->pub.nseg = nseg;
@@ -194,6 +196,12 @@ static void deliver_raw_lent(int sender, const void *meta, size_t meta_len, uint
 	r->pub.release = fake_release;
 	g_delivered++;
 	psl__po.host.recv(psl__po.host.ctx, &r->pub);
+}
+
+static void deliver_raw_lent(int sender, const void *meta, size_t meta_len, uint32_t nseg,
+			     const void *const *data, const size_t *len, uint32_t lent)
+{
+	deliver_raw_lent_mem(sender, meta, meta_len, nseg, data, len, lent, PSL_MEM_HOST, -1);
 }
 
 static void deliver_raw(int sender, const void *meta, size_t meta_len, uint32_t nseg,

@@ -326,19 +326,10 @@ static void test_direct(void **state)
 	assert_int_equal(psl_mem_copy(dest.data, PSL_MEM_CUDA, 0, v, PSL_MEM_HOST, -1, 16), 0);
 	psl__po.host.recv_dest_put(psl__po.host.ctx, dest.loan, 0);
 	{
+		/* the van delivers the segment where it was lent: in device memory */
 		const void *data[2] = {&key, o};
 		size_t l[2] = {8, 16};
-		/* the van delivers the segment where it was lent: in device memory */
-		struct fake_rmsg *r = calloc(1, sizeof(*r));
-		r->meta = malloc(n);
-		memcpy(r->meta, buf, n);
-		r->segs[0] = (struct psl_van_rseg){malloc(8), 8, PSL_MEM_HOST, -1};
-		memcpy(r->segs[0].data, data[0], 8);
-		r->segs[1] = (struct psl_van_rseg){o, l[1], PSL_MEM_CUDA, 0};
-		r->lent[1] = true;
-		r->pub = (struct psl_van_rmsg){8, 2, r->meta, n, r->segs, fake_release};
-		g_delivered++;
-		psl__po.host.recv(psl__po.host.ctx, &r->pub);
+		deliver_raw_lent_mem(8, buf, n, 2, data, l, 1, PSL_MEM_CUDA, 0);
 	}
 	assert_int_equal(psl_kv_wait(w, ts), 0);
 	assert_int_equal(out.num_vals, 4);
@@ -569,19 +560,8 @@ static void push_batch_msg(uint64_t key, const void *vals, size_t len, bool lend
 					      PSL_MEM_HOST, -1, len),
 				 0);
 		psl__po.host.recv_dest_put(psl__po.host.ctx, dest->loan, 0);
-		{
-			struct fake_rmsg *r = calloc(1, sizeof(*r));
-			r->meta = malloc(n);
-			memcpy(r->meta, buf, n);
-			r->segs[0] = (struct psl_van_rseg){malloc(8), 8, PSL_MEM_HOST, -1};
-			memcpy(r->segs[0].data, &key, 8);
-			r->segs[1] = (struct psl_van_rseg){dest->data, len, dest->mem_type,
-							   dest->dev_id};
-			r->lent[1] = true;
-			r->pub = (struct psl_van_rmsg){9, 2, r->meta, n, r->segs, fake_release};
-			g_delivered++;
-			psl__po.host.recv(psl__po.host.ctx, &r->pub);
-		}
+		data[1] = dest->data;
+		deliver_raw_lent_mem(9, buf, n, 2, data, l, 1, dest->mem_type, dest->dev_id);
 		return;
 	}
 	deliver_raw(9, buf, n, 2, data, l);
