@@ -36,6 +36,8 @@ def init():
         _state["worker"] = pslite.AFWorker(dtype="bytes", broadcast=True)
     elif pslite.is_server():
         _state["server"] = pslite.AFServer(dtype="bytes")
+        for (r, k), c in _state["recv"].items():  # registered before init
+            _state["server"].register_recv_buffer(c, r, k)
     _state["role"] = pslite.role()
     if not pslite.is_scheduler():
         pslite.barrier(pslite.GROUP_SERVERS | pslite.GROUP_WORKERS)
