@@ -57,7 +57,9 @@ else
 	fi
 fi
 if grep -q "FAILED\|AddressSanitizer\|runtime error:\|LeakSanitizer" "$log"; then
-	echo "job.sh: a node reported a failure or a sanitizer error" >&2
+	echo "job.sh: a node reported a failure or a sanitizer error:" >&2
+	# first, so that a report cut short still shows them
+	grep -m 20 "FAILED\|AddressSanitizer\|runtime error:\|LeakSanitizer\|SUMMARY:\|#[0-9]* 0x" "$log" >&2
 	fail=1
 fi
 # PSL_JOB_LOG: where to keep the job's output (for callers' own checks)

@@ -121,7 +121,9 @@ schedule) need "the servers did not schedule" "kernels .*, scheduling"
 	;;
 esac
 if grep -q "FAIL\|AddressSanitizer\|runtime error:\|LeakSanitizer\|ERROR:" "$log"; then
-	echo "server_job.sh: $van/$mode: a node reported a failure or a sanitizer error" >&2
+	echo "server_job.sh: $van/$mode: a node reported a failure or a sanitizer error:" >&2
+	# first, so that a report cut short still shows them
+	grep -m 20 "FAIL\|AddressSanitizer\|runtime error:\|LeakSanitizer\|ERROR:\|SUMMARY:\|#[0-9]* 0x" "$log" >&2
 	fail=1
 fi
 # PSL_JOB_LOG: where to keep the job's output (for callers' own checks)
