@@ -203,10 +203,9 @@ void psl__control_forget_node(int id)
 	free(ids);
 }
 
-int psl__control_barrier(int customer_id, int group, int cmd)
+int psl__control_barrier_arrive(int customer_id, int group, int cmd, unsigned *gen)
 {
-	unsigned gen;
-	int members, rc = 0;
+	int members;
 	int *ids;
 
 	if (group < 1 || group > 7)
@@ -217,9 +216,9 @@ int psl__control_barrier(int customer_id, int group, int cmd)
 	members = psl__group_members(group, ids);
 	free(ids);
 	if (members <= 1 || !psl__group_has(group, po.my_id))
-		return members <= 1 ? 0 : -EINVAL;
+		return members <= 1 ? 1 : -EINVAL;
 	pthread_mutex_lock(&po.mu);
-	gen = po.barrier_gen;
+	*gen = po.barrier_gen;
 	pthread_mutex_unlock(&po.mu);
 	if (po.role == PSL_SCHEDULER) {
 		scheduler_arrive(1, group, cmd, customer_id);
@@ -232,10 +231,14 @@ int psl__control_barrier(int customer_id, int group, int cmd)
 		m.app_id = 0;
 		m.customer_id = customer_id;
 		m.recver = 1;
-		rc = psl__send_control(&m, true);
-		if (rc)
-			return rc;
+		return psl__send_control(&m, true);
 	}
+	return 0;
+}
+
+int psl__control_barrier_wait(int group, unsigned gen)
+{
+	int rc = 0;
 	pthread_mutex_lock(&po.mu);
 	while (po.barrier_gen == gen) {
 		if (po.role != PSL_SCHEDULER && po.peers[1].dead &&

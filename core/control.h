@@ -14,8 +14,12 @@ void psl__control_handle(struct psl__meta *m, uint32_t nseg);
 void psl__control_peer_event(int id, int event, int err, const char *detail);
 /* Node: send the registration (ADD_NODE with id 32767) to the scheduler. */
 int psl__control_register(void);
-/* Barrier of cmd (BARRIER or INSTANCE_BARRIER) over group. */
-int psl__control_barrier(int customer_id, int group, int cmd);
+/* A barrier of cmd (BARRIER or INSTANCE_BARRIER) over group for the current
+ * node, in two steps (so that a joint process's
+ * nodes all arrive before either waits): arrive returns 0 (then wait with
+ * *gen), 1 when there is nothing to wait for (a group of one), or -errno. */
+int psl__control_barrier_arrive(int customer_id, int group, int cmd, unsigned *gen);
+int psl__control_barrier_wait(int group, unsigned gen);
 /* Scheduler: a node was lost; barriers no longer wait for it. */
 void psl__control_forget_node(int id);
 /* Whether node id going away now is a normal departure: on the scheduler,

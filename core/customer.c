@@ -26,11 +26,19 @@ struct held {
 #define HELD_MAX_BYTES ((size_t)1 << 30)
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct psl__customer *customers;
-static struct held *held_head;
-static struct held **held_tail = &held_head;
-static int nheld;
-static size_t held_bytes;
+/* each node's customers and held messages, under reg_mu */
+static struct registry {
+	struct psl__customer *customers;
+	struct held *held_head;
+	struct held **held_tail;
+	int nheld;
+	size_t held_bytes;
+} registries[PSL__OFFICES] = {
+	{.held_tail = &registries[0].held_head},
+	{.held_tail = &registries[1].held_head},
+};
+/* the current node's */
+#define R (registries[psl__slot()])
 
 static int lookup_cid(const struct psl__meta *m)
 {
@@ -41,7 +49,7 @@ static int lookup_cid(const struct psl__meta *m)
 static struct psl__customer *find_locked(int app_id, int cid)
 {
 	struct psl__customer *c;
-	for (c = customers; c; c = c->next)
+	for (c = R.customers; c; c = c->next)
 		if (c->app_id == app_id && c->customer_id == cid)
 			return c;
 	return NULL;
@@ -56,6 +64,7 @@ int psl__customer_init(struct psl__customer *c, int app_id, int customer_id,
 	c->app_id = app_id;
 	c->customer_id = customer_id;
 	c->ops = ops;
+	c->office = psl__cur;
 	if (psl__tracker_init(c, psl__node_index(psl__po.max_id) + 1))
 		return -ENOMEM;
 	pthread_mutex_init(&c->mu, NULL);
@@ -76,25 +85,25 @@ static void deliver_held(struct psl__customer *c)
 		struct held *list = NULL, **tail = &list, **pp, *h;
 
 		pthread_mutex_lock(&reg_mu);
-		for (pp = &held_head; *pp;) {
+		for (pp = &R.held_head; *pp;) {
 			h = *pp;
 			if (h->m.app_id == c->app_id && h->cid == c->customer_id) {
 				*pp = h->next;
 				h->next = NULL;
 				*tail = h;
 				tail = &h->next;
-				nheld--;
-				held_bytes -= h->bytes;
+				R.nheld--;
+				R.held_bytes -= h->bytes;
 			} else {
 				pp = &h->next;
 			}
 		}
-		held_tail = &held_head;
-		for (h = held_head; h; h = h->next)
-			held_tail = &h->next;
+		R.held_tail = &R.held_head;
+		for (h = R.held_head; h; h = h->next)
+			R.held_tail = &h->next;
 		if (!list) {
-			c->next = customers;
-			customers = c;
+			c->next = R.customers;
+			R.customers = c;
 			pthread_mutex_unlock(&reg_mu);
 			return;
 		}
@@ -134,7 +143,7 @@ void psl__customer_remove(struct psl__customer *c)
 	pthread_mutex_unlock(&c->mu);
 
 	pthread_mutex_lock(&reg_mu);
-	for (pp = &customers; *pp; pp = &(*pp)->next) {
+	for (pp = &R.customers; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
 			*pp = c->next;
 			break;
@@ -191,16 +200,16 @@ void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw)
 	for (i = 0; i < raw->nseg; i++)
 		h->bytes += raw->segs[i].len;
 	h->next = NULL;
-	*held_tail = h;
-	held_tail = &h->next;
-	nheld++;
-	held_bytes += h->bytes;
+	*R.held_tail = h;
+	R.held_tail = &h->next;
+	R.nheld++;
+	R.held_bytes += h->bytes;
 	/* over a bound: drop the oldest (never the one just held) */
-	while ((nheld > HELD_MAX || held_bytes > HELD_MAX_BYTES) && held_head != h) {
-		struct held *d = held_head;
-		held_head = d->next;
-		nheld--;
-		held_bytes -= d->bytes;
+	while ((R.nheld > HELD_MAX || R.held_bytes > HELD_MAX_BYTES) && R.held_head != h) {
+		struct held *d = R.held_head;
+		R.held_head = d->next;
+		R.nheld--;
+		R.held_bytes -= d->bytes;
 		d->next = NULL;
 		*dtail = d;
 		dtail = &d->next;
@@ -230,12 +239,12 @@ void psl__customers_finalize(void)
 	size_t n = 0, i;
 
 	pthread_mutex_lock(&reg_mu);
-	for (c = customers; c; c = c->next)
+	for (c = R.customers; c; c = c->next)
 		if (c->ops->on_finalize)
 			n++;
 	if (n && (list = malloc(n * sizeof(*list)))) {
 		n = 0;
-		for (c = customers; c; c = c->next)
+		for (c = R.customers; c; c = c->next)
 			if (c->ops->on_finalize)
 				list[n++] = c;
 	} else {
@@ -252,15 +261,15 @@ void psl__customer_drop_held(void)
 {
 	struct held *h;
 	pthread_mutex_lock(&reg_mu);
-	h = held_head;
-	held_head = NULL;
-	held_tail = &held_head;
-	if (nheld)
+	h = R.held_head;
+	R.held_head = NULL;
+	R.held_tail = &R.held_head;
+	if (R.nheld)
 		PSL_WARN("%d message(s) never found their customer (app id / customer id) on "
 			 "this node and were dropped",
-			 nheld);
-	nheld = 0;
-	held_bytes = 0;
+			 R.nheld);
+	R.nheld = 0;
+	R.held_bytes = 0;
 	pthread_mutex_unlock(&reg_mu);
 	while (h) {
 		struct held *n = h->next;
@@ -282,7 +291,7 @@ void psl__customers_node_lost(int id, int err)
 	size_t n = 0, cap = 0, i;
 
 	pthread_mutex_lock(&reg_mu);
-	for (c = customers; c; c = c->next) {
+	for (c = R.customers; c; c = c->next) {
 		pthread_mutex_lock(&c->mu);
 		for (i = 0; i < c->cap; i++) {
 			struct psl__req *r = c->ring[i];

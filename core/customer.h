@@ -32,6 +32,7 @@ struct psl__customer_ops {
 };
 
 struct psl__customer {
+	struct psl__office *office; /* the node it belongs to (a joint process has two) */
 	int app_id;
 	int customer_id;
 	const struct psl__customer_ops *ops;

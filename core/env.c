@@ -26,6 +26,8 @@ int psl__role_from_string(const char *s)
 		return PSL_SERVER;
 	if (!strcmp(s, "worker"))
 		return PSL_WORKER;
+	if (!strcmp(s, "joint"))
+		return PSL_JOINT;
 	return -1;
 }
 
@@ -38,6 +40,8 @@ const char *psl__role_name(int role)
 		return "server";
 	case PSL_WORKER:
 		return "worker";
+	case PSL_JOINT:
+		return "joint";
 	default:
 		return "unknown";
 	}
@@ -248,7 +252,7 @@ static int parse_van(struct psl__config *c, char *err, size_t errlen)
 	return 0;
 }
 
-static int config_load(struct psl__config *c, char *err, size_t errlen);
+static int config_load(struct psl__config *c, int joint_role, char *err, size_t errlen);
 
 /* PS_JOB_SECRET or PS_JOB_SECRET_FILE (not both). */
 static int load_secret(struct psl__config *c, char *err, size_t errlen)
@@ -335,7 +339,12 @@ static int bind_cpu(struct psl__config *c, char *err, size_t errlen)
 
 int psl__config_load(struct psl__config *c, char *err, size_t errlen)
 {
-	int rc = config_load(c, err, errlen);
+	return psl__config_load_as(c, PSL_SERVER, err, errlen);
+}
+
+int psl__config_load_as(struct psl__config *c, int joint_role, char *err, size_t errlen)
+{
+	int rc = config_load(c, joint_role, err, errlen);
 	char *p;
 	/* the message quotes values: keep it one printable line */
 	for (p = err; rc && *p; p++)
@@ -394,7 +403,7 @@ static int group_rank(struct psl__config *c, char *err, size_t errlen)
 	return 0;
 }
 
-static int config_load(struct psl__config *c, char *err, size_t errlen)
+static int config_load(struct psl__config *c, int joint_role, char *err, size_t errlen)
 {
 	const char *v;
 	int rc, gs, rs;
@@ -408,16 +417,19 @@ static int config_load(struct psl__config *c, char *err, size_t errlen)
 
 	v = env_get("DMLC_ROLE");
 	if (!v) {
-		snprintf(err, errlen, "DMLC_ROLE is not set: expected scheduler, server or worker");
+		snprintf(err, errlen,
+			 "DMLC_ROLE is not set: expected scheduler, server, worker or joint");
 		return -ENOENT;
 	}
 	c->role = psl__role_from_string(v);
 	if (c->role < 0) {
-		snprintf(err, errlen, "DMLC_ROLE=%s: expected scheduler, server or worker%s", v,
-			 !strcmp(v, "joint") ? " (pslite runs a joint node as one server "
-					       "process plus one worker process)"
-					     : "");
+		snprintf(err, errlen, "DMLC_ROLE=%s: expected scheduler, server, worker or joint",
+			 v);
 		return -EINVAL;
+	}
+	if (c->role == PSL_JOINT) { /* this process's server, or its worker */
+		c->joint = true;
+		c->role = joint_role == PSL_WORKER ? PSL_WORKER : PSL_SERVER;
 	}
 
 	v = env_get("DMLC_PS_ROOT_URI");
@@ -451,8 +463,10 @@ static int config_load(struct psl__config *c, char *err, size_t errlen)
 	/* more than one: a WARN (env_compat.c), one port is used */
 	if ((rc = env_int("DMLC_NUM_PORTS", 1, 1, INT_MAX, &gs, err, errlen)))
 		return rc;
-	if ((rc = env_int("DMLC_PORT", 0, 0, 65535, &c->port, err, errlen)))
+	if ((rc = env_int("DMLC_PORT", 0, 0, c->joint ? 65534 : 65535, &c->port, err, errlen)))
 		return rc;
+	if (c->joint && c->role == PSL_WORKER && c->port)
+		c->port++; /* the server has DMLC_PORT */
 	if ((rc = env_int("DMLC_RANK", -1, -1, INT_MAX, &c->preferred_rank, err, errlen)))
 		return rc;
 	if ((rc = group_rank(c, err, errlen)))

@@ -8,7 +8,8 @@
 #define PSL_HOST_MAX 64 /* ps-lite's RawNode.hostname, NUL included */
 
 struct psl__config {
-	int role;		     /* enum psl_role */
+	int role;		     /* enum psl_role: this node's (a joint process's: server or worker) */
+	bool joint;		     /* DMLC_ROLE=joint: the process is a server and a worker */
 	char root_uri[PSL_HOST_MAX]; /* DMLC_PS_ROOT_URI */
 	int root_port;		     /* DMLC_PS_ROOT_PORT */
 	int num_workers;	     /* worker instances: DMLC_NUM_WORKER x group_size */
@@ -56,6 +57,10 @@ int psl__stepmesh_cpu(int gpu, int offset, int cores_per_gpu, int cores_per_sock
  * -ENOENT for a missing variable) and writes one line naming the variable,
  * its value and what was expected into err. */
 int psl__config_load(struct psl__config *c, char *err, size_t errlen);
+/* The same for one node of a DMLC_ROLE=joint process: joint_role (PSL_SERVER
+ * or PSL_WORKER) is the node's role; the worker listens on DMLC_PORT + 1 when
+ * DMLC_PORT is set. Without joint, joint_role is not used. */
+int psl__config_load_as(struct psl__config *c, int joint_role, char *err, size_t errlen);
 
 /* Parses an integer variable value; name is only used in the message. */
 int psl__parse_int(const char *name, const char *val, long min, long max, long *out, char *err,

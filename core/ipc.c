@@ -1,5 +1,5 @@
 /*
- * IPC between nodes of one host (see ipc.h, docs/ipc.md).
+ * IPC between nodes of one host (see IPC.h, docs/IPC.md).
  *
  * A node with BYTEPS_ENABLE_IPC=1 publishes, once it has its id, a marker
  * /dev/shm/pslite-ipcnode-<job>-<id> holding its pid and the kernel's boot
@@ -96,7 +96,12 @@ static struct {
 	char marker[128];
 	char job[17];
 	char boot[64];
-} ipc = {.mu = PTHREAD_MUTEX_INITIALIZER};
+} ipcs[PSL__OFFICES] = {
+	{.mu = PTHREAD_MUTEX_INITIALIZER},
+	{.mu = PTHREAD_MUTEX_INITIALIZER},
+}; /* each node's (a joint process has two) */
+/* the current node's */
+#define IPC (ipcs[psl__slot()])
 
 struct ipc_rmsg {
 	struct psl_van_rmsg pub;
@@ -165,17 +170,19 @@ static void sweep(void)
 
 static void marker_name(int id, char *out, size_t len)
 {
-	snprintf(out, len, IPC_DIR "/pslite-ipcnode-%s-%d", ipc.job, id);
+	char job[sizeof(IPC.job)];
+	memcpy(job, IPC.job, sizeof(job)); /* (out may be IPC.marker) */
+	snprintf(out, len, IPC_DIR "/pslite-ipcnode-%s-%d", job, id);
 }
 
-/* Frees the ring and map arrays and turns IPC off (ipc.mu held). */
+/* Frees the ring and map arrays and turns IPC off (IPC.mu held). */
 static void drop_arrays(void)
 {
-	free(ipc.rings);
-	free(ipc.maps);
-	ipc.rings = NULL;
-	ipc.maps = NULL;
-	ipc.on = false;
+	free(IPC.rings);
+	free(IPC.maps);
+	IPC.rings = NULL;
+	IPC.maps = NULL;
+	IPC.on = false;
 }
 
 void psl__ipc_start(void)
@@ -185,57 +192,57 @@ void psl__ipc_start(void)
 	const char *p;
 	FILE *f;
 
-	pthread_mutex_lock(&ipc.mu);
+	pthread_mutex_lock(&IPC.mu);
 	for (p = po.cfg.root_uri; *p; p++)
 		h = (h ^ (uint8_t)*p) * 1099511628211ull;
 	h = (h ^ (uint64_t)po.cfg.root_port) * 1099511628211ull;
-	snprintf(ipc.job, sizeof(ipc.job), "%016" PRIx64, h);
-	read_boot_id(ipc.boot, sizeof(ipc.boot));
-	ipc.on = po.cfg.ipc && !po.cfg.resend && ipc.boot[0];
-	ipc.nids = po.max_id + 1;
-	if (!ipc.on) {
+	snprintf(IPC.job, sizeof(IPC.job), "%016" PRIx64, h);
+	read_boot_id(IPC.boot, sizeof(IPC.boot));
+	IPC.on = po.cfg.ipc && !po.cfg.resend && IPC.boot[0];
+	IPC.nids = po.max_id + 1;
+	if (!IPC.on) {
 		if (po.cfg.ipc && po.cfg.resend)
 			PSL_WARN("BYTEPS_ENABLE_IPC=1 and PS_RESEND=1: IPC is off (a resent message "
 				 "cannot point into a ring whose chunk was freed); data goes "
 				 "through the van");
-		pthread_mutex_unlock(&ipc.mu);
+		pthread_mutex_unlock(&IPC.mu);
 		return;
 	}
-	ipc.rings = calloc((size_t)ipc.nids, sizeof(*ipc.rings));
-	ipc.maps = calloc((size_t)ipc.nids, sizeof(*ipc.maps));
-	if (!ipc.rings || !ipc.maps) {
+	IPC.rings = calloc((size_t)IPC.nids, sizeof(*IPC.rings));
+	IPC.maps = calloc((size_t)IPC.nids, sizeof(*IPC.maps));
+	if (!IPC.rings || !IPC.maps) {
 		drop_arrays();
-		pthread_mutex_unlock(&ipc.mu);
+		pthread_mutex_unlock(&IPC.mu);
 		PSL_WARN("BYTEPS_ENABLE_IPC=1: out of memory; data goes through the van");
 		return;
 	}
 	sweep();
-	marker_name(po.my_id, ipc.marker, sizeof(ipc.marker));
-	snprintf(tmp, sizeof(tmp), "%s.%d", ipc.marker, (int)getpid());
+	marker_name(po.my_id, IPC.marker, sizeof(IPC.marker));
+	snprintf(tmp, sizeof(tmp), "%s.%d", IPC.marker, (int)getpid());
 	f = fopen(tmp, "w");
-	if (!f || fprintf(f, "%ld %s\n", (long)getpid(), ipc.boot) < 0 || fclose(f) != 0 ||
-	    rename(tmp, ipc.marker) != 0) {
+	if (!f || fprintf(f, "%ld %s\n", (long)getpid(), IPC.boot) < 0 || fclose(f) != 0 ||
+	    rename(tmp, IPC.marker) != 0) {
 		int e = errno;
 		if (f)
 			unlink(tmp);
 		PSL_WARN("BYTEPS_ENABLE_IPC=1: cannot write %s (%s): local peers will send to this "
 			 "node through the van (is " IPC_DIR " writable?)",
-			 ipc.marker, strerror(e));
-		ipc.marker[0] = 0;
+			 IPC.marker, strerror(e));
+		IPC.marker[0] = 0;
 	}
-	pthread_mutex_unlock(&ipc.mu);
-	PSL_DBG("IPC on: marker %s", ipc.marker);
+	pthread_mutex_unlock(&IPC.mu);
+	PSL_DBG("IPC on: marker %s", IPC.marker);
 }
 
 void psl__ipc_stop(void)
 {
 	int i;
-	pthread_mutex_lock(&ipc.mu);
-	if (ipc.marker[0])
-		unlink(ipc.marker);
-	ipc.marker[0] = 0;
-	for (i = 0; ipc.rings && i < ipc.nids; i++) {
-		struct ring *r = ipc.rings[i];
+	pthread_mutex_lock(&IPC.mu);
+	if (IPC.marker[0])
+		unlink(IPC.marker);
+	IPC.marker[0] = 0;
+	for (i = 0; IPC.rings && i < IPC.nids; i++) {
+		struct ring *r = IPC.rings[i];
 		if (!r)
 			continue;
 		if (r->base) {
@@ -245,13 +252,13 @@ void psl__ipc_stop(void)
 		pthread_mutex_destroy(&r->mu);
 		free(r);
 	}
-	for (i = 0; ipc.maps && i < ipc.nids; i++)
-		if (ipc.maps[i].base) {
-			munmap(ipc.maps[i].base, ipc.maps[i].size);
-			shm_unlink(ipc.maps[i].name); /* the sender may have died */
+	for (i = 0; IPC.maps && i < IPC.nids; i++)
+		if (IPC.maps[i].base) {
+			munmap(IPC.maps[i].base, IPC.maps[i].size);
+			shm_unlink(IPC.maps[i].name); /* the sender may have died */
 		}
 	drop_arrays();
-	pthread_mutex_unlock(&ipc.mu);
+	pthread_mutex_unlock(&IPC.mu);
 }
 
 /* ------------------------------------------------------------- sender -- */
@@ -268,7 +275,7 @@ static bool peer_local(int id)
 	if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%ld %63s", &pid, boot) != 2)
 		pid = 0;
 	fclose(f);
-	return pid_alive(pid) && !strcmp(boot, ipc.boot);
+	return pid_alive(pid) && !strcmp(boot, IPC.boot);
 }
 
 /* Creates the ring to peer id (r->mu held). */
@@ -372,24 +379,24 @@ int psl__ipc_pack(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t 
 	uint32_t i;
 	int id = m->recver;
 
-	if (!ipc.on || m->cmd != PSL_CMD_EMPTY || m->simple_app || m->body_size || !nseg ||
+	if (!IPC.on || m->cmd != PSL_CMD_EMPTY || m->simple_app || m->body_size || !nseg ||
 	    nseg > MAX_SEG || data < (size_t)po.cfg.ipc_min_bytes || id == po.my_id || id < 1 ||
-	    id >= ipc.nids)
+	    id >= IPC.nids)
 		return 0;
 	for (i = 0; i < nseg; i++)
 		if (segs[i].mem_type != PSL_MEM_HOST)
 			return 0;
-	pthread_mutex_lock(&ipc.mu);
-	if (!ipc.rings) {
-		pthread_mutex_unlock(&ipc.mu);
+	pthread_mutex_lock(&IPC.mu);
+	if (!IPC.rings) {
+		pthread_mutex_unlock(&IPC.mu);
 		return 0;
 	}
-	r = ipc.rings[id];
+	r = IPC.rings[id];
 	if (!r && (r = calloc(1, sizeof(*r)))) {
 		pthread_mutex_init(&r->mu, NULL);
-		ipc.rings[id] = r;
+		IPC.rings[id] = r;
 	}
-	pthread_mutex_unlock(&ipc.mu);
+	pthread_mutex_unlock(&IPC.mu);
 	if (!r)
 		return 0;
 	pthread_mutex_lock(&r->mu);
@@ -472,17 +479,17 @@ static bool name_ok(const char *n)
 	return i < NAME_LEN;
 }
 
-/* The mapping of the sender's ring the descriptor names (ipc.mu held). */
+/* The mapping of the sender's ring the descriptor names (IPC.mu held). */
 static struct peer_map *peer_ring(int sender, const struct desc *d, const char **why)
 {
 	struct peer_map *p;
 	struct stat st;
 	int fd;
-	if (!ipc.maps || sender < 1 || sender >= ipc.nids) {
+	if (!IPC.maps || sender < 1 || sender >= IPC.nids) {
 		*why = "IPC is off on this node, or the sender is no node of the job";
 		return NULL;
 	}
-	p = &ipc.maps[sender];
+	p = &IPC.maps[sender];
 	if (p->base && !strncmp(p->name, d->name, NAME_LEN) && p->size == d->ring_size)
 		return p;
 	if (!name_ok(d->name)) {
@@ -544,7 +551,7 @@ struct psl_van_rmsg *psl__ipc_unpack(struct psl__meta *m, struct psl_van_rmsg *r
 		psl__raw_release(raw);
 		return NULL;
 	}
-	pthread_mutex_lock(&ipc.mu);
+	pthread_mutex_lock(&IPC.mu);
 	if (!why)
 		p = peer_ring(raw->sender, d, &why);
 	if (p && (d->chunk_off >= p->size || p->size - d->chunk_off < CHUNK_HDR))
@@ -566,7 +573,7 @@ struct psl_van_rmsg *psl__ipc_unpack(struct psl__meta *m, struct psl_van_rmsg *r
 			w->state = (uint32_t *)(p->base + d->chunk_off);
 		}
 	}
-	pthread_mutex_unlock(&ipc.mu);
+	pthread_mutex_unlock(&IPC.mu);
 	if (why)
 		PSL_WARN("an IPC message from %s cannot be read (%s): it is handed on without data, "
 			 "so that its request fails",
@@ -583,8 +590,8 @@ struct psl_van_rmsg *psl__ipc_unpack(struct psl__meta *m, struct psl_van_rmsg *r
 
 void psl__ipc_peer_lost(int id)
 {
-	pthread_mutex_lock(&ipc.mu);
-	if (ipc.maps && id > 0 && id < ipc.nids && ipc.maps[id].base)
-		shm_unlink(ipc.maps[id].name); /* the mapping stays until stop */
-	pthread_mutex_unlock(&ipc.mu);
+	pthread_mutex_lock(&IPC.mu);
+	if (IPC.maps && id > 0 && id < IPC.nids && IPC.maps[id].base)
+		shm_unlink(IPC.maps[id].name); /* the mapping stays until stop */
+	pthread_mutex_unlock(&IPC.mu);
 }

@@ -285,6 +285,7 @@ int psl_kv_batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 
 	if (!w || !b || (flags & ~PSL_KV_BATCH_BROADCAST))
 		return -EINVAL;
+	psl__enter(w->c.office);
 	if (psl__po.state != PSL__READY)
 		return -ESHUTDOWN;
 	rc = check_batch(w, b);

@@ -31,6 +31,7 @@ struct bat {
 
 struct psl_kv_batch_server {
 	struct psl_kv_server *kv;
+	struct psl__office *office; /* the server node kv belongs to */
 	size_t max;
 	psl_kv_batch_cb cb;
 	void *arg;
@@ -264,6 +265,7 @@ int psl_kv_batch_server_new(int app_id, enum psl_dtype dtype, size_t max_tensors
 	rc = psl_kv_server_new(app_id, dtype, on_request, s, &s->kv);
 	if (rc)
 		goto fail;
+	s->office = psl__cur; /* (psl_kv_server_new entered it) */
 	rc = psl_kv_server_on_finalize(s->kv, on_finalize, s);
 	if (rc)
 		goto fail;
@@ -374,6 +376,7 @@ static int respond(struct psl_kv_batch_server *s, uint64_t id, const struct psl_
 
 	if (!s || (nout && !out))
 		return -EINVAL;
+	psl__enter(s->office);
 	pthread_mutex_lock(&s->mu);
 	for (b = s->held; b; b = b->next)
 		if (b->pub.id == id)

@@ -194,6 +194,7 @@ struct kv_req {
 	size_t esz;
 	int sid;
 	int reply_to; /* the sender's id (pub.meta.sender names its group) */
+	struct psl__office *office; /* the server node it came to */
 	atomic_int refs; /* 1, plus one per psl_kv_request_hold */
 };
 
@@ -295,6 +296,7 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 	const void *keys = NULL, *vals = NULL, *lens = NULL;
 	size_t kb = 0, vb = 0, lb = 0;
 
+	psl__enter(q->office);
 	rc = check_res(q, res);
 	if (rc) {
 		if (done)
@@ -420,6 +422,7 @@ int psl_kv_respond_error(struct psl_kv_request *req, int err)
 
 	if (!q)
 		return -EINVAL;
+	psl__enter(q->office);
 	if (err >= 0 || err < -4095)
 		err = -EIO;
 	response_meta(q, &m);
@@ -514,6 +517,7 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 	q->esz = s->esz;
 	q->sid = m->sid;
 	q->reply_to = m->sender;
+	q->office = c->office;
 	q->pub.meta = (struct psl_kv_meta){
 		.cmd = m->head,
 		.push = m->push,
@@ -637,6 +641,7 @@ int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler, 
 
 	if (!out || !handler || !psl_dtype_size(dtype))
 		return -EINVAL;
+	psl__enter_role(PSL_SERVER);
 	if (psl__po.state != PSL__READY)
 		return -ESHUTDOWN;
 	if (psl__po.role == PSL_WORKER) {
@@ -670,6 +675,7 @@ void psl_kv_server_free(struct psl_kv_server *s)
 {
 	if (!s)
 		return;
+	psl__enter(s->c.office);
 	psl__customer_remove(&s->c);
 	if (s->regs) {
 		pthread_mutex_lock(&s->regs->mu);

@@ -145,6 +145,7 @@ static int check_ready(struct psl_kv_worker *w)
 {
 	if (!w)
 		return -EINVAL;
+	psl__enter(w->c.office);
 	if (psl__po.state != PSL__READY)
 		return -ESHUTDOWN;
 	return 0;
@@ -573,6 +574,7 @@ int psl_kv_wait(struct psl_kv_worker *w, int ts)
 {
 	if (!w)
 		return -EINVAL;
+	psl__enter(w->c.office);
 	return psl__req_wait(&w->c, ts);
 }
 
@@ -580,6 +582,7 @@ int psl_kv_wait_timeout(struct psl_kv_worker *w, int ts, int timeout_ms)
 {
 	if (!w)
 		return -EINVAL;
+	psl__enter(w->c.office);
 	return psl__req_wait_ms(&w->c, ts, timeout_ms);
 }
 
@@ -861,6 +864,7 @@ int psl_kv_worker_new(int app_id, int customer_id, enum psl_dtype dtype,
 
 	if (!out || !psl_dtype_size(dtype))
 		return -EINVAL;
+	psl__enter_role(PSL_WORKER);
 	if (psl__po.state != PSL__READY)
 		return -ESHUTDOWN;
 	if (psl__po.role != PSL_WORKER) {
@@ -894,6 +898,7 @@ void psl_kv_worker_free(struct psl_kv_worker *w)
 {
 	if (!w)
 		return;
+	psl__enter(w->c.office);
 	psl__customer_remove(&w->c);
 	free(w);
 }

@@ -8,9 +8,9 @@
 
 #include "clock.h"
 #include "log.h"
+#include "postoffice.h"
 
 int psl__log_level = PSL_LOG_INFO;
-static char log_who[48] = "";
 
 static const char *const level_names[] = {"ERROR", "WARN", "INFO", "DEBUG", "TRACE"};
 
@@ -21,7 +21,8 @@ void psl__log_init(int verbose)
 
 void psl__log_set_who(const char *who)
 {
-	snprintf(log_who, sizeof(log_who), "%s", who ? who : "");
+	/* the current node's: a joint process's lines say which node wrote them */
+	snprintf(psl__po.log_who, sizeof(psl__po.log_who), "%s", who ? who : "");
 }
 
 void psl__vlog(int level, const char *tag, const char *fmt, va_list ap)
@@ -30,6 +31,7 @@ void psl__vlog(int level, const char *tag, const char *fmt, va_list ap)
 	char line[2048];
 	struct timespec ts;
 	struct tm tm;
+	const char *log_who = psl__po.log_who;
 	int n;
 
 	if (level < 0)

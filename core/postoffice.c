@@ -15,15 +15,49 @@
 #include "resender.h"
 #include "van_host.h"
 
-struct psl__po psl__po = {
-	.mu = PTHREAD_MUTEX_INITIALIZER,
-	.cv = PTHREAD_COND_INITIALIZER,
-	.my_id = -1,
-	.my_rank = -1,
-};
+#define OFFICE_INIT                                                                        \
+	{                                                                                  \
+		.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,            \
+		.timer_cv = PTHREAD_COND_INITIALIZER, .my_id = -1, .my_rank = -1,          \
+	}
+struct psl__office psl__offices[PSL__OFFICES] = {OFFICE_INIT, OFFICE_INIT};
+__thread struct psl__office *psl__cur = &psl__offices[0];
 #define po psl__po
 
 static pthread_mutex_t start_mu = PTHREAD_MUTEX_INITIALIZER;
+/* DMLC_ROLE=joint: psl__offices[0] is the server, [1] the worker */
+static atomic_bool joint;
+
+/* the node psl_use_role chose for the calling thread */
+static __thread struct psl__office *selected;
+
+bool psl__joint(void)
+{
+	return atomic_load(&joint);
+}
+
+void psl__enter_selected(void)
+{
+	psl__enter(selected && psl__joint() ? selected : &psl__offices[0]);
+}
+
+void psl__enter_role(int role)
+{
+	struct psl__office *o = psl__joint() ? psl__office_of(role) : NULL;
+	if (o)
+		psl__enter(o);
+	else
+		psl__enter_selected();
+}
+
+struct psl__office *psl__office_of(int role)
+{
+	int i;
+	for (i = 0; i < (psl__joint() ? 2 : 1); i++)
+		if (psl__offices[i].role == role && psl__offices[i].state != PSL__STOPPED)
+			return &psl__offices[i];
+	return NULL;
+}
 
 /* ------------------------------------------------------ ids and groups -- */
 
@@ -180,38 +214,62 @@ void psl__node_lost(int id, int err, const char *why)
 
 int psl_job_lost(char *why, size_t len)
 {
-	int rc;
-	pthread_mutex_lock(&po.mu);
-	rc = po.job_lost_err;
+	int rc = 0, i;
 	if (why && len)
-		snprintf(why, len, "%s", rc ? po.job_lost_msg : "");
-	pthread_mutex_unlock(&po.mu);
+		why[0] = 0;
+	/* a joint process: the first of its nodes' losses */
+	for (i = 0; i < (psl__joint() ? 2 : 1) && !rc; i++) {
+		struct psl__office *o = &psl__offices[i];
+		pthread_mutex_lock(&o->mu);
+		rc = o->job_lost_err;
+		if (rc && why && len)
+			snprintf(why, len, "%s", o->job_lost_msg);
+		pthread_mutex_unlock(&o->mu);
+	}
 	return rc;
 }
 
 enum psl_role psl_my_role(void)
 {
-	return (enum psl_role)po.role;
+	return psl__joint() ? PSL_JOINT : (enum psl_role)psl__offices[0].role;
 }
 bool psl_is_scheduler(void)
 {
-	return po.state != PSL__STOPPED && po.role == PSL_SCHEDULER;
+	return psl__office_of(PSL_SCHEDULER) != NULL;
 }
 bool psl_is_server(void)
 {
-	return po.state != PSL__STOPPED && po.role == PSL_SERVER;
+	return psl__office_of(PSL_SERVER) != NULL;
 }
 bool psl_is_worker(void)
 {
-	return po.state != PSL__STOPPED && po.role == PSL_WORKER;
+	return psl__office_of(PSL_WORKER) != NULL;
+}
+int psl_use_role(enum psl_role role)
+{
+	struct psl__office *o = psl__office_of(role);
+	if (!o)
+		return psl__offices[0].state == PSL__STOPPED ? -ESHUTDOWN : -ENOENT;
+	selected = o;
+	psl__enter(o);
+	return 0;
+}
+/* The node the public queries describe: the calling thread's choice
+ * (psl_use_role), else psl__offices[0] (not psl__cur: they may be called
+ * from a handler of either node). */
+static struct psl__office *sel(void)
+{
+	return selected && psl__joint() ? selected : &psl__offices[0];
 }
 int psl_my_rank(void)
 {
-	return po.state == PSL__READY ? po.my_rank / psl_group_size() : -1;
+	struct psl__office *o = sel();
+	return o->state == PSL__READY ? o->my_rank / psl_group_size() : -1;
 }
 int psl_my_id(void)
 {
-	return po.state == PSL__READY ? po.my_id : -1;
+	struct psl__office *o = sel();
+	return o->state == PSL__READY ? o->my_id : -1;
 }
 int psl_num_workers(void)
 {
@@ -227,11 +285,13 @@ int psl_group_size(void)
 }
 int psl_my_instance(void)
 {
-	return po.state == PSL__READY ? po.cfg.instance : -1;
+	struct psl__office *o = sel();
+	return o->state == PSL__READY ? o->cfg.instance : -1;
 }
 int psl_my_instance_rank(void)
 {
-	return po.state == PSL__READY ? po.my_rank : -1;
+	struct psl__office *o = sel();
+	return o->state == PSL__READY ? o->my_rank : -1;
 }
 
 int psl__server_id(int r)
@@ -245,19 +305,50 @@ int psl__id_to_group_rank(int id)
 }
 const char *psl_van_name(void)
 {
-	return po.lib.ops ? po.lib.ops->name : NULL;
+	struct psl__office *o = sel();
+	return o->lib.ops ? o->lib.ops->name : NULL;
+}
+
+/* A barrier of every node of this process in group: each arrives, then
+ * each waits (a joint process's two nodes are both awaited). */
+static int barrier_here(int customer_id, int group, int cmd)
+{
+	struct psl__office *home = psl__cur;
+	unsigned gen[PSL__OFFICES];
+	int rc = 0, i, n = psl__joint() ? 2 : 1, r;
+	bool in[PSL__OFFICES] = {false};
+
+	for (i = 0; i < n && !rc; i++) {
+		psl__enter(&psl__offices[i]);
+		if (!psl__group_has(group, po.my_id) && n > 1)
+			continue;
+		rc = psl__control_barrier_arrive(customer_id, group, cmd, &gen[i]);
+		in[i] = rc == 0;
+		if (rc == 1)
+			rc = 0;
+	}
+	for (i = 0; i < n; i++) {
+		if (!in[i])
+			continue;
+		psl__enter(&psl__offices[i]);
+		r = psl__control_barrier_wait(group, gen[i]);
+		if (!rc)
+			rc = r;
+	}
+	psl__enter(home);
+	return rc;
 }
 
 int psl_barrier(int customer_id, int group)
 {
-	if (po.state != PSL__READY)
+	if (psl__offices[0].state != PSL__READY)
 		return -ESHUTDOWN;
 	if (group < 1 || group > 7)
 		return -EINVAL;
 	/* each process is one instance: all of them take part (StepMesh's
 	 * instance barrier), not one per group as in C++ ps-lite's BARRIER */
-	return psl__control_barrier(customer_id, group,
-				    psl_group_size() > 1 ? PSL_CMD_INSTANCE_BARRIER : PSL_CMD_BARRIER);
+	return barrier_here(customer_id, group,
+			    psl_group_size() > 1 ? PSL_CMD_INSTANCE_BARRIER : PSL_CMD_BARRIER);
 }
 
 /* ------------------------------------------------------ start / finalize -- */
@@ -412,7 +503,10 @@ static const char *port_var(void)
 	return po.role == PSL_SCHEDULER ? "DMLC_PS_ROOT_PORT" : "DMLC_PORT";
 }
 
-static int start_node(void)
+/* Starts the current node up to its registration (a scheduler: up to
+ * listening); finish_start waits for the job. joint_role: the node's role
+ * in a DMLC_ROLE=joint process. */
+static int start_node(int joint_role)
 {
 	char err[1024], vc[96];
 	unsigned van_errors;
@@ -420,7 +514,7 @@ static int start_node(void)
 	struct psl_van_bind_res bres;
 	int rc, g;
 
-	rc = psl__config_load(&po.cfg, err, sizeof(err));
+	rc = psl__config_load_as(&po.cfg, joint_role, err, sizeof(err));
 	if (rc) {
 		PSL_ERR("%s", err);
 		return rc;
@@ -453,7 +547,8 @@ static int start_node(void)
 	}
 	psl__host_init(&po.host);
 	van_errors = psl__van_errors();
-	psl__env_reads_clear();
+	if (!po.cfg.joint || po.role == PSL_SERVER) /* a joint process's first node */
+		psl__env_reads_clear();
 	if (po.cfg.group_size > 1 && po.role != PSL_SCHEDULER) {
 		/* read by config_load for the instance's rank: no compatibility WARN */
 		psl__env_note_read("DMLC_NODE_RANK");
@@ -482,8 +577,10 @@ static int start_node(void)
 	memset(&po.caps, 0, sizeof(po.caps));
 	po.caps.size = sizeof(po.caps);
 	po.lib.ops->query(po.van, &po.caps);
-	/* variables of ps-lite, BytePS, StepMesh that neither core nor van use */
-	psl__env_compat_warn(po.role);
+	/* variables of ps-lite, BytePS, StepMesh that neither core nor van use
+	 * (a joint process: once both vans read theirs) */
+	if (!po.cfg.joint || po.role == PSL_WORKER)
+		psl__env_compat_warn(po.role);
 	if (po.cfg.resend && (rc = psl__resender_init(po.cfg.resend_timeout_ms)))
 		return rc;
 
@@ -535,10 +632,7 @@ static int start_node(void)
 	PSL_INFO("%s listening on %s:%d, van %s (%s)", psl__role_name(po.role), po.me.hostname,
 		 po.me.port, po.lib.ops->name, po.lib.ops->version ? po.lib.ops->version : "");
 
-	if (po.role == PSL_SCHEDULER) {
-		po.my_rank = 0;
-		rc = wait_registrations();
-	} else {
+	if (po.role != PSL_SCHEDULER) {
 		struct psl__node sched;
 		struct psl_van_peer p;
 		memset(&sched, 0, sizeof(sched));
@@ -571,6 +665,20 @@ static int start_node(void)
 				po.cfg.root_uri, po.cfg.root_port, psl_strerror(rc));
 			return rc;
 		}
+	}
+	return 0;
+}
+
+/* The rest of the current node's start: every node registered, the node
+ * list here. */
+static int finish_start(void)
+{
+	int rc;
+
+	if (po.role == PSL_SCHEDULER) {
+		po.my_rank = 0;
+		rc = wait_registrations();
+	} else {
 		rc = wait_node_list();
 	}
 	if (rc) {
@@ -602,15 +710,44 @@ static int start_node(void)
 	return 0;
 }
 
+/* Starts this process's nodes: one, or a joint process's server and worker
+ * (both register before either waits for the node list). */
+static int start_offices(void)
+{
+	int rc, i, n = 1;
+
+	atomic_store(&joint, false);
+	psl__enter(&psl__offices[0]);
+	rc = start_node(PSL_SERVER);
+	if (!rc && po.cfg.joint) {
+		atomic_store(&joint, true);
+		n = 2;
+		psl__enter(&psl__offices[1]);
+		rc = start_node(PSL_WORKER);
+	}
+	for (i = 0; i < n && !rc; i++) {
+		psl__enter(&psl__offices[i]);
+		rc = finish_start();
+	}
+	if (rc) {
+		for (i = n - 1; i >= 0; i--) {
+			psl__enter(&psl__offices[i]);
+			teardown();
+		}
+		atomic_store(&joint, false);
+	}
+	psl__enter(&psl__offices[0]);
+	return rc;
+}
+
 int psl_start(int customer_id, bool do_barrier)
 {
 	int rc;
 
 	pthread_mutex_lock(&start_mu);
-	if (po.state != PSL__READY) {
-		rc = start_node();
+	if (psl__offices[0].state != PSL__READY) {
+		rc = start_offices();
 		if (rc) {
-			teardown();
 			pthread_mutex_unlock(&start_mu);
 			return rc;
 		}
@@ -618,7 +755,7 @@ int psl_start(int customer_id, bool do_barrier)
 	pthread_mutex_unlock(&start_mu);
 	if (!do_barrier)
 		return 0;
-	rc = psl__control_barrier(customer_id, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER);
+	rc = barrier_here(customer_id, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER);
 	if (rc)
 		PSL_ERR("the start-up barrier failed: %s", psl_strerror(rc));
 	return rc;
@@ -626,25 +763,35 @@ int psl_start(int customer_id, bool do_barrier)
 
 int psl_finalize(int customer_id, bool do_barrier)
 {
-	int rc = 0;
+	int rc = 0, i, n = psl__joint() ? 2 : 1;
+	struct psl__office *home = psl__cur;
 
 	pthread_mutex_lock(&start_mu);
-	if (po.state == PSL__STOPPED) {
+	if (psl__offices[0].state == PSL__STOPPED) {
 		pthread_mutex_unlock(&start_mu);
 		return 0;
 	}
-	pthread_mutex_lock(&po.mu);
-	po.leaving = true;
-	pthread_mutex_unlock(&po.mu);
-	if (po.state == PSL__READY && do_barrier) {
-		rc = psl__control_barrier(customer_id, PSL_GROUP_ALL,
-					  PSL_CMD_INSTANCE_BARRIER);
+	for (i = 0; i < n; i++) {
+		pthread_mutex_lock(&psl__offices[i].mu);
+		psl__offices[i].leaving = true;
+		pthread_mutex_unlock(&psl__offices[i].mu);
+	}
+	if (psl__offices[0].state == PSL__READY && do_barrier) {
+		rc = barrier_here(customer_id, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER);
 		if (rc)
 			PSL_ERR("the final barrier failed: %s", psl_strerror(rc));
 	}
-	if (po.state == PSL__READY)
-		psl__customers_finalize();
-	teardown();
+	for (i = 0; i < n; i++) {
+		psl__enter(&psl__offices[i]);
+		if (po.state == PSL__READY)
+			psl__customers_finalize();
+	}
+	for (i = n - 1; i >= 0; i--) {
+		psl__enter(&psl__offices[i]);
+		teardown();
+	}
+	atomic_store(&joint, false);
+	psl__enter(home);
 	pthread_mutex_unlock(&start_mu);
 	return rc;
 }

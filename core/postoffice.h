@@ -33,7 +33,13 @@ struct psl__peer {
 	int down_err;
 };
 
-struct psl__po {
+/* One node's state. A process is one node, or two for DMLC_ROLE=joint (a
+ * server and a worker, each with its own van, id and rank, as C++ ps-lite's
+ * joint role): the code reads the node it works for through psl__po, the
+ * calling thread's current node (psl__cur), which the van's callbacks set from
+ * their host ctx, the core's timer thread from its node, and the public calls
+ * from the object they act on (psl__enter). */
+struct psl__office {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
 	struct psl__config cfg;
@@ -84,9 +90,45 @@ struct psl__po {
 	/* the job's first loss this node knew of (psl_job_lost) */
 	int job_lost_err;
 	char job_lost_msg[320];
+
+	/* what this node's log lines say it is ("worker 0") */
+	char log_who[48];
+	/* the timer thread's wake-up (timer.c), under mu */
+	pthread_cond_t timer_cv;
+	/* this node's registration nonce (registration.c) */
+	char nonce[33];
 };
 
-extern struct psl__po psl__po;
+/* [0]: the process's node (a joint process's server); [1]: a joint
+ * process's worker. */
+#define PSL__OFFICES 2
+extern struct psl__office psl__offices[PSL__OFFICES];
+extern __thread struct psl__office *psl__cur;
+#define psl__po (*psl__cur)
+
+/* The node the calling thread works for from now on. */
+static inline void psl__enter(struct psl__office *o)
+{
+	if (o)
+		psl__cur = o;
+}
+/* Which of psl__offices the current node is (for per-node tables). */
+static inline int psl__slot(void)
+{
+	return (int)(psl__cur - psl__offices);
+}
+/* The calling thread's node for the public calls that name none
+ * (psl_my_rank, psl_simple_app_new, ...): the one psl_use_role chose, else
+ * psl__offices[0]. */
+void psl__enter_selected(void);
+/* The node of role in a joint process (objects of that role belong to it),
+ * else as psl__enter_selected. */
+void psl__enter_role(int role);
+/* Whether this process runs DMLC_ROLE=joint (two nodes). */
+bool psl__joint(void);
+/* The node of this process that has role (PSL_SERVER, PSL_WORKER,
+ * PSL_SCHEDULER), or NULL. */
+struct psl__office *psl__office_of(int role);
 
 static inline bool psl__is_server_id(int id)
 {

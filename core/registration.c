@@ -21,9 +21,8 @@
 
 #define po psl__po
 
-/* With PS_JOB_SECRET: this node's registration nonce (the node list's proof
- * is bound to it), and at the scheduler the nonce of each registered node. */
-static char my_nonce[33];
+/* With PS_JOB_SECRET: at the scheduler, the nonce of each registered node
+ * (each node's own, po.nonce, binds the node list's proof to it). */
 struct reg_nonce {
 	char host[PSL_HOST_MAX];
 	int port;
@@ -44,9 +43,9 @@ int psl__control_register(void)
 	m.request = false;
 	m.recver = 1;
 	if (psl__auth_on()) {
-		if (!my_nonce[0] && (rc = psl__auth_nonce_hex(my_nonce, 16)))
+		if (!po.nonce[0] && (rc = psl__auth_nonce_hex(po.nonce, 16)))
 			return rc;
-		if ((rc = psl__auth_register_body(&po.me, my_nonce, body)))
+		if ((rc = psl__auth_register_body(&po.me, po.nonce, body)))
 			return rc;
 		m.body = body;
 		m.body_size = (int)strlen(body);
@@ -435,7 +434,7 @@ void psl__node_take_list(const struct psl__meta *m)
 		return;
 	}
 	pthread_mutex_unlock(&po.mu);
-	if (psl__auth_on() && (!my_nonce[0] || psl__auth_list_check(m, my_nonce))) {
+	if (psl__auth_on() && (!po.nonce[0] || psl__auth_list_check(m, po.nonce))) {
 		PSL_WARN("ignored a node list without a valid proof of PS_JOB_SECRET (does the "
 			 "scheduler at %s:%d have the same secret?)",
 			 po.cfg.root_uri, po.cfg.root_port);

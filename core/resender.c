@@ -38,14 +38,22 @@ struct entry {
 	/* meta, segment table and data follow */
 };
 
-static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-static struct entry *table[BUCKETS];
-static int timeout_ms;
-static bool on;
-/* de-duplication: a FIFO window of signatures plus an open hash set */
-static uint64_t *seen_fifo;
-static uint64_t *seen_set; /* 2*SEEN_WINDOW slots, 0 = empty */
-static uint32_t seen_head, seen_count;
+/* each node's (a joint process has two) */
+static struct resender {
+	pthread_mutex_t mu;
+	struct entry *table[BUCKETS];
+	int timeout_ms;
+	bool on;
+	/* de-duplication: a FIFO window of signatures plus an open hash set */
+	uint64_t *seen_fifo;
+	uint64_t *seen_set; /* 2*SEEN_WINDOW slots, 0 = empty */
+	uint32_t seen_head, seen_count;
+} resenders[PSL__OFFICES] = {
+	{.mu = PTHREAD_MUTEX_INITIALIZER},
+	{.mu = PTHREAD_MUTEX_INITIALIZER},
+};
+/* the current node's */
+#define S (resenders[psl__slot()])
 
 static void entry_put(struct entry *e)
 {
@@ -69,32 +77,32 @@ static uint32_t hash(uint64_t x)
 
 int psl__resender_init(int t_ms)
 {
-	pthread_mutex_lock(&mu);
-	timeout_ms = t_ms;
-	seen_fifo = calloc(SEEN_WINDOW, sizeof(uint64_t));
-	seen_set = calloc(2 * SEEN_WINDOW, sizeof(uint64_t));
-	seen_head = seen_count = 0;
-	on = seen_fifo && seen_set;
-	pthread_mutex_unlock(&mu);
-	return on ? 0 : -ENOMEM;
+	pthread_mutex_lock(&S.mu);
+	S.timeout_ms = t_ms;
+	S.seen_fifo = calloc(SEEN_WINDOW, sizeof(uint64_t));
+	S.seen_set = calloc(2 * SEEN_WINDOW, sizeof(uint64_t));
+	S.seen_head = S.seen_count = 0;
+	S.on = S.seen_fifo && S.seen_set;
+	pthread_mutex_unlock(&S.mu);
+	return S.on ? 0 : -ENOMEM;
 }
 
 void psl__resender_fini(void)
 {
 	int i;
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&S.mu);
 	for (i = 0; i < BUCKETS; i++) {
-		while (table[i]) {
-			struct entry *e = table[i];
-			table[i] = e->next;
+		while (S.table[i]) {
+			struct entry *e = S.table[i];
+			S.table[i] = e->next;
 			entry_put(e);
 		}
 	}
-	free(seen_fifo);
-	free(seen_set);
-	seen_fifo = seen_set = NULL;
-	on = false;
-	pthread_mutex_unlock(&mu);
+	free(S.seen_fifo);
+	free(S.seen_set);
+	S.seen_fifo = S.seen_set = NULL;
+	S.on = false;
+	pthread_mutex_unlock(&S.mu);
 }
 
 void psl__resender_on_send(const struct psl__meta *m, const void *meta, size_t meta_len,
@@ -108,17 +116,17 @@ void psl__resender_on_send(const struct psl__meta *m, const void *meta, size_t m
 
 	for (i = 0; i < nseg; i++)
 		data += (segs[i].len + 7) & ~(size_t)7;
-	pthread_mutex_lock(&mu);
-	if (!on) {
-		pthread_mutex_unlock(&mu);
+	pthread_mutex_lock(&S.mu);
+	if (!S.on) {
+		pthread_mutex_unlock(&S.mu);
 		return;
 	}
-	for (e = table[b]; e; e = e->next)
+	for (e = S.table[b]; e; e = e->next)
 		if (e->sig == sig) { /* a resend of a message already kept */
-			pthread_mutex_unlock(&mu);
+			pthread_mutex_unlock(&S.mu);
 			return;
 		}
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&S.mu);
 
 	off = (sizeof(*e) + meta_len + 7) & ~(size_t)7;
 	e = malloc(off + nseg * sizeof(struct psl_van_seg) + data);
@@ -152,10 +160,10 @@ void psl__resender_on_send(const struct psl__meta *m, const void *meta, size_t m
 		}
 		p += (segs[i].len + 7) & ~(size_t)7;
 	}
-	pthread_mutex_lock(&mu);
-	e->next = table[b];
-	table[b] = e;
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_lock(&S.mu);
+	e->next = S.table[b];
+	S.table[b] = e;
+	pthread_mutex_unlock(&S.mu);
 }
 
 static bool seen_check_add(uint64_t sig)
@@ -163,34 +171,34 @@ static bool seen_check_add(uint64_t sig)
 	uint32_t mask = 2 * SEEN_WINDOW - 1, s;
 	uint64_t key = sig ? sig : 1; /* 0 marks an empty slot */
 
-	for (s = hash(key) & mask; seen_set[s]; s = (s + 1) & mask)
-		if (seen_set[s] == key)
+	for (s = hash(key) & mask; S.seen_set[s]; s = (s + 1) & mask)
+		if (S.seen_set[s] == key)
 			return true;
-	if (seen_count == SEEN_WINDOW) {
+	if (S.seen_count == SEEN_WINDOW) {
 		/* evict the oldest, re-inserting the run that follows it */
-		uint64_t old = seen_fifo[seen_head];
+		uint64_t old = S.seen_fifo[S.seen_head];
 		uint32_t j;
-		for (j = hash(old) & mask; seen_set[j] != old; j = (j + 1) & mask)
+		for (j = hash(old) & mask; S.seen_set[j] != old; j = (j + 1) & mask)
 			;
-		seen_set[j] = 0;
-		for (j = (j + 1) & mask; seen_set[j]; j = (j + 1) & mask) {
-			uint64_t k = seen_set[j];
+		S.seen_set[j] = 0;
+		for (j = (j + 1) & mask; S.seen_set[j]; j = (j + 1) & mask) {
+			uint64_t k = S.seen_set[j];
 			uint32_t t;
-			seen_set[j] = 0;
-			for (t = hash(k) & mask; seen_set[t]; t = (t + 1) & mask)
+			S.seen_set[j] = 0;
+			for (t = hash(k) & mask; S.seen_set[t]; t = (t + 1) & mask)
 				;
-			seen_set[t] = k;
+			S.seen_set[t] = k;
 		}
-		seen_count--;
-		for (s = hash(key) & mask; seen_set[s]; s = (s + 1) & mask)
+		S.seen_count--;
+		for (s = hash(key) & mask; S.seen_set[s]; s = (s + 1) & mask)
 			;
 	}
-	seen_set[s] = key;
-	seen_fifo[(seen_head + seen_count) % SEEN_WINDOW] = key;
-	if (seen_count < SEEN_WINDOW)
-		seen_count++;
+	S.seen_set[s] = key;
+	S.seen_fifo[(S.seen_head + S.seen_count) % SEEN_WINDOW] = key;
+	if (S.seen_count < SEEN_WINDOW)
+		S.seen_count++;
 	else
-		seen_head = (seen_head + 1) % SEEN_WINDOW;
+		S.seen_head = (S.seen_head + 1) % SEEN_WINDOW;
 	return false;
 }
 
@@ -203,15 +211,15 @@ bool psl__resender_on_recv(const struct psl__meta *m)
 	if (m->cmd == PSL_CMD_ACK) {
 		uint32_t b = hash(m->msg_sig) % BUCKETS;
 		struct entry **pp, *e = NULL;
-		pthread_mutex_lock(&mu);
-		for (pp = &table[b]; *pp; pp = &(*pp)->next) {
+		pthread_mutex_lock(&S.mu);
+		for (pp = &S.table[b]; *pp; pp = &(*pp)->next) {
 			if ((*pp)->sig == m->msg_sig) {
 				e = *pp;
 				*pp = e->next;
 				break;
 			}
 		}
-		pthread_mutex_unlock(&mu);
+		pthread_mutex_unlock(&S.mu);
 		entry_put(e);
 		return true;
 	}
@@ -230,9 +238,9 @@ bool psl__resender_on_recv(const struct psl__meta *m)
 	ack.msg_sig = sig;
 	ack.recver = m->sender;
 	psl__send(&ack, NULL, 0, NULL);
-	pthread_mutex_lock(&mu);
-	dup = on && seen_check_add(sig);
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_lock(&S.mu);
+	dup = S.on && seen_check_add(sig);
+	pthread_mutex_unlock(&S.mu);
 	if (dup)
 		PSL_DBG("dropped a duplicate %s from node %d (ts %d)", psl__cmd_name(m->cmd),
 			m->sender, m->timestamp);
@@ -242,13 +250,13 @@ bool psl__resender_on_recv(const struct psl__meta *m)
 int psl__resender_pending(void)
 {
 	int i, n = 0;
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&S.mu);
 	for (i = 0; i < BUCKETS; i++) {
 		struct entry *e;
-		for (e = table[i]; e; e = e->next)
+		for (e = S.table[i]; e; e = e->next)
 			n++;
 	}
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&S.mu);
 	return n;
 }
 
@@ -257,9 +265,9 @@ int psl__resender_pending(void)
 static void drop_kept(int recver, int cmd)
 {
 	int i;
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&S.mu);
 	for (i = 0; i < BUCKETS; i++) {
-		struct entry **pp = &table[i];
+		struct entry **pp = &S.table[i];
 		while (*pp) {
 			struct entry *e = *pp;
 			if (e->recver == recver && (cmd < 0 || (e->request && e->cmd == cmd))) {
@@ -270,7 +278,7 @@ static void drop_kept(int recver, int cmd)
 			}
 		}
 	}
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&S.mu);
 }
 
 /* A barrier's release proves that the scheduler has our request: it needs no
@@ -296,11 +304,11 @@ void psl__resender_tick(int64_t now)
 {
 	int i, lost = -1;
 
-	pthread_mutex_lock(&mu);
+	pthread_mutex_lock(&S.mu);
 	for (i = 0; i < BUCKETS && lost < 0; i++) {
 		struct entry *e;
-		for (e = table[i]; e; e = e->next) {
-			if (now - e->sent_ms <= (int64_t)timeout_ms * (1 + e->retries))
+		for (e = S.table[i]; e; e = e->next) {
+			if (now - e->sent_ms <= (int64_t)S.timeout_ms * (1 + e->retries))
 				continue;
 			/* the last resend is still being sent (a large message, or a
 			 * busy link): another copy behind it would only delay the ACK */
@@ -320,11 +328,11 @@ void psl__resender_tick(int64_t now)
 				atomic_fetch_sub(&e->refs, 1);
 		}
 	}
-	pthread_mutex_unlock(&mu);
+	pthread_mutex_unlock(&S.mu);
 	if (lost >= 0) {
 		char why[128];
 		snprintf(why, sizeof(why), "no ACK after %d resends (PS_RESEND_TIMEOUT=%d ms)",
-			 MAX_RETRIES, timeout_ms);
+			 MAX_RETRIES, S.timeout_ms);
 		psl__resender_forget(lost);
 		psl__node_lost(lost, -ETIMEDOUT, why);
 	}

@@ -22,6 +22,7 @@ static int send_msg(struct psl_simple_app *app, int recver, int head, const void
 		    size_t len, bool request, int customer_id, int ts)
 {
 	struct psl__meta m;
+	psl__enter(app->c.office);
 	psl__meta_init(&m);
 	m.head = head;
 	m.app_id = app->c.app_id;
@@ -126,6 +127,7 @@ int psl_simple_wait(struct psl_simple_app *app, int ts)
 {
 	if (!app)
 		return -EINVAL;
+	psl__enter(app->c.office);
 	return psl__req_wait(&app->c, ts);
 }
 
@@ -187,6 +189,7 @@ int psl_simple_app_new(int app_id, int customer_id, psl_simple_handler on_reques
 
 	if (!out)
 		return -EINVAL;
+	psl__enter_selected();
 	if (psl__po.state != PSL__READY)
 		return -ESHUTDOWN;
 	app = calloc(1, sizeof(*app));
@@ -214,6 +217,7 @@ void psl_simple_app_free(struct psl_simple_app *app)
 {
 	if (!app)
 		return;
+	psl__enter(app->c.office);
 	psl__customer_remove(&app->c);
 	free(app);
 }

@@ -19,20 +19,18 @@
 
 #define po psl__po
 
-static pthread_cond_t timer_cv = PTHREAD_COND_INITIALIZER;
-
 static void *timer_main(void *arg)
 {
 	int64_t last_hb = 0, now;
 	int period = 1000;
-	(void)arg;
+	psl__enter(arg); /* the node this thread times */
 	if (po.cfg.heartbeat_interval > 0 && po.cfg.heartbeat_interval * 1000 < period)
 		period = po.cfg.heartbeat_interval * 1000;
 	if (po.cfg.resend && po.cfg.resend_timeout_ms / 2 < period)
 		period = po.cfg.resend_timeout_ms / 2 > 10 ? po.cfg.resend_timeout_ms / 2 : 10;
 	pthread_mutex_lock(&po.mu);
 	while (!po.timer_stop) {
-		psl__cond_wait_ms(&timer_cv, &po.mu, period);
+		psl__cond_wait_ms(&po.timer_cv, &po.mu, period);
 		if (po.timer_stop)
 			break;
 		pthread_mutex_unlock(&po.mu);
@@ -56,7 +54,7 @@ int psl__timer_start(void)
 	    !(po.role == PSL_SCHEDULER && po.cfg.barrier_warn_s > 0))
 		return 0;
 	po.timer_stop = false;
-	rc = pthread_create(&po.timer, NULL, timer_main, NULL);
+	rc = pthread_create(&po.timer, NULL, timer_main, psl__cur);
 	if (rc)
 		return -rc;
 	po.timer_running = true;
@@ -69,7 +67,7 @@ void psl__timer_stop(void)
 		return;
 	pthread_mutex_lock(&po.mu);
 	po.timer_stop = true;
-	pthread_cond_broadcast(&timer_cv);
+	pthread_cond_broadcast(&po.timer_cv);
 	pthread_mutex_unlock(&po.mu);
 	pthread_join(po.timer, NULL);
 	po.timer_running = false;

@@ -37,7 +37,7 @@ unsigned psl__van_errors(void)
 static void host_vlog(void *ctx, int level, const char *van, const char *fmt, va_list ap)
 {
 	static struct psl__ratelimit sites[64];
-	(void)ctx;
+	psl__enter(ctx); /* the node whose van calls */
 	if (level == PSL_VAN_LOG_ERROR)
 		atomic_fetch_add(&van_errors, 1);
 	if (level > psl__log_level)
@@ -50,7 +50,7 @@ static void host_vlog(void *ctx, int level, const char *van, const char *fmt, va
 
 static const char *host_param(void *ctx, const char *name)
 {
-	(void)ctx;
+	psl__enter(ctx); /* the node whose van calls */
 	psl__env_note_read(name); /* the van's setting: no compatibility WARN for it */
 	return getenv(name);
 }
@@ -58,14 +58,14 @@ static const char *host_param(void *ctx, const char *name)
 static void host_send_done(void *ctx, void *cookie, int status)
 {
 	struct psl__sendref *ref = cookie;
-	(void)ctx;
+	psl__enter(ctx); /* the node whose van calls */
 	if (ref)
 		ref->done(ref, status);
 }
 
 static void host_peer_event(void *ctx, int32_t id, int event, int err, const char *detail)
 {
-	(void)ctx;
+	psl__enter(ctx); /* the node whose van calls */
 	psl__control_peer_event(id, event, err, detail);
 }
 
@@ -142,7 +142,7 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 	struct psl__meta m;
 	char why[256];
 	int rc;
-	(void)ctx;
+	psl__enter(ctx); /* the node whose van calls */
 
 	if (psl__po.cfg.bind && raw->release != loop_release)
 		bind_receive_thread();
@@ -214,7 +214,7 @@ static int host_recv_dest(void *ctx, int32_t sender, const void *meta, size_t me
 	struct psl__meta m;
 	char why[8];
 	int rc;
-	(void)ctx;
+	psl__enter(ctx); /* the node whose van calls */
 
 	if (psl__po.role == PSL_SCHEDULER || psl__po.state != PSL__READY || !dest)
 		return -EINVAL;
@@ -234,20 +234,20 @@ static int host_recv_dest(void *ctx, int32_t sender, const void *meta, size_t me
 
 static void host_recv_dest_put(void *ctx, void *loan, int status)
 {
-	(void)ctx;
+	psl__enter(ctx); /* the node whose van calls */
 	if (loan)
 		psl__kv_loan_put(loan, status);
 }
 
 static int host_proof(void *ctx, const void *msg, size_t len, uint8_t mac[32])
 {
-	(void)ctx;
+	psl__enter(ctx); /* the node whose van calls */
 	return psl__auth_mac(msg, len, mac);
 }
 
 static int host_proof_check(void *ctx, const void *msg, size_t len, const uint8_t mac[32])
 {
-	(void)ctx;
+	psl__enter(ctx); /* the node whose van calls */
 	return psl__auth_check(msg, len, mac);
 }
 

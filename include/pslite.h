@@ -50,6 +50,8 @@ enum psl_role {
 	PSL_SERVER = 0,
 	PSL_WORKER = 1,
 	PSL_SCHEDULER = 2,
+	/* DMLC_ROLE=joint: a server and a worker in one process (two nodes) */
+	PSL_JOINT = 3,
 };
 
 /* Node groups (ps-lite's kScheduler, kServerGroup, kWorkerGroup), or-able. */
@@ -86,10 +88,22 @@ PSL_EXPORT int psl_job_lost(char *why, size_t len);
  * members takes part (StepMesh's instance barrier). */
 PSL_EXPORT int psl_barrier(int customer_id, int group);
 
+/* This process's role; PSL_JOINT for DMLC_ROLE=joint, where the process is
+ * two nodes, a server and a worker, each with its own van, id and rank (as
+ * in C++ ps-lite): psl_is_server() and psl_is_worker() are then both true,
+ * KV and batch workers belong to the worker, KV and batch servers to the
+ * server, psl_start, psl_finalize and psl_barrier act for both, and the
+ * calls below that describe one node (rank, id, instance, van) describe the
+ * server unless the calling thread chose with psl_use_role. */
 PSL_EXPORT enum psl_role psl_my_role(void);
 PSL_EXPORT bool psl_is_scheduler(void);
 PSL_EXPORT bool psl_is_server(void);
 PSL_EXPORT bool psl_is_worker(void);
+/* Which of this process's nodes psl_my_rank, psl_my_id, psl_my_instance,
+ * psl_my_instance_rank, psl_van_name and psl_simple_app_new mean on the
+ * calling thread (a joint process: PSL_SERVER or PSL_WORKER). 0, -ENOENT if
+ * the process has no node of that role, -ESHUTDOWN before psl_start. */
+PSL_EXPORT int psl_use_role(enum psl_role role);
 /* Rank among the nodes of the same role (0-based), -1 before start. With
  * instance groups: the group's rank (ps::MyRank), instance rank / group size. */
 PSL_EXPORT int psl_my_rank(void);

@@ -24,6 +24,7 @@ const char *psl_launch_role_name(int role)
 {
 	return role == PSL_LAUNCH_SCHEDULER ? "scheduler"
 	       : role == PSL_LAUNCH_SERVER  ? "server"
+	       : role == PSL_LAUNCH_JOINT   ? "joint"
 					    : "worker";
 }
 

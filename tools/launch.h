@@ -11,7 +11,8 @@
 #include <stdbool.h>
 #include <stddef.h>
 
-enum { PSL_LAUNCH_SCHEDULER, PSL_LAUNCH_SERVER, PSL_LAUNCH_WORKER };
+/* (PSL_LAUNCH_JOINT: pslite-run --joint, on one machine) */
+enum { PSL_LAUNCH_SCHEDULER, PSL_LAUNCH_SERVER, PSL_LAUNCH_WORKER, PSL_LAUNCH_JOINT };
 
 /* The role of one task. */
 struct psl_launch_place {

@@ -69,7 +69,8 @@ static void on_signal(int sig)
 static int usage(void)
 {
 	fprintf(stderr,
-		"usage: pslite-run -s SERVERS -w WORKERS [--van NAME] [--port PORT] [--host HOST]\n"
+		"usage: pslite-run -s SERVERS -w WORKERS [--joint N] [--van NAME] [--port PORT]\n"
+		"                  [--host HOST]\n"
 		"                  [--timeout SECONDS] [--verbose N] [--keep-going]\n"
 		"                  [--hostfile FILE [--ssh-opts OPTS] [-x NAME[=VALUE]]...]\n"
 		"                  -- COMMAND [ARGS...]\n"
@@ -80,6 +81,8 @@ static int usage(void)
 		"over ssh on the hosts of FILE), each running COMMAND with the ps-lite\n"
 		"environment of its role; with --slurm, --mpi or --k8s, runs COMMAND as the\n"
 		"role of this task of a job that srun, mpirun or Kubernetes started.\n"
+		"--joint N: N processes more with DMLC_ROLE=joint, each a server and a worker\n"
+		"(-s and -w may then be left out; one machine, no instance groups).\n"
 		"See docs/launch.md.\n");
 	return 2;
 }
@@ -765,7 +768,7 @@ static int k8s_task(struct taskopts *o, char **cmd)
 
 int main(int argc, char **argv)
 {
-	long S = -1, W = -1, timeout = 0, G = 1, Sg, Wg;
+	long S = -1, W = -1, J = 0, timeout = 0, G = 1, Sg, Wg;
 	const char *van = NULL, *host = "127.0.0.1", *verbose = NULL, *hostfile = NULL;
 	const char *ssh_opts = NULL, *mode = NULL;
 	char **xvars = NULL;
@@ -791,6 +794,9 @@ int main(int argc, char **argv)
 			S = parse_pos("-s", argv[++i], 16000);
 		} else if (!strcmp(argv[i], "-w") && i + 1 < argc) {
 			W = parse_pos("-w", argv[++i], 16000);
+		} else if ((!strcmp(argv[i], "-j") || !strcmp(argv[i], "--joint")) && i + 1 < argc) {
+			J = parse_pos(argv[i], argv[i + 1], 16000);
+			i++;
 		} else if (!strcmp(argv[i], "--van") && i + 1 < argc) {
 			van = argv[++i];
 		} else if (!strcmp(argv[i], "--port") && i + 1 < argc) {
@@ -835,13 +841,14 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (mode) {
-		if (hostfile || W > 0 || timeout || keep_going || nx) {
+		if (hostfile || W > 0 || J > 0 || timeout || keep_going || nx) {
 			fprintf(stderr, "pslite-run %s: %s does not go with it: the launcher's tasks "
 					"are the job (-s or --servers-per-node pick the servers) and the "
 					"launcher runs them\n",
 				mode,
 				hostfile     ? "--hostfile"
 				: W > 0      ? "-w"
+				: J > 0      ? "--joint"
 				: timeout    ? "--timeout"
 				: keep_going ? "--keep-going"
 					     : "-x");
@@ -881,7 +888,20 @@ int main(int argc, char **argv)
 		rc = 2;
 		goto out;
 	}
-	if (S < 1 || W < 1) {
+	/* --joint J: J processes more, each a server and a worker (DMLC_ROLE=joint) */
+	if (J > 0 && (hostfile || (getenv("DMLC_GROUP_SIZE") && *getenv("DMLC_GROUP_SIZE") &&
+				   strcmp(getenv("DMLC_GROUP_SIZE"), "1")))) {
+		fprintf(stderr, "pslite-run: --joint runs on this machine without instance groups: "
+				"drop --hostfile or DMLC_GROUP_SIZE, or start the joint processes "
+				"with DMLC_ROLE=joint yourself\n");
+		rc = 2;
+		goto out;
+	}
+	if (J > 0 && S < 0)
+		S = 0;
+	if (J > 0 && W < 0)
+		W = 0;
+	if (S + J < 1 || W + J < 1 || S + J > 16000 || W + J > 16000) {
 		rc = usage();
 		goto out;
 	}
@@ -896,11 +916,11 @@ int main(int argc, char **argv)
 		rc = 2;
 		goto out;
 	}
-	Sg = S;
-	Wg = W;
+	Sg = S + J;
+	Wg = W + J;
 	S *= G;
 	W *= G;
-	n = (int)(1 + S + W);
+	n = (int)(1 + S + W + J);
 	if (hostfile) {
 		where = calloc((size_t)n, sizeof(*where));
 		if (!where || psl_hostfile_read(hostfile, &hosts, &nh, err, sizeof(err)) ||
@@ -968,8 +988,11 @@ int main(int argc, char **argv)
 	for (i = 0; i < n; i++) {
 		struct child *c = &ch[i];
 		int out[2], err2[2], in[2] = {-1, -1};
-		long rank = i == 0 ? 0 : i <= S ? i - 1 : (long)(i - 1 - S);
-		int role = i == 0 ? PSL_LAUNCH_SCHEDULER : i <= S ? PSL_LAUNCH_SERVER : PSL_LAUNCH_WORKER;
+		long rank = i == 0 ? 0 : i <= S ? i - 1 : i <= S + W ? (long)(i - 1 - S) : i - 1 - S - W;
+		int role = i == 0 ? PSL_LAUNCH_SCHEDULER
+			   : i <= S ? PSL_LAUNCH_SERVER
+			   : i <= S + W ? PSL_LAUNCH_WORKER
+					: PSL_LAUNCH_JOINT;
 		char *script = NULL, **sv = NULL;
 		c->in = -1;
 		if (hostfile) {
@@ -1023,7 +1046,9 @@ int main(int argc, char **argv)
 				_exit(255);
 			}
 			setenv("DMLC_ROLE", psl_launch_role_name(role), 1);
-			if (i > 0) {
+			if (J > 0) /* a joint process has two ranks: every rank the scheduler's choice */
+				unsetenv("DMLC_RANK");
+			else if (i > 0) {
 				snprintf(num, sizeof(num), "%ld", rank);
 				setenv("DMLC_RANK", num, 1);
 			}

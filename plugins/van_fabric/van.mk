@@ -43,7 +43,7 @@ FABRIC_TESTS = plugins/van_fabric/tests/fabric_tcp_data.sh \
 	plugins/van_fabric/tests/fabric_tcp_hang.sh plugins/van_fabric/tests/fabric_tcp_resend.sh \
 	plugins/van_fabric/tests/fabric_sockets_data.sh \
 	plugins/van_fabric/tests/fabric_errors.sh plugins/van_fabric/tests/fabric_tcp_netns.sh \
-	plugins/van_fabric/tests/fabric_busy_data.sh
+	plugins/van_fabric/tests/fabric_busy_data.sh plugins/van_fabric/tests/fabric_tcp_joint.sh
 FABRIC_SERVER_TESTS = plugins/van_fabric/tests/fabric_tcp_server_sync.sh \
 	plugins/van_fabric/tests/fabric_tcp_server_async.sh \
 	plugins/van_fabric/tests/fabric_tcp_server_bad.sh \

@@ -28,14 +28,14 @@ import os
 import threading
 
 __all__ = [
-    "PsliteError", "SERVER", "WORKER", "SCHEDULER", "GROUP_SCHEDULER", "GROUP_SERVERS",
-    "GROUP_WORKERS", "GROUP_ALL", "start", "finalize", "barrier", "role", "is_worker",
+    "PsliteError", "SERVER", "WORKER", "SCHEDULER", "JOINT", "GROUP_SCHEDULER", "GROUP_SERVERS",
+    "GROUP_WORKERS", "GROUP_ALL", "start", "finalize", "barrier", "role", "is_worker", "use_role",
     "is_server", "is_scheduler", "rank", "node_id", "num_workers", "num_servers",
     "group_size", "instance", "instance_rank",
     "van_name", "cuda_describe", "job_lost", "KVWorker", "KVServer", "Request", "AFWorker", "AFServer", "Batch",
 ]
 
-SERVER, WORKER, SCHEDULER = 0, 1, 2
+SERVER, WORKER, SCHEDULER, JOINT = 0, 1, 2, 3  # JOINT: DMLC_ROLE=joint
 GROUP_SCHEDULER, GROUP_SERVERS, GROUP_WORKERS, GROUP_ALL = 1, 2, 4, 7
 
 # enum psl_dtype, by the names numpy and array.array use
@@ -121,7 +121,8 @@ def _declare(lib):
         "psl_finalize": (c_int, [c_int, c_bool]),
         "psl_barrier": (c_int, [c_int, c_int]),
         "psl_job_lost": (c_int, [ctypes.c_char_p, c_sz]),
-        "psl_my_role": (c_int, []), "psl_my_rank": (c_int, []), "psl_my_id": (c_int, []),
+        "psl_my_role": (c_int, []), "psl_is_server": (ctypes.c_bool, []),
+        "psl_is_worker": (ctypes.c_bool, []), "psl_use_role": (c_int, [c_int]), "psl_my_rank": (c_int, []), "psl_my_id": (c_int, []),
         "psl_num_workers": (c_int, []), "psl_num_servers": (c_int, []),
         "psl_group_size": (c_int, []), "psl_my_instance": (c_int, []),
         "psl_my_instance_rank": (c_int, []),
@@ -190,15 +191,26 @@ def job_lost():
 
 
 def role():
+    """SERVER, WORKER, SCHEDULER, or JOINT (DMLC_ROLE=joint: a server and a
+    worker in this process; KVWorker belongs to the worker, KVServer and
+    AFServer to the server)."""
     return _lib().psl_my_role()
 
 
 def is_worker():
-    return role() == WORKER
+    """True on a worker, and in a joint process."""
+    return bool(_lib().psl_is_worker())
 
 
 def is_server():
-    return role() == SERVER
+    """True on a server, and in a joint process."""
+    return bool(_lib().psl_is_server())
+
+
+def use_role(r):
+    """In a joint process: which node rank(), instance() and the like
+    describe on the calling thread (SERVER, the default, or WORKER)."""
+    _check("use_role", _lib().psl_use_role(r))
 
 
 def is_scheduler():

@@ -65,7 +65,7 @@ static void node_up(int state)
 {
 	const int S = 1, W = 2;
 	int id, g, kind = state & 3;
-	struct psl__po *po = &psl__po;
+	struct psl__office *po = &psl__po;
 
 	po->cfg.num_servers = po->cfg.server_groups = S;
 	po->cfg.group_size = 1;

@@ -595,7 +595,13 @@ static void test_soak(struct psl_kv_worker *w)
 static int run_worker(void)
 {
 	struct psl_kv_worker *w;
-	int rc = psl_kv_worker_new(0, 0, PSL_UINT8, &w);
+	int rc;
+	if (psl_my_role() == PSL_JOINT) { /* this thread works for the worker node */
+		rc = psl_use_role(PSL_WORKER);
+		CHECK(rc == 0, "psl_use_role(PSL_WORKER): %s", psl_strerror(rc));
+		g_rank = psl_my_rank();
+	}
+	rc = psl_kv_worker_new(0, 0, PSL_UINT8, &w);
 	CHECK(rc == 0, "psl_kv_worker_new: %s", psl_strerror(rc));
 	if (rc)
 		return 1;
@@ -633,7 +639,8 @@ static int run_worker(void)
 
 int main(void)
 {
-	int rc, code = 0;
+	int rc, code = 0, srank = -1;
+	enum psl_role role;
 	const char *s = getenv("KVTEST_SCENARIO");
 	if (s && *s)
 		g_scenario = s;
@@ -644,20 +651,15 @@ int main(void)
 		return 2;
 	}
 	g_rank = psl_my_rank();
-	if (psl_is_server()) {
+	role = psl_my_role();
+	if (psl_is_server()) { /* (a joint process is a server and a worker) */
 		struct psl_kv_server *srv;
 		struct psl_simple_app *app;
+		srank = g_rank;
 		rc = psl_kv_server_new(0, PSL_UINT8, server_handler, NULL, &srv);
 		CHECK(rc == 0, "psl_kv_server_new: %s", psl_strerror(rc));
 		rc = psl_simple_app_new(1, 1, simple_server, NULL, NULL, &app);
 		CHECK(rc == 0, "psl_simple_app_new: %s", psl_strerror(rc));
-		if (!strcmp(g_scenario, "data"))
-			CHECK(psl_barrier(0, PSL_GROUP_ALL) == 0, "barrier over all nodes failed");
-		rc = psl_finalize(0, true);
-		CHECK(rc == 0, "finalize: %s", psl_strerror(rc));
-		printf("kvtest server %d: %s (%ld requests)\n", g_rank, g_fail ? "FAILED" : "OK",
-		       atomic_load(&g_server_requests));
-		return g_fail ? 1 : 0;
 	}
 	if (psl_is_worker())
 		code = run_worker();
@@ -667,6 +669,12 @@ int main(void)
 	CHECK(rc == 0, "finalize: %s", psl_strerror(rc));
 	if (g_fail)
 		code = 1;
-	printf("kvtest %s %d: %s\n", getenv("DMLC_ROLE"), g_rank, code ? "FAILED" : "OK");
+	if (srank >= 0)
+		printf("kvtest server %d: %s (%ld requests)\n", srank, code ? "FAILED" : "OK",
+		       atomic_load(&g_server_requests));
+	if (role == PSL_SERVER)
+		return code;
+	printf("kvtest %s %d: %s\n", role == PSL_JOINT ? "worker" : getenv("DMLC_ROLE"),
+	       g_rank, code ? "FAILED" : "OK");
 	return code;
 }

@@ -9,7 +9,9 @@
 # test_fserver shape (python/tests/af_job.py: 2 attention workers push three
 # tensors a step, the FFN server answers with their sum, 50 steps checked),
 # and with python3-torch the same through pslite.fserver, StepMesh's calls,
-# and StepMesh's latency benchmark (bench/fserver_latency.py) on 2 servers.
+# and StepMesh's latency benchmark (bench/fserver_latency.py) on 2 servers;
+# instance groups of 2, and the joint role (pslite-run --joint 2: each
+# process a Python server and worker).
 #   python_job.sh VAN
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
@@ -74,5 +76,14 @@ fi
 DMLC_GROUP_SIZE=2 job 1 job.py "python worker [01]: OK (van $van)" "groups of 2" 4
 grep -q "python worker 1: instance 1 of 2, instance rank 3" "$log" ||
 	{ echo "python_job.sh $van: groups: no worker said it was instance 1 of 2 of group 1" >&2; exit 1; }
-grep "python af worker" "$log"
+# the joint role: 2 processes, each a Python KVServer and a KVWorker
+PSLITE_LIB=$lib PYTHONPATH=$s/python timeout -k 10 150 "$b/tools/pslite-run" -j 2 \
+	--van "$van" --timeout 120 -- "$py" "$s/python/tests/job.py" >"$log" 2>&1
+rc=$?
+n=$(grep -c "^\[joint [01]\] python worker [01]: OK (van $van)" "$log")
+if [ $rc -ne 0 ] || [ "$n" -ne 2 ]; then
+	tail -n 60 "$log"
+	echo "python_job.sh $van: joint: pslite-run -j 2 exited $rc, $n of 2 joint workers OK" >&2
+	exit 1
+fi
 echo "python_job.sh $van: OK"

@@ -284,7 +284,12 @@ static void test_instance_barrier(void **state)
 	arrive(10, PSL_CMD_INSTANCE_BARRIER, 7, 0);
 	assert_int_equal(g_nsent, 0); /* the scheduler is a member too */
 	/* the scheduler arrives last: everyone is released, itself included */
-	assert_int_equal(psl__control_barrier(0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER), 0);
+	{
+		unsigned gen;
+		assert_int_equal(
+			psl__control_barrier_arrive(0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER, &gen), 0);
+		assert_int_equal(psl__control_barrier_wait(PSL_GROUP_ALL, gen), 0);
+	}
 	assert_int_equal(g_nsent, 4);
 	for (i = 0; i < 4; i++) {
 		const struct sent *s = &g_sent[i];

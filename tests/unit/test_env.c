@@ -191,7 +191,7 @@ static void test_missing_role(void **state)
 {
 	(void)state;
 	unsetenv("DMLC_ROLE");
-	expect_error(-ENOENT, "DMLC_ROLE", "not set", "expected scheduler, server or worker",
+	expect_error(-ENOENT, "DMLC_ROLE", "not set", "expected scheduler, server, worker or joint",
 		     NULL);
 	setenv("DMLC_ROLE", "", 1); /* empty is missing */
 	expect_error(-ENOENT, "DMLC_ROLE", "not set", NULL);
@@ -201,11 +201,37 @@ static void test_unknown_role(void **state)
 {
 	(void)state;
 	setenv("DMLC_ROLE", "foo", 1);
-	expect_error(-EINVAL, "DMLC_ROLE=foo", "expected scheduler, server or worker", NULL);
+	expect_error(-EINVAL, "DMLC_ROLE=foo", "expected scheduler, server, worker or joint", NULL);
 	setenv("DMLC_ROLE", "Worker", 1); /* case matters, as in ps-lite */
 	expect_error(-EINVAL, "DMLC_ROLE=Worker", NULL);
+}
+
+/* DMLC_ROLE=joint: one process, a server node and a worker node */
+static void test_joint_role(void **state)
+{
+	(void)state;
 	setenv("DMLC_ROLE", "joint", 1);
-	expect_error(-EINVAL, "DMLC_ROLE=joint", "one server process plus one worker", NULL);
+	expect_ok(); /* the process's first node: its server */
+	assert_true(cfg.joint);
+	assert_int_equal(cfg.role, PSL_SERVER);
+	assert_int_equal(cfg.port, 0);
+	assert_int_equal(psl__config_load_as(&cfg, PSL_WORKER, err, sizeof(err)), 0);
+	assert_true(cfg.joint);
+	assert_int_equal(cfg.role, PSL_WORKER);
+	assert_int_equal(cfg.port, 0); /* both ports chosen by the system */
+	setenv("DMLC_PORT", "9100", 1);
+	expect_ok();
+	assert_int_equal(cfg.port, 9100);
+	assert_int_equal(psl__config_load_as(&cfg, PSL_WORKER, err, sizeof(err)), 0);
+	assert_int_equal(cfg.port, 9101); /* the worker: the next port */
+	setenv("DMLC_PORT", "65535", 1); /* no next port */
+	expect_error(-EINVAL, "DMLC_PORT=65535", NULL);
+	unsetenv("DMLC_PORT");
+	/* a plain worker is not joint, and joint_role does not apply to it */
+	setenv("DMLC_ROLE", "worker", 1);
+	assert_int_equal(psl__config_load_as(&cfg, PSL_SERVER, err, sizeof(err)), 0);
+	assert_false(cfg.joint);
+	assert_int_equal(cfg.role, PSL_WORKER);
 }
 
 static void test_missing_each_required(void **state)
@@ -820,7 +846,9 @@ static void test_roles(void **state)
 	assert_string_equal(psl__role_name(PSL_SCHEDULER), "scheduler");
 	assert_string_equal(psl__role_name(PSL_SERVER), "server");
 	assert_string_equal(psl__role_name(PSL_WORKER), "worker");
-	assert_string_equal(psl__role_name(3), "unknown");
+	assert_string_equal(psl__role_name(PSL_JOINT), "joint");
+	assert_int_equal(psl__role_from_string("joint"), PSL_JOINT);
+	assert_string_equal(psl__role_name(4), "unknown");
 	assert_string_equal(psl__role_name(-1), "unknown");
 }
 
@@ -888,7 +916,7 @@ int main(void)
 		T(test_valid_worker_defaults), T(test_valid_settings),
 		T(test_scheduler_uses_root),   T(test_server_role),
 		T(test_counts_accepted),       T(test_missing_role),
-		T(test_unknown_role),	       T(test_missing_each_required),
+		T(test_unknown_role), T(test_joint_role),	       T(test_missing_each_required),
 		T(test_bad_counts),	       T(test_too_many_nodes),
 		T(test_bad_ports),	       T(test_bad_other_numbers),
 		T(test_blank_numbers),	       T(test_host_characters),

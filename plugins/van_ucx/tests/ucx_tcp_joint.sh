@@ -1,0 +1,5 @@
+#!/bin/sh
+# DMLC_ROLE=joint: a server and a worker in one process (tests/integration/joint_job.sh), over van ucx (tcp)
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
+UCX_TLS=tcp; export UCX_TLS
+exec "$PSL_SRCDIR/tests/integration/joint_job.sh" ucx
