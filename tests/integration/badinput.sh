@@ -105,9 +105,9 @@ vanpath=${PS_VAN_PATH:-}
 for prog in "$bench" "$node"; do
 	p=$(basename "$prog")
 	base; unset DMLC_ROLE
-	expect "$p: DMLC_ROLE missing" 10 "DMLC_ROLE is not set" "expected scheduler, server or worker" -- "$prog"
+	expect "$p: DMLC_ROLE missing" 10 "DMLC_ROLE is not set" "expected scheduler, server, worker or joint" -- "$prog"
 	base; export DMLC_ROLE=foo
-	expect "$p: DMLC_ROLE=foo" 10 "DMLC_ROLE=foo" "expected scheduler, server or worker" -- "$prog"
+	expect "$p: DMLC_ROLE=foo" 10 "DMLC_ROLE=foo" "expected scheduler, server, worker or joint" -- "$prog"
 	for n in abc 0 -1; do
 		base; export DMLC_NUM_SERVER=$n
 		expect "$p: DMLC_NUM_SERVER=$n" 10 "DMLC_NUM_SERVER=$n" "expected a positive integer" -- "$prog"
