@@ -297,8 +297,13 @@ static void test_search_order(void **state)
 	psl__van_close(&lib);
 
 	/* the first one found is the one used: a broken van there is an error,
-	 * not a silent fall-back to a later folder */
+	 * not a silent fall-back to a later folder (in a third folder: a van
+	 * stays loaded once loaded, so b's path is the good van's for good) */
+	snprintf(b, sizeof(b), "%s/c", tmpdir);
+	snprintf(pb, sizeof(pb), "%s/van_good.so", b);
 	link_van(b, "good", "badname");
+	snprintf(path, sizeof(path), "%s:%s", b, a);
+	setenv("PS_VAN_PATH", path, 1);
 	assert_int_equal(psl__van_open("good", &lib, err, sizeof(err)), -EPROTO);
 	assert_contains(err, pb);
 	assert_contains(err, "calls itself 'other', expected 'good'");
