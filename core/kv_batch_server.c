@@ -216,7 +216,7 @@ static void on_request(struct psl_kv_server *kv, struct psl_kv_request *req, voi
 	}
 	pthread_mutex_unlock(&s->mu);
 	if (ready && s->cb)
-		s->cb(s, &b->pub, s->arg);
+		PSL__USER_CALL(s->cb(s, &b->pub, s->arg));
 }
 
 /* Answers and frees everything still gathering or held with err. */
@@ -360,7 +360,7 @@ static void zdone_put(void *p)
 	struct zdone *z = p;
 	if (atomic_fetch_sub(&z->refs, 1) == 1) {
 		if (z->done)
-			z->done(z->arg);
+			PSL__USER_CALL(z->done(z->arg));
 		free(z);
 	}
 }

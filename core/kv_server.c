@@ -300,7 +300,7 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 	rc = check_res(q, res);
 	if (rc) {
 		if (done)
-			done(done_arg);
+			PSL__USER_CALL(done(done_arg));
 		/* the worker still gets an answer, or its request waits for ever */
 		psl_kv_respond_error(&q->pub, rc);
 		return rc;
@@ -339,7 +339,7 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 		} else if (done) {
 			cp = psl__kv_copy_new(0, 1);
 			if (!cp) {
-				done(done_arg);
+				PSL__USER_CALL(done(done_arg));
 				psl_kv_respond_error(&q->pub, -ENOMEM);
 				return -ENOMEM;
 			}
@@ -353,14 +353,14 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 			rc = psl__kv_stage(&cp, vals, res->dev, vb, &vals);
 			if (rc) {
 				if (!copy && done && (!cp || cp->user_done != done))
-					done(done_arg);
+					PSL__USER_CALL(done(done_arg));
 				psl__kv_copy_put(cp);
 				psl_kv_respond_error(&q->pub, rc);
 				return rc;
 			}
 			if (!copy && cp->user_done) {
 				cp->user_done = NULL;
-				done(done_arg);
+				PSL__USER_CALL(done(done_arg));
 			}
 			vmem = PSL_MEM_HOST;
 		}
@@ -373,7 +373,7 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 		if (lb)
 			segs[n++] = (struct psl_van_seg){lens, lb, PSL_MEM_HOST, -1, NULL};
 	} else if (done) {
-		done(done_arg); /* nothing of the caller's is sent */
+		PSL__USER_CALL(done(done_arg)); /* nothing of the caller's is sent */
 	}
 	rc = psl__send(&m, segs, n, cp ? &cp->ref : NULL);
 	if (rc) {
@@ -602,7 +602,7 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 		if (nl)
 			q->pub.kv.lens = (int *)aligned_frame(q, &raw->segs[2], 4, &off);
 	}
-	s->handler(s, &q->pub, s->arg);
+	PSL__USER_CALL(s->handler(s, &q->pub, s->arg));
 	return;
 bad:
 	PSL_WARN("request %d from %s for app %d is malformed (%s): answered with an error",
@@ -614,7 +614,7 @@ static void kvs_on_finalize(struct psl__customer *c)
 {
 	struct psl_kv_server *s = (struct psl_kv_server *)c;
 	if (s->on_finalize)
-		s->on_finalize(s, s->fin_arg);
+		PSL__USER_CALL(s->on_finalize(s, s->fin_arg));
 }
 
 static const struct psl__customer_ops kvs_ops = {

@@ -112,6 +112,15 @@ static inline void psl__enter(struct psl__office *o)
 	if (o)
 		psl__cur = o;
 }
+/* Runs user code (a handler, a callback) from the core: whatever node it
+ * makes current (in a joint process, by a call on the other node's
+ * objects), the caller's node is current again after it. */
+#define PSL__USER_CALL(call)                                                               \
+	do {                                                                               \
+		struct psl__office *psl__o_ = psl__cur;                                    \
+		call;                                                                      \
+		psl__enter(psl__o_);                                                       \
+	} while (0)
 /* Which of psl__offices the current node is (for per-node tables). */
 static inline int psl__slot(void)
 {

@@ -148,7 +148,7 @@ static void sa_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_v
 
 	if (m->request) {
 		if (app->on_request)
-			app->on_request(app, &msg, app->arg);
+			PSL__USER_CALL(app->on_request(app, &msg, app->arg));
 		else
 			psl_simple_respond(app, &msg, NULL, 0);
 	} else {
@@ -166,7 +166,7 @@ static void sa_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_v
 		}
 		pthread_mutex_unlock(&c->mu);
 		if (app->on_response)
-			app->on_response(app, &msg, app->arg);
+			PSL__USER_CALL(app->on_response(app, &msg, app->arg));
 		pthread_mutex_lock(&c->mu);
 		r = psl__req_find_locked(c, m->timestamp);
 		done = r && psl__req_answer_locked(c, r, m->sender, 0);

@@ -10,6 +10,7 @@
 #include <time.h>
 
 #include "customer.h"
+#include "postoffice.h"
 
 int psl__tracker_init(struct psl__customer *c, int nodes)
 {
@@ -221,7 +222,7 @@ void psl__req_finish(struct psl__customer *c, struct psl__req *r)
 	if (c->ops->on_complete)
 		c->ops->on_complete(c, r);
 	if (r->cb)
-		r->cb(r->ts, r->status, r->arg);
+		PSL__USER_CALL(r->cb(r->ts, r->status, r->arg));
 	pthread_mutex_lock(&c->mu);
 	r->state = PSL__REQ_DONE;
 	r->priv = NULL;

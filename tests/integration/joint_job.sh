@@ -4,7 +4,9 @@
 #   joint_job.sh VAN
 # 1. kvtest's data scenario (every size, many keys, barriers, the simple
 #    app) with pslite-run --joint 2: two joint processes, no plain node;
-#    every node says OK and both servers got requests;
+#    every node says OK and both servers got requests; in each process a
+#    request its server holds is answered from its worker's callback (a
+#    call on the other node's objects on the worker's receive thread);
 # 2. the same with a plain server, a plain worker and one joint process;
 # 3. a joint process started by hand with DMLC_PORT: its server listens on
 #    DMLC_PORT, its worker on the next port; 1 + 1 job, data checked;
@@ -53,6 +55,7 @@ timeout -k 5 200 "$b/tools/pslite-run" -j 2 --van "$van" --timeout 180 -- \
 need "$log" "--joint 2" 2 "^\[joint [01]\] kvtest server [01]: OK ([1-9][0-9]* requests)"
 need "$log" "--joint 2" 2 "^\[joint [01]\] kvtest worker [01]: OK"
 need "$log" "--joint 2" 1 "kvtest scheduler 0: OK"
+need "$log" "--joint 2: a worker callback answering its server's request" 2 "^\[joint [01]\] kvtest worker [01]: cross-node callbacks OK"
 need "$log" "--joint 2: each process runs two nodes" 2 "^\[joint [01]\] .* worker\] INFO: worker listening on"
 clean "$log" "--joint 2"
 show "$log" "pslite-run --joint 2"
@@ -64,6 +67,7 @@ timeout -k 5 200 "$b/tools/pslite-run" -s 1 -w 1 -j 1 --van "$van" --timeout 180
 need "$log" "mixed" 2 "kvtest server [01]: OK ([1-9][0-9]* requests)"
 need "$log" "mixed" 2 "kvtest worker [01]: OK"
 need "$log" "mixed: the joint process" 2 "^\[joint 0\] kvtest \(server\|worker\) [01]: OK"
+need "$log" "mixed: the joint process's callback" 1 "^\[joint 0\] kvtest worker [01]: cross-node callbacks OK"
 clean "$log" "mixed"
 show "$log" "pslite-run -s 1 -w 1 -j 1"
 

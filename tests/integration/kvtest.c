@@ -113,7 +113,11 @@ static struct entry *lookup(uint64_t key, bool create)
 	return e;
 }
 
-enum { CMD_NORMAL = 0, CMD_FAIL = 42, CMD_SLOW = 43 };
+enum { CMD_NORMAL = 0, CMD_FAIL = 42, CMD_SLOW = 43, CMD_HOLD = 44 };
+/* joint: requests the server holds for this process's worker (g_tab_mu) */
+static struct psl_kv_request *g_held[64];
+static int g_nheld, g_nanswered;
+static int g_srank = -1; /* this process's server rank (joint) */
 
 static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, void *arg)
 {
@@ -152,6 +156,15 @@ static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, 
 	}
 	if (req->meta.cmd == CMD_FAIL) {
 		psl_kv_respond_error(req, -EINVAL);
+		return;
+	}
+	if (req->meta.cmd == CMD_HOLD) { /* answered by this process's worker (joint) */
+		pthread_mutex_lock(&g_tab_mu);
+		if (g_nheld < (int)(sizeof(g_held) / sizeof(g_held[0])))
+			g_held[g_nheld++] = req;
+		else
+			psl_kv_respond_error(req, -ENOSPC);
+		pthread_mutex_unlock(&g_tab_mu);
 		return;
 	}
 	pthread_mutex_lock(&g_tab_mu);
@@ -464,6 +477,54 @@ static void test_api_errors(struct psl_kv_worker *w)
 	CHECK(ts >= 0 && psl_kv_wait(w, ts) == 0, "empty push failed");
 }
 
+/* A joint process's worker callback (on the worker node's receive thread)
+ * answers the requests its process's server holds: a call on the other
+ * node's objects from inside a callback. */
+static void answer_held(int ts, int status, void *arg)
+{
+	int i;
+	(void)ts;
+	(void)status;
+	(void)arg;
+	pthread_mutex_lock(&g_tab_mu);
+	for (i = 0; i < g_nheld; i++)
+		CHECK(psl_kv_respond(g_held[i], NULL) == 0, "answering a held request failed");
+	g_nanswered += g_nheld;
+	g_nheld = 0;
+	pthread_mutex_unlock(&g_tab_mu);
+}
+
+/* joint only: the worker pushes a request its own process's server holds,
+ * and answers it from a callback of its own (plain nodes in the job, if
+ * any, take no part). */
+static void test_cross(struct psl_kv_worker *w)
+{
+	int ts, rounds = 0, done = 0;
+	uint64_t key, b, e;
+	uint8_t v[8], one = 1;
+	struct psl_kv kv = {0};
+	time_t t0 = time(NULL);
+
+	psl_server_key_range(g_srank, &b, &e);
+	key = b + 0xC0000;
+	memset(v, 7, sizeof(v));
+	kv = (struct psl_kv){&key, 1, v, sizeof(v), NULL, PSL_MEM_HOST, 0};
+	ts = psl_kv_push(w, &kv, CMD_HOLD, NULL, NULL);
+	CHECK(ts >= 0, "held push: %s", psl_strerror(ts));
+	while (!done && time(NULL) - t0 < 30) {
+		struct psl_kv k1 = {&key, 1, &one, 1, NULL, PSL_MEM_HOST, 0};
+		int t = psl_kv_push(w, &k1, 0, answer_held, NULL);
+		CHECK(psl_kv_wait(w, t) == 0, "push with a callback failed");
+		pthread_mutex_lock(&g_tab_mu);
+		done = g_nanswered >= 1;
+		pthread_mutex_unlock(&g_tab_mu);
+		rounds++;
+	}
+	CHECK(done, "cross: the held request was not answered in 30 s");
+	CHECK(ts < 0 || psl_kv_wait(w, ts) == 0, "the held push was not answered");
+	printf("kvtest worker %d: cross-node callbacks OK (%d rounds)\n", psl_my_rank(), rounds);
+}
+
 /* worker 0 pushes, barrier, worker 1 pulls what worker 0 pushed */
 static void test_barrier(struct psl_kv_worker *w)
 {
@@ -632,6 +693,8 @@ static int run_worker(void)
 		test_api_errors(w);
 		test_barrier(w);
 		test_simple();
+		if (psl_my_role() == PSL_JOINT)
+			test_cross(w);
 	}
 	psl_kv_worker_free(w);
 	return g_fail ? 1 : 0;
@@ -655,7 +718,7 @@ int main(void)
 	if (psl_is_server()) { /* (a joint process is a server and a worker) */
 		struct psl_kv_server *srv;
 		struct psl_simple_app *app;
-		srank = g_rank;
+		srank = g_srank = g_rank;
 		rc = psl_kv_server_new(0, PSL_UINT8, server_handler, NULL, &srv);
 		CHECK(rc == 0, "psl_kv_server_new: %s", psl_strerror(rc));
 		rc = psl_simple_app_new(1, 1, simple_server, NULL, NULL, &app);
