@@ -7,7 +7,9 @@
 #    every node says OK and both servers got requests; in each process a
 #    request its server holds is answered from its worker's callback (a
 #    call on the other node's objects on the worker's receive thread);
-# 2. the same with a plain server, a plain worker and one joint process;
+# 2. the same with a plain server, a plain worker and one joint process,
+#    with BYTEPS_ENABLE_IPC=1: the joint process's two nodes each send by
+#    shared memory to the local peers (its own other node included);
 # 3. a joint process started by hand with DMLC_PORT: its server listens on
 #    DMLC_PORT, its worker on the next port; 1 + 1 job, data checked;
 # 4. bad input: DMLC_PORT=65535 (no next port) is one line naming
@@ -62,8 +64,13 @@ show "$log" "pslite-run --joint 2"
 
 # 2. a plain server, a plain worker and a joint process
 log=$dir/mixed.log
-timeout -k 5 200 "$b/tools/pslite-run" -s 1 -w 1 -j 1 --van "$van" --timeout 180 -- \
-	"$b/tests/integration/kvtest" >"$log" 2>&1 || say "pslite-run -s 1 -w 1 -j 1 exited $?"
+BYTEPS_ENABLE_IPC=1 PS_VERBOSE=1 timeout -k 5 200 "$b/tools/pslite-run" -s 1 -w 1 -j 1 \
+	--van "$van" --timeout 180 -- "$b/tests/integration/kvtest" >"$log" 2>&1 ||
+	say "pslite-run -s 1 -w 1 -j 1 exited $?"
+for r in server worker; do
+	grep -q "^\[joint 0\] .* $r [01]\] DEBUG: IPC to node" "$log" ||
+		say "mixed: the joint process's $r sent nothing by IPC"
+done
 need "$log" "mixed" 2 "kvtest server [01]: OK ([1-9][0-9]* requests)"
 need "$log" "mixed" 2 "kvtest worker [01]: OK"
 need "$log" "mixed: the joint process" 2 "^\[joint 0\] kvtest \(server\|worker\) [01]: OK"
