@@ -10,6 +10,7 @@
 # 2. the same with a plain server, a plain worker and one joint process,
 #    with BYTEPS_ENABLE_IPC=1: the joint process's two nodes each send by
 #    shared memory to the local peers (its own other node included);
+# 2b. pslite-bench in two joint processes: push-pull with data checks;
 # 3. a joint process started by hand with DMLC_PORT: its server listens on
 #    DMLC_PORT, its worker on the next port; 1 + 1 job, data checked;
 # 4. bad input: DMLC_PORT=65535 (no next port) is one line naming
@@ -77,6 +78,15 @@ need "$log" "mixed: the joint process" 2 "^\[joint 0\] kvtest \(server\|worker\)
 need "$log" "mixed: the joint process's callback" 1 "^\[joint 0\] kvtest worker [01]: cross-node callbacks OK"
 clean "$log" "mixed"
 show "$log" "pslite-run -s 1 -w 1 -j 1"
+
+# 2b. pslite-bench
+log=$dir/bench.log
+NUM_KEY_PER_SERVER=8 timeout -k 5 120 "$b/tools/pslite-run" -j 2 --van "$van" --timeout 100 -- \
+	"$b/tools/pslite-bench" 4096 1 1 --seconds 1 >"$log" 2>&1 ||
+	say "pslite-bench in 2 joint processes: pslite-run exited $?"
+need "$log" "pslite-bench" 2 "^\[joint [01]\] pslite-bench summary: push_pull .* [1-9][0-9]* requests, 0 errors, data checked"
+clean "$log" "pslite-bench"
+show "$log" "pslite-bench in 2 joint processes"
 
 # 3. by hand, with DMLC_PORT
 port=$("$b/tests/integration/startnode" --free-port) || { echo "no free port" >&2; exit 99; }
