@@ -14,6 +14,7 @@
 #include "kv.h"
 #include "log.h"
 #include "postoffice.h"
+#include "pslite/van_util.h"
 #include "van_host.h"
 
 /* Receive buffers registered for the pushes of (worker rank, key)
@@ -198,30 +199,15 @@ struct kv_req {
 	atomic_int refs; /* 1, plus one per psl_kv_request_hold */
 };
 
-/* Request records are kept for reuse (at most REQ_POOL_MAX, process-wide):
- * steady traffic allocates none. */
-#if defined(__SANITIZE_ADDRESS__) /* (AddressSanitizer sees every use after free) */
-#define REQ_POOL_MAX 0
-#else
-#define REQ_POOL_MAX 256
-#endif
-static pthread_mutex_t req_pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct kv_req *req_pool;
-static int req_pool_n;
+/* Request records are kept for reuse (at most 256, process-wide): steady
+ * traffic allocates none. */
+static struct psl_van_cache req_pool = PSL_VAN_CACHE_INIT(256, sizeof(struct kv_req));
 
 static struct kv_req *req_new(void)
 {
-	struct kv_req *q;
-	pthread_mutex_lock(&req_pool_mu);
-	if ((q = req_pool)) {
-		req_pool = (struct kv_req *)(void *)q->raw; /* (the link, while pooled) */
-		req_pool_n--;
-	}
-	pthread_mutex_unlock(&req_pool_mu);
+	struct kv_req *q = psl_van_cache_get(&req_pool, sizeof(*q));
 	if (q)
 		memset(q, 0, sizeof(*q));
-	else
-		q = calloc(1, sizeof(*q));
 	return q;
 }
 
@@ -231,15 +217,7 @@ static void req_free(struct kv_req *q)
 		return; /* held: psl_kv_request_release frees it */
 	psl__raw_release(q->raw);
 	free(q->aligned);
-	pthread_mutex_lock(&req_pool_mu);
-	if (req_pool_n < REQ_POOL_MAX) {
-		q->raw = (struct psl_van_rmsg *)(void *)req_pool;
-		req_pool = q;
-		req_pool_n++;
-		q = NULL;
-	}
-	pthread_mutex_unlock(&req_pool_mu);
-	free(q);
+	psl_van_cache_put(&req_pool, q, sizeof(*q));
 }
 
 static void response_meta(const struct kv_req *q, struct psl__meta *m)

@@ -273,12 +273,25 @@ static void send_pulls(struct psl_kv_worker *w, struct pull *p, int ts)
 	}
 }
 
+/* Pull records for up to PULL_CACHE_S servers are kept for reuse (at most
+ * 256, process-wide): steady traffic allocates none. */
+#define PULL_CACHE_S 8
+#define PULL_BYTES(S) (sizeof(struct pull) + (size_t)(S) * sizeof(((struct pull *)0)->part[0]))
+static struct psl_van_cache pull_cache = PSL_VAN_CACHE_INIT(256, PULL_BYTES(PULL_CACHE_S));
+
+static void pull_free(struct pull *p)
+{
+	if (p)
+		psl_van_cache_put(&pull_cache, p, PULL_BYTES(p->nservers));
+}
+
 static struct pull *pull_new(const struct job *j, const struct slice *sl, int S)
 {
-	struct pull *p = calloc(1, sizeof(*p) + (size_t)S * sizeof(p->part[0]));
+	struct pull *p = psl_van_cache_get(&pull_cache, PULL_BYTES(S));
 	int r;
 	if (!p)
 		return NULL;
+	memset(p, 0, PULL_BYTES(S));
 	p->kind = KIND_PULL;
 	p->out = j->out;
 	p->keys = j->keys;
@@ -431,7 +444,7 @@ nomem:
 	rc = -ENOMEM;
 out:
 	free(trig);
-	free(p);
+	pull_free(p);
 	if (sl != sl_stack)
 		free(sl);
 	if (j->cp)
@@ -759,7 +772,7 @@ static void kvw_on_complete(struct psl__customer *c, struct psl__req *r)
 		psl__raw_release(raw);
 	}
 	psl__kv_copy_put(p->keys_copy);
-	free(p);
+	pull_free(p);
 	r->priv = NULL;
 }
 

@@ -12,7 +12,9 @@
  *   - little-endian byte helpers for a van's own wire records;
  *   - the job secret on a connection (PS_JOB_SECRET, van ABI 1.2): a fresh
  *     nonce and the proof of it a connector sends, its check by the
- *     acceptor, and a memory of recent nonces against replays.
+ *     acceptor, and a memory of recent nonces against replays;
+ *   - a cache of the records a van makes per message, so that steady
+ *     traffic allocates none.
  *
  * Everything here is static inline: a van includes this header and links
  * nothing of pslite's. Installed beside van.h.
@@ -21,6 +23,7 @@
 #define PSLITE_VAN_UTIL_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -361,6 +364,62 @@ static inline bool psl_van_nonce_fresh(struct psl_van_nonces *s,
 	if (s->used < PSL_VAN_NONCES_SEEN)
 		s->used++;
 	return true;
+}
+
+/* --------------------------------------------------------- block cache -- */
+
+/* Records made for each message (a received message's frame table, a send's
+ * state) kept for reuse: a get takes a kept block when the record fits in
+ * one (block bytes), else mallocs; a put keeps a block-sized record while
+ * fewer than max are kept, else frees it. Thread-safe; one per kind of
+ * record, e.g. static in the van:
+ *
+ *   static struct psl_van_cache recs = PSL_VAN_CACHE_INIT(256, 4096);
+ *   struct rec *r = psl_van_cache_get(&recs, size);      (NULL: no memory)
+ *   ...
+ *   psl_van_cache_put(&recs, r, size);                    (the same size)
+ *
+ * Under AddressSanitizer nothing is kept (it sees every use after free).
+ * Blocks are not zeroed. */
+struct psl_van_cache {
+	pthread_mutex_t mu;
+	void *head; /* kept blocks, linked through their first bytes */
+	int n, max;
+	size_t block;
+};
+#if defined(__SANITIZE_ADDRESS__)
+#define PSL_VAN_CACHE_INIT(max, block) {PTHREAD_MUTEX_INITIALIZER, NULL, 0, 0, (block)}
+#else
+#define PSL_VAN_CACHE_INIT(max, block) {PTHREAD_MUTEX_INITIALIZER, NULL, 0, (max), (block)}
+#endif
+
+static inline void *psl_van_cache_get(struct psl_van_cache *c, size_t size)
+{
+	void *p = NULL;
+	if (size > c->block)
+		return malloc(size);
+	pthread_mutex_lock(&c->mu);
+	if ((p = c->head)) {
+		memcpy(&c->head, p, sizeof(void *));
+		c->n--;
+	}
+	pthread_mutex_unlock(&c->mu);
+	return p ? p : malloc(c->block > sizeof(void *) ? c->block : sizeof(void *));
+}
+
+static inline void psl_van_cache_put(struct psl_van_cache *c, void *p, size_t size)
+{
+	if (p && size <= c->block) {
+		pthread_mutex_lock(&c->mu);
+		if (c->n < c->max) {
+			memcpy(p, &c->head, sizeof(void *));
+			c->head = p;
+			c->n++;
+			p = NULL;
+		}
+		pthread_mutex_unlock(&c->mu);
+	}
+	free(p);
 }
 
 #ifdef __cplusplus

@@ -41,6 +41,17 @@ void fab_op_unlink(struct fab_peer *p, struct fab_txop *op)
 		op->lnext->lprev = op->lprev;
 }
 
+/* Send and receive records of messages of up to CACHE_PARTS parts (a KV
+ * message: meta, keys, values, lens) are kept for reuse, at most 256 of
+ * each per process: steady traffic allocates none. */
+#define CACHE_PARTS 5
+#define OP_BYTES(n) (sizeof(struct fab_txop) + (size_t)(n) * sizeof(((struct fab_txop *)0)->part[0]))
+#define RX_BYTES(n)                                                                        \
+	(sizeof(struct fab_rx) + (size_t)(n) * sizeof(((struct fab_rx *)0)->part[0]) +     \
+	 (size_t)((n) > 1 ? (n) - 1 : 1) * sizeof(struct psl_van_rseg))
+static struct psl_van_cache op_cache = PSL_VAN_CACHE_INIT(256, OP_BYTES(CACHE_PARTS));
+static struct psl_van_cache rx_cache = PSL_VAN_CACHE_INIT(256, RX_BYTES(CACHE_PARTS));
+
 void fab_op_free(struct psl_van *v, struct fab_txop *op)
 {
 	uint32_t i;
@@ -49,7 +60,7 @@ void fab_op_free(struct psl_van *v, struct fab_txop *op)
 			fab_mrc_put(&v->mrc, op->part[i].mre);
 	fab_pool_put(op->hdr);
 	fab_pool_put(op->meta);
-	free(op);
+	psl_van_cache_put(&op_cache, op, OP_BYTES(op->nparts));
 }
 
 /* Every part of op is complete (or failed): tell the core. */
@@ -211,9 +222,10 @@ int fab_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
 	pthread_rwlock_unlock(&v->lock);
 	if (!p)
 		return -EHOSTUNREACH;
-	op = calloc(1, sizeof(*op) + nparts * sizeof(op->part[0]));
+	op = psl_van_cache_get(&op_cache, OP_BYTES(nparts));
 	if (!op)
 		return -ENOMEM;
+	memset(op, 0, OP_BYTES(nparts));
 	op->peer = p;
 	op->cookie = cookie;
 	op->nparts = nparts;
@@ -307,7 +319,7 @@ void fab_rx_free(struct fab_rx *r)
 	for (i = 0; i < r->nparts; i++)
 		fab_pool_put(r->part[i].buf);
 	fab_pool_put(r->hdr);
-	free(r);
+	psl_van_cache_put(&rx_cache, r, RX_BYTES(r->nparts));
 }
 
 static void rx_release(struct psl_van_rmsg *pub)
@@ -411,8 +423,9 @@ static void on_hdr(struct psl_van *v, struct fab_buf *b, uint64_t tag, size_t le
 		h.inl[0] = true;
 	}
 	nseg = h.nparts - 1;
-	r = calloc(1, sizeof(*r) + h.nparts * sizeof(r->part[0]) +
-			      (nseg ? nseg : 1) * sizeof(struct psl_van_rseg));
+	r = psl_van_cache_get(&rx_cache, RX_BYTES(h.nparts));
+	if (r)
+		memset(r, 0, RX_BYTES(h.nparts));
 	if (!r) {
 		fab_pool_put(b);
 		return;

@@ -176,10 +176,26 @@ static void parts_free(struct psl_van *v, struct ucx_rx *m)
 	}
 }
 
+/* Records of received messages of up to RX_CACHE_PARTS parts and
+ * RX_CACHE_SEGS segments (a KV message: meta, keys, values, lens) are kept
+ * for reuse, at most 256 per process: steady traffic allocates none. */
+#define RX_CACHE_PARTS 4
+#define RX_CACHE_SEGS 4
+#define RX_BYTES(nparts, nseg)                                                             \
+	(((sizeof(struct ucx_rx) + (size_t)(nparts) * sizeof(struct ucx_rpart) + 7) & ~(size_t)7) + \
+	 (size_t)(nseg) * sizeof(struct psl_van_rseg))
+static struct psl_van_cache rx_cache =
+	PSL_VAN_CACHE_INIT(256, RX_BYTES(RX_CACHE_PARTS, RX_CACHE_SEGS));
+
+static void rx_put(struct ucx_rx *m)
+{
+	psl_van_cache_put(&rx_cache, m, RX_BYTES(m->nparts, m->nseg));
+}
+
 static void rx_free(struct psl_van *v, struct ucx_rx *m)
 {
 	parts_free(v, m);
-	free(m);
+	rx_put(m);
 	psl__ucx_unref(v);
 }
 
@@ -408,7 +424,7 @@ void psl__ucx_rx_free_orphans(struct psl_van *v, bool worker_alive)
 		m = v->orphans;
 		v->orphans = m->next;
 		parts_free(v, m);
-		free(m); /* its reference went when it became an orphan */
+		rx_put(m); /* its reference went when it became an orphan */
 	}
 }
 
@@ -425,11 +441,11 @@ static struct ucx_rx *rx_get(struct ucx_in *in, const struct ucxp_am_hdr *h)
 		;
 	if (after && after->seq == h->seq)
 		return (after->nparts == h->nparts && after->nseg == h->nseg) ? after : NULL;
-	sz = sizeof(*m) + h->nparts * sizeof(struct ucx_rpart);
-	sz = ucxp_pad8(sz);
-	m = calloc(1, sz + h->nseg * sizeof(struct psl_van_rseg));
+	sz = ucxp_pad8(sizeof(*m) + h->nparts * sizeof(struct ucx_rpart));
+	m = psl_van_cache_get(&rx_cache, RX_BYTES(h->nparts, h->nseg));
 	if (!m)
 		return NULL;
+	memset(m, 0, RX_BYTES(h->nparts, h->nseg));
 	m->v = v;
 	m->in = in;
 	m->seq = h->seq;

@@ -24,6 +24,18 @@
 #include "ucx_van.h"
 
 /* Takes s off the list of unfinished sends; v->sends_mu held. */
+
+/* Send records (their heads carry inline data: up to two segments of
+ * PS_UCX_INLINE bytes, 8 KiB by default) are kept for reuse, at most 64 per
+ * process: steady traffic allocates none. */
+static struct psl_van_cache send_cache = PSL_VAN_CACHE_INIT(64, 2 * 8192 + 1024);
+
+void psl__ucx_send_free(struct ucx_send *s)
+{
+	if (s)
+		psl_van_cache_put(&send_cache, s, s->bytes);
+}
+
 static void unregister(struct psl_van *v, struct ucx_send *s)
 {
 	if (s->lprev)
@@ -51,7 +63,7 @@ void psl__ucx_send_finish(struct ucx_send *s)
 	if (cookie)
 		v->host->send_done(v->host->ctx, cookie, atomic_load(&s->status));
 	atomic_fetch_sub(&v->inflight, 1);
-	free(s);
+	psl__ucx_send_free(s);
 }
 
 int psl__ucx_fail_unfinished(struct psl_van *v, int err)
@@ -78,7 +90,7 @@ void psl__ucx_free_unfinished(struct psl_van *v)
 	while (v->sends) {
 		struct ucx_send *s = v->sends;
 		unregister(v, s);
-		free(s);
+		psl__ucx_send_free(s);
 	}
 }
 
@@ -498,9 +510,10 @@ int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_l
 	head_len = psl__ucxp_head_size(meta_len, desc, nseg);
 	sz = ucxp_pad8(sizeof(*s)) + ucxp_pad8(nsep * sizeof(struct ucx_part_src)) +
 	     (nsep + 1) * UCXP_AM_HDR_SIZE + head_len;
-	s = malloc(sz);
+	s = psl_van_cache_get(&send_cache, sz);
 	if (!s)
 		return -ENOMEM;
+	s->bytes = sz;
 	s->v = v;
 	s->out = NULL;
 	s->cookie = cookie;
@@ -535,7 +548,7 @@ int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_l
 		o = v->peers[id];
 	if (!o) {
 		pthread_rwlock_unlock(&v->lock);
-		free(s);
+		psl__ucx_send_free(s);
 		LOG(v, PSL_VAN_LOG_DEBUG, "send to node %d: not connected", id);
 		return -EHOSTUNREACH;
 	}
@@ -555,7 +568,7 @@ int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_l
 	pthread_mutex_unlock(&o->mu);
 	pthread_rwlock_unlock(&v->lock);
 	if (rc) {
-		free(s);
+		psl__ucx_send_free(s);
 		return rc;
 	}
 	pthread_mutex_lock(&v->sends_mu);

@@ -175,7 +175,10 @@ struct ucx_send {
 	uint8_t *head;
 	struct ucx_part_src *src; /* nparts - 1 */
 	uint8_t (*hdr)[UCXP_AM_HDR_SIZE]; /* nparts, alive until completion */
+	size_t bytes; /* the record's size (psl__ucx_send_free) */
 };
+/* Frees a send record (kept for reuse when it is of the usual size). */
+void psl__ucx_send_free(struct ucx_send *s);
 
 /* ------------------------------------------------------------- receive -- */
 

@@ -130,41 +130,29 @@ struct zrmsg {
 	uint32_t nframes;
 	zmq_msg_t *frames;
 	struct psl_van_rseg *segs;
-	struct zrmsg *next; /* in the free list (records of up to POOL_FRAMES) */
 };
 
 /* Records of received messages of up to POOL_FRAMES frames (a KV message:
  * meta, keys, values, lens) are kept for reuse, process-wide (a record may
- * be released after its van is gone), at most POOL_MAX of them: steady
- * traffic allocates none. */
+ * be released after its van is gone), at most 256 of them: steady traffic
+ * allocates none. */
 #define POOL_FRAMES 4
-#if defined(__SANITIZE_ADDRESS__) /* (AddressSanitizer sees every use after free) */
-#define POOL_MAX 0
-#else
-#define POOL_MAX 256
-#endif
 #define POOL_BYTES                                                                  \
 	(sizeof(struct zrmsg) + POOL_FRAMES * sizeof(zmq_msg_t) +                   \
 	 POOL_FRAMES * sizeof(struct psl_van_rseg))
-static pthread_mutex_t pool_mu = PTHREAD_MUTEX_INITIALIZER;
-static struct zrmsg *pool_head;
-static int pool_n;
+static struct psl_van_cache pool = PSL_VAN_CACHE_INIT(256, POOL_BYTES);
+
+/* The bytes of a record of n frames (up to POOL_FRAMES: one size, kept) */
+static size_t zrmsg_bytes(uint32_t n)
+{
+	return n <= POOL_FRAMES ? POOL_BYTES
+				: sizeof(struct zrmsg) + n * sizeof(zmq_msg_t) +
+					  n * sizeof(struct psl_van_rseg);
+}
 
 static struct zrmsg *zrmsg_get(uint32_t n)
 {
-	struct zrmsg *r = NULL;
-	if (n <= POOL_FRAMES) {
-		pthread_mutex_lock(&pool_mu);
-		if ((r = pool_head)) {
-			pool_head = r->next;
-			pool_n--;
-		}
-		pthread_mutex_unlock(&pool_mu);
-		if (!r)
-			r = malloc(POOL_BYTES);
-	} else {
-		r = malloc(sizeof(*r) + n * sizeof(zmq_msg_t) + n * sizeof(struct psl_van_rseg));
-	}
+	struct zrmsg *r = psl_van_cache_get(&pool, zrmsg_bytes(n));
 	if (!r)
 		return NULL;
 	r->frames = (zmq_msg_t *)(r + 1);
@@ -175,17 +163,7 @@ static struct zrmsg *zrmsg_get(uint32_t n)
 
 static void zrmsg_put(struct zrmsg *r)
 {
-	if (r->nframes <= POOL_FRAMES) {
-		pthread_mutex_lock(&pool_mu);
-		if (pool_n < POOL_MAX) {
-			r->next = pool_head;
-			pool_head = r;
-			pool_n++;
-			r = NULL;
-		}
-		pthread_mutex_unlock(&pool_mu);
-	}
-	free(r);
+	psl_van_cache_put(&pool, r, zrmsg_bytes(r->nframes));
 }
 
 /* Counts the zero-copy frames of one send still held by libzmq. */

@@ -329,6 +329,49 @@ static void test_le(void **state)
 	}
 }
 
+/* The block cache: a put block comes back from the next get, at most max
+ * are kept, records larger than a block are plain mallocs; under
+ * AddressSanitizer nothing is kept. */
+static void test_cache(void **state)
+{
+	static struct psl_van_cache c = PSL_VAN_CACHE_INIT(2, 64);
+	void *a, *b, *d, *big;
+	(void)state;
+	a = psl_van_cache_get(&c, 40);
+	b = psl_van_cache_get(&c, 64);
+	d = psl_van_cache_get(&c, 8);
+	assert_non_null(a);
+	assert_non_null(b);
+	assert_non_null(d);
+	memset(a, 1, 64); /* a block is whole, whatever size was asked */
+	big = psl_van_cache_get(&c, 4096);
+	assert_non_null(big);
+	memset(big, 2, 4096);
+	psl_van_cache_put(&c, big, 4096); /* freed, not kept */
+	psl_van_cache_put(&c, a, 40);
+	psl_van_cache_put(&c, b, 64);
+	psl_van_cache_put(&c, d, 8); /* the third: freed */
+	psl_van_cache_put(&c, NULL, 8);
+#if defined(__SANITIZE_ADDRESS__)
+	assert_int_equal(c.n, 0);
+#else
+	assert_int_equal(c.n, 2);
+	assert_ptr_equal(psl_van_cache_get(&c, 1), b); /* last in, first out */
+	assert_ptr_equal(psl_van_cache_get(&c, 64), a);
+	assert_int_equal(c.n, 0);
+	psl_van_cache_put(&c, a, 64);
+	psl_van_cache_put(&c, b, 64);
+	a = psl_van_cache_get(&c, 1);
+	b = psl_van_cache_get(&c, 1);
+	free(a);
+	free(b);
+#endif
+	while ((a = c.head)) { /* what is kept is the cache's to free */
+		memcpy(&c.head, a, sizeof(void *));
+		free(a);
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -341,6 +384,7 @@ int main(void)
 		cmocka_unit_test_setup(test_param_bool, setup),
 		cmocka_unit_test_setup(test_clock, setup),
 		cmocka_unit_test_setup(test_le, setup),
+		cmocka_unit_test_setup(test_cache, setup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
