@@ -159,11 +159,16 @@ static void send_cb(void *request, ucs_status_t st, void *user_data)
  * messages it carries (each holds a reference until it completes). */
 struct ucx_batch {
 	struct psl_van *v;
+	size_t size; /* the record's bytes */
 	uint32_t n;
 	uint8_t hdr[UCXP_AM_HDR_SIZE];
 	struct ucx_send *m[UCXP_MAX_SEG];
 	uint8_t payload[];
 };
+
+/* Batch records of up to 16 KiB of messages are kept for reuse too. */
+static struct psl_van_cache batch_cache =
+	PSL_VAN_CACHE_INIT(64, sizeof(struct ucx_batch) + 16384);
 
 static void batch_cb(void *request, ucs_status_t st, void *user_data)
 {
@@ -176,7 +181,7 @@ static void batch_cb(void *request, ucs_status_t st, void *user_data)
 	atomic_fetch_sub(&v->requests, 1);
 	for (i = 0; i < b->n; i++)
 		queued |= part_done(b->m[i], st);
-	free(b);
+	psl_van_cache_put(&batch_cache, b, b->size);
 	if (queued)
 		wake_owner(v);
 }
@@ -290,7 +295,7 @@ static void post_one(struct ucx_send *s);
 static int post_batch(struct ucx_out *o, struct ucx_send **m, uint32_t k, size_t bytes)
 {
 	struct psl_van *v = o->v;
-	struct ucx_batch *b = malloc(sizeof(*b) + bytes);
+	struct ucx_batch *b = psl_van_cache_get(&batch_cache, sizeof(*b) + bytes);
 	struct ucxp_am_hdr h = {.conn = o->conn, .nonce = o->nonce, .seq = o->seq,
 				.part = 0, .nparts = 1, .nseg = k, .seg = 0};
 	ucp_request_param_t prm;
@@ -301,6 +306,7 @@ static int post_batch(struct ucx_out *o, struct ucx_send **m, uint32_t k, size_t
 	if (!b)
 		return -ENOMEM;
 	b->v = v;
+	b->size = sizeof(*b) + bytes;
 	b->n = k;
 	for (i = 0; i < k; i++) {
 		b->m[i] = m[i];
@@ -323,7 +329,7 @@ static int post_batch(struct ucx_out *o, struct ucx_send **m, uint32_t k, size_t
 	} else {
 		for (i = 0; i < k; i++) /* done already, or never posted */
 			atomic_fetch_sub(&m[i]->refs, 1);
-		free(b);
+		psl_van_cache_put(&batch_cache, b, b->size);
 		if (st != NULL)
 			return -psl__ucx_errno(UCS_PTR_STATUS(st));
 	}
