@@ -167,7 +167,7 @@ fmt() { awk -v x="$1" 'BEGIN { printf (x >= 10 ? "%.1f" : x >= 1 ? "%.2f" : "%.3
 # cxxval SIZE KEYS: C++ ps-lite's median goodput (Gbps), or ? when not run
 cxxval() {
 	c=$(val "cxx:$1:$2" cxx goodput_gbps)
-	if [ -n "$CXX" ] && [ "$c" != 0 ]; then fmt "$c"; else echo "?"; fi
+	if [ -n "$CXX" ] && [ "$c" != 0 ]; then echo "$c"; else echo "?"; fi
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
@@ -335,7 +335,7 @@ section=$work/section.md
 			size=${row%:*} keys=${row#*:}
 			[ "$keys" = 1 ] && continue
 			c=$(cxxval "$size" "$keys")
-			echo "| $size | $keys | $c | $( [ "$c" = "?" ] && echo "?" || ratio "$(val "ps:$size:$keys:1" pslite-bench goodput_gbps)" "$c") |"
+			echo "| $size | $keys | $( [ "$c" = "?" ] && echo "?" || fmt "$c") | $( [ "$c" = "?" ] && echo "?" || ratio "$(val "ps:$size:$keys:1" pslite-bench goodput_gbps)" "$c") |"
 		done
 		echo
 	else
