@@ -320,7 +320,9 @@ section=$work/section.md
 	echo "### Van $VAN: pslite-bench beside raw TCP"
 	echo
 	echo "Measured $(date -u +%Y-%m-%d) on $(nproc) cores ($(uname -m)), $REPEAT round(s) of ${SECS} s each, medians;"
-	echo "command: \`bench/run.sh --van $VAN --repeat $REPEAT --seconds $SECS${CXX:+ --cxx $CXX}\`${EXTRA_ENV:+ with \`$EXTRA_ENV\`}."
+	opts="--repeat $REPEAT --seconds $SECS"
+	[ $QUICK -eq 1 ] && opts=--quick
+	echo "command: \`bench/run.sh --van $VAN $opts${CXX:+ --cxx $CXX}\`${EXTRA_ENV:+ with \`$EXTRA_ENV\`}."
 	echo "Goodput is counted as ps-lite's test_benchmark counts it (bytes per key x keys x iterations / time)."
 	echo
 	cat "$table"
