@@ -19,6 +19,15 @@
  * thread costs a wake-up; the window saves the last one while traffic flows,
  * and an idle node still sleeps. Polling without yielding starved libzmq's
  * io threads on two cores (milliseconds per round trip), so it yields.
+ * Even yielding, the polling thread holds a CPU that the process's io
+ * threads and its caller need for the message to reach it at all, and a
+ * thread that yields is charged a whole slice each time (EEVDF), so that
+ * where other threads want the CPUs its next wake-up waits a tick (4 ms).
+ * Where the process may run on fewer CPUs than PS_ZMQ_BUSY_POLL_MIN_CPUS
+ * (default: its io threads + 2, one for the polling thread and one for the
+ * caller) it does not poll, and says so at INFO (docs/performance.md: on 2
+ * cores polling made a 4 KiB round trip slower than sleeping as soon as
+ * another thread wanted a CPU, though 35% faster on a quiet machine).
  *
  * Identities: the ROUTER hands an identity "ps<id>" to its newest connection
  * (ZMQ_ROUTER_HANDOVER), so that a stranger who claimed a peer's identity
@@ -122,6 +131,7 @@ struct psl_van {
 	int64_t spin_ns; /* PS_BUSY_POLL: keep polling this long after a message */
 	int linger_ms;
 	int io_threads;
+	int busy_min_cpus; /* PS_ZMQ_BUSY_POLL_MIN_CPUS */
 };
 
 /* One received message: the frames stay alive until the core releases it. */
@@ -733,6 +743,17 @@ static void peer_close(struct psl_van *v, struct zpeer *p)
 	free(p);
 }
 
+/* The CPUs this process may run on (its affinity mask; else those online). */
+static int cpus_allowed(void)
+{
+	cpu_set_t set;
+	long n;
+	if (sched_getaffinity(0, sizeof(set), &set) == 0 && CPU_COUNT(&set) > 0)
+		return CPU_COUNT(&set);
+	n = sysconf(_SC_NPROCESSORS_ONLN);
+	return n > 0 ? (int)n : 1;
+}
+
 static void *recv_main(void *arg)
 {
 	struct psl_van *v = arg;
@@ -846,7 +867,9 @@ static int zinit(const struct psl_van_host *host, struct psl_van **out)
 			    &v->linger_ms)) ||
 	    (rc = param_int(v, "PS_ZMQ_RCVHWM", 10000, 1, 100000000, "a number of messages",
 			    &v->rcvhwm)) ||
-	    (rc = param_int(v, "PS_ZMQ_MAX_MSG_MB", 512, 1, 1 << 20, "MiB", &max_mb))) {
+	    (rc = param_int(v, "PS_ZMQ_MAX_MSG_MB", 512, 1, 1 << 20, "MiB", &max_mb)) ||
+	    (rc = param_int(v, "PS_ZMQ_BUSY_POLL_MIN_CPUS", v->io_threads + 2, 1, 1 << 20,
+			    "a number of CPUs", &v->busy_min_cpus))) {
 		free(v);
 		return rc;
 	}
@@ -908,6 +931,16 @@ static int zbind(struct psl_van *v, const struct psl_van_bind_req *req,
 	if (v->router)
 		return -EALREADY;
 	if (req->role == 2) { /* the scheduler carries no data: it never polls */
+		v->busy_poll = false;
+		v->spin_ns = 0;
+	}
+	if (v->busy_poll && cpus_allowed() < v->busy_min_cpus) {
+		int n = cpus_allowed();
+		LOG(v, PSL_VAN_LOG_INFO,
+		    "PS_BUSY_POLL=1 ignored: %d CPU%s for this process, fewer than "
+		    "PS_ZMQ_BUSY_POLL_MIN_CPUS=%d (polling would take the CPU that libzmq's "
+		    "io thread%s and the caller need); sleeping between messages",
+		    n, n == 1 ? "" : "s", v->busy_min_cpus, v->io_threads > 1 ? "s" : "");
 		v->busy_poll = false;
 		v->spin_ns = 0;
 	}
