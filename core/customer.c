@@ -40,6 +40,12 @@ static struct registry {
 /* the current node's */
 #define R (registries[psl__slot()])
 
+/* the registry of the node c belongs to */
+static struct registry *reg_of(const struct psl__customer *c)
+{
+	return &registries[c->office - psl__offices];
+}
+
 static int lookup_cid(const struct psl__meta *m)
 {
 	/* as ps-lite: workers route by (app, customer), others by (app, app) */
@@ -59,12 +65,12 @@ int psl__customer_init(struct psl__customer *c, int app_id, int customer_id,
 		       const struct psl__customer_ops *ops)
 {
 	memset(c, 0, sizeof(*c));
+	c->office = psl__cur;
 	if (psl__po.max_id <= 0)
 		return -EAGAIN;
 	c->app_id = app_id;
 	c->customer_id = customer_id;
 	c->ops = ops;
-	c->office = psl__cur;
 	if (psl__tracker_init(c, psl__node_index(psl__po.max_id) + 1))
 		return -ENOMEM;
 	pthread_mutex_init(&c->mu, NULL);
@@ -81,29 +87,30 @@ int psl__customer_init(struct psl__customer *c, int app_id, int customer_id,
 
 static void deliver_held(struct psl__customer *c)
 {
+	struct registry *g = reg_of(c);
 	for (;;) {
 		struct held *list = NULL, **tail = &list, **pp, *h;
 
 		pthread_mutex_lock(&reg_mu);
-		for (pp = &R.held_head; *pp;) {
+		for (pp = &g->held_head; *pp;) {
 			h = *pp;
 			if (h->m.app_id == c->app_id && h->cid == c->customer_id) {
 				*pp = h->next;
 				h->next = NULL;
 				*tail = h;
 				tail = &h->next;
-				R.nheld--;
-				R.held_bytes -= h->bytes;
+				g->nheld--;
+				g->held_bytes -= h->bytes;
 			} else {
 				pp = &h->next;
 			}
 		}
-		R.held_tail = &R.held_head;
-		for (h = R.held_head; h; h = h->next)
-			R.held_tail = &h->next;
+		g->held_tail = &g->held_head;
+		for (h = g->held_head; h; h = h->next)
+			g->held_tail = &h->next;
 		if (!list) {
-			c->next = R.customers;
-			R.customers = c;
+			c->next = g->customers;
+			g->customers = c;
 			pthread_mutex_unlock(&reg_mu);
 			return;
 		}
@@ -119,6 +126,7 @@ static void deliver_held(struct psl__customer *c)
 
 int psl__customer_add(struct psl__customer *c)
 {
+	psl__enter(c->office); /* (held messages are delivered for its node) */
 	pthread_mutex_lock(&reg_mu);
 	if (find_locked(c->app_id, c->customer_id)) {
 		pthread_mutex_unlock(&reg_mu);
@@ -143,7 +151,7 @@ void psl__customer_remove(struct psl__customer *c)
 	pthread_mutex_unlock(&c->mu);
 
 	pthread_mutex_lock(&reg_mu);
-	for (pp = &R.customers; *pp; pp = &(*pp)->next) {
+	for (pp = &reg_of(c)->customers; *pp; pp = &(*pp)->next) {
 		if (*pp == c) {
 			*pp = c->next;
 			break;

@@ -1,5 +1,5 @@
 /*
- * IPC between nodes of one host (see IPC.h, docs/IPC.md).
+ * IPC between nodes of one host (see ipc.h, docs/ipc.md).
  *
  * A node with BYTEPS_ENABLE_IPC=1 publishes, once it has its id, a marker
  * /dev/shm/pslite-ipcnode-<job>-<id> holding its pid and the kernel's boot

@@ -653,7 +653,6 @@ void psl_kv_server_free(struct psl_kv_server *s)
 {
 	if (!s)
 		return;
-	psl__enter(s->c.office);
 	psl__customer_remove(&s->c);
 	if (s->regs) {
 		pthread_mutex_lock(&s->regs->mu);

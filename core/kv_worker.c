@@ -911,7 +911,6 @@ void psl_kv_worker_free(struct psl_kv_worker *w)
 {
 	if (!w)
 		return;
-	psl__enter(w->c.office);
 	psl__customer_remove(&w->c);
 	free(w);
 }

@@ -36,9 +36,23 @@ bool psl__joint(void)
 	return atomic_load(&joint);
 }
 
+/* How many of psl__offices this process runs. */
+static int nodes_here(void)
+{
+	return psl__joint() ? 2 : 1;
+}
+
+/* The node the public queries describe: the calling thread's choice
+ * (psl_use_role), else psl__offices[0] (not psl__cur: they may be called
+ * from a handler of either node). */
+static struct psl__office *sel(void)
+{
+	return selected && psl__joint() ? selected : &psl__offices[0];
+}
+
 void psl__enter_selected(void)
 {
-	psl__enter(selected && psl__joint() ? selected : &psl__offices[0]);
+	psl__enter(sel());
 }
 
 void psl__enter_role(int role)
@@ -53,7 +67,7 @@ void psl__enter_role(int role)
 struct psl__office *psl__office_of(int role)
 {
 	int i;
-	for (i = 0; i < (psl__joint() ? 2 : 1); i++)
+	for (i = 0; i < nodes_here(); i++)
 		if (psl__offices[i].role == role && psl__offices[i].state != PSL__STOPPED)
 			return &psl__offices[i];
 	return NULL;
@@ -218,7 +232,7 @@ int psl_job_lost(char *why, size_t len)
 	if (why && len)
 		why[0] = 0;
 	/* a joint process: the first of its nodes' losses */
-	for (i = 0; i < (psl__joint() ? 2 : 1) && !rc; i++) {
+	for (i = 0; i < nodes_here() && !rc; i++) {
 		struct psl__office *o = &psl__offices[i];
 		pthread_mutex_lock(&o->mu);
 		rc = o->job_lost_err;
@@ -253,13 +267,6 @@ int psl_use_role(enum psl_role role)
 	selected = o;
 	psl__enter(o);
 	return 0;
-}
-/* The node the public queries describe: the calling thread's choice
- * (psl_use_role), else psl__offices[0] (not psl__cur: they may be called
- * from a handler of either node). */
-static struct psl__office *sel(void)
-{
-	return selected && psl__joint() ? selected : &psl__offices[0];
 }
 int psl_my_rank(void)
 {
@@ -315,7 +322,7 @@ static int barrier_here(int customer_id, int group, int cmd)
 {
 	struct psl__office *home = psl__cur;
 	unsigned gen[PSL__OFFICES];
-	int rc = 0, i, n = psl__joint() ? 2 : 1, r;
+	int rc = 0, i, n = nodes_here();
 	bool in[PSL__OFFICES] = {false};
 
 	for (i = 0; i < n && !rc; i++) {
@@ -327,13 +334,12 @@ static int barrier_here(int customer_id, int group, int cmd)
 		if (rc == 1)
 			rc = 0;
 	}
-	for (i = 0; i < n; i++) {
+	/* (a node that could not arrive: the other's barrier cannot end) */
+	for (i = 0; i < n && !rc; i++) {
 		if (!in[i])
 			continue;
 		psl__enter(&psl__offices[i]);
-		r = psl__control_barrier_wait(group, gen[i]);
-		if (!rc)
-			rc = r;
+		rc = psl__control_barrier_wait(group, gen[i]);
 	}
 	psl__enter(home);
 	return rc;
@@ -763,7 +769,7 @@ int psl_start(int customer_id, bool do_barrier)
 
 int psl_finalize(int customer_id, bool do_barrier)
 {
-	int rc = 0, i, n = psl__joint() ? 2 : 1;
+	int rc = 0, i, n = nodes_here();
 	struct psl__office *home = psl__cur;
 
 	pthread_mutex_lock(&start_mu);

@@ -217,7 +217,6 @@ void psl_simple_app_free(struct psl_simple_app *app)
 {
 	if (!app)
 		return;
-	psl__enter(app->c.office);
 	psl__customer_remove(&app->c);
 	free(app);
 }
