@@ -47,16 +47,22 @@ while [ $r -le "$R" ]; do
 		shift
 		for b in $builds; do
 			for bp in 0 1; do
-				out=$(env PS_VAN_PATH="${b#*:}" NUM_KEY_PER_SERVER=1 LOG_DURATION=10 PS_BUSY_POLL=$bp "$@" \
+				all=$(env PS_VAN_PATH="${b#*:}" NUM_KEY_PER_SERVER=1 LOG_DURATION=10 PS_BUSY_POLL=$bp "$@" \
 					"$B/tools/pslite-run" -s 1 -w 1 --van "$van" --timeout 60 -- \
-					"$B/tools/pslite-bench" 4096 1 1 --json --quiet --seconds "$S" 2>&1 |
-					grep -o '{"tool".*}' || true)
+					"$B/tools/pslite-bench" 4096 1 1 --json --quiet --seconds "$S" 2>&1 || true)
+				out=$(echo "$all" | grep -o '{"tool".*}' || true)
 				p=$(echo "$out" | grep '"tool":"pslite-bench"' |
 					sed 's/.*"p50_us":\([0-9.]*\).*"p99_us":\([0-9.]*\).*/\1 \2/')
 				c=$(echo "$out" | grep '"tool":"pslite-bench-node"' |
 					sed 's/.*"cpu_s":\([0-9.]*\).*"wall_s":\([0-9.]*\).*/\1 \2/' |
 					awk '{ s += $1 / $2 } END { printf "%.2f", s }')
-				echo "$r|$cfg|${b%%:*}|$bp|${p:-failed}|$c"
+				if [ -z "$p" ]; then
+					# keep what the failed job said
+					f=${TMPDIR:-/tmp}/busy_poll.$$.$r.$van.${b%%:*}.$bp.log
+					echo "$all" > "$f"
+					p="failed (its output: $f)"
+				fi
+				echo "$r|$cfg|${b%%:*}|$bp|$p|$c"
 			done
 		done
 	done

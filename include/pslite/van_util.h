@@ -14,7 +14,8 @@
  *     nonce and the proof of it a connector sends, its check by the
  *     acceptor, and a memory of recent nonces against replays;
  *   - a cache of the records a van makes per message, so that steady
- *     traffic allocates none.
+ *     traffic allocates none;
+ *   - PS_BUSY_POLL's window, which stops polling where the CPUs are wanted.
  *
  * Everything here is static inline: a van includes this header and links
  * nothing of pslite's. Installed beside van.h.
@@ -24,6 +25,7 @@
 
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -215,6 +217,97 @@ static inline struct timespec psl_van_deadline(int64_t ms)
 	ts.tv_sec = (time_t)(t / 1000000000);
 	ts.tv_nsec = (long)(t % 1000000000);
 	return ts;
+}
+
+/* ------------------------------------------------- PS_BUSY_POLL window -- */
+
+/*
+ * After a message a polling van keeps polling for a window (PS_BUSY_POLL_US)
+ * instead of sleeping, giving the CPU away between polls (sched_yield) so
+ * that the peer or the caller can run on a small machine. That pays only
+ * while the CPUs are not wanted by others: where they are, a yield hands the
+ * CPU to another runnable thread until the scheduler's next tick (1-4 ms),
+ * and a request whose answer comes meanwhile waits that long, where a
+ * sleeping thread would have been woken at once. So the window measures its
+ * own yields: one that comes back late (PSL_VAN_SPIN_LATE_NS) ends the
+ * window, and no window opens for a pause that doubles with each late
+ * episode (PSL_VAN_SPIN_PAUSE_MIN_NS .. _MAX_NS); PSL_VAN_SPIN_CLEAN windows
+ * in a row without a late yield bring the pause back to its minimum. The
+ * cost where the CPUs are wanted is one late yield per pause, not one per
+ * request; on a machine with CPUs to spare nothing changes.
+ *
+ * Use: psl_van_spin_init once; psl_van_spin_hit(s, now) after each message;
+ * while psl_van_spinning(s, now) poll again, with psl_van_spin_yield(s)
+ * between polls that found nothing. One thread per struct.
+ */
+#define PSL_VAN_SPIN_LATE_NS 200000LL		/* 0.2 ms: a yield that lost a tick */
+#define PSL_VAN_SPIN_PAUSE_MIN_NS 100000000LL	/* 100 ms */
+#define PSL_VAN_SPIN_PAUSE_MAX_NS 3200000000LL	/* 3.2 s */
+#define PSL_VAN_SPIN_CLEAN 64
+
+struct psl_van_spin {
+	int64_t window_ns; /* PS_BUSY_POLL_US in ns; 0: never poll */
+	int64_t until;	   /* the open window ends */
+	int64_t paused;	   /* no window before this */
+	int64_t pause_ns;  /* the next pause */
+	unsigned clean;	   /* windows in a row without a late yield */
+	bool open;
+	uint64_t lates;	   /* late yields so far (for a van's log) */
+};
+
+static inline void psl_van_spin_init(struct psl_van_spin *s, int64_t window_ns)
+{
+	memset(s, 0, sizeof(*s));
+	s->window_ns = window_ns > 0 ? window_ns : 0;
+	s->pause_ns = PSL_VAN_SPIN_PAUSE_MIN_NS;
+}
+
+/* A message came (sent or received): open the window, or push its end. */
+static inline void psl_van_spin_hit(struct psl_van_spin *s, int64_t now_ns)
+{
+	if (!s->window_ns || now_ns < s->paused)
+		return;
+	s->until = now_ns + s->window_ns;
+	s->open = true;
+}
+
+/* Whether to poll again rather than sleep. */
+static inline bool psl_van_spinning(struct psl_van_spin *s, int64_t now_ns)
+{
+	if (!s->open)
+		return false;
+	if (now_ns < s->until)
+		return true;
+	s->open = false; /* ran its length: a clean window */
+	if (++s->clean >= PSL_VAN_SPIN_CLEAN) {
+		s->clean = 0;
+		s->pause_ns = PSL_VAN_SPIN_PAUSE_MIN_NS;
+	}
+	return false;
+}
+
+/* A yield that began at t0 ended at t1 (ns): false when that was late,
+ * which ended the window and paused the next ones. */
+static inline bool psl_van_spin_yielded(struct psl_van_spin *s, int64_t t0, int64_t t1)
+{
+	if (t1 - t0 < PSL_VAN_SPIN_LATE_NS)
+		return true;
+	s->open = false;
+	s->clean = 0;
+	s->lates++;
+	s->paused = t1 + s->pause_ns;
+	if (s->pause_ns < PSL_VAN_SPIN_PAUSE_MAX_NS)
+		s->pause_ns *= 2;
+	return false;
+}
+
+/* Between two polls that found nothing: gives the CPU away. Returns false
+ * when the CPU came back late, which ended the window (sleep then). */
+static inline bool psl_van_spin_yield(struct psl_van_spin *s)
+{
+	int64_t t0 = psl_van_now_ns();
+	sched_yield();
+	return psl_van_spin_yielded(s, t0, psl_van_now_ns());
 }
 
 /* --------------------------------------------------------- byte order -- */

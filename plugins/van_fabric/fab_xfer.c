@@ -615,12 +615,13 @@ void *fab_progress_main(void *arg)
 {
 	struct psl_van *v = arg;
 	struct epoll_event evs[32];
-	int64_t spin_until = 0;
+	struct psl_van_spin spin;
 	unsigned rounds = 0;
 	int idle = 0;
 	bool hk = true;	 /* peers and streams need a look */
 	int64_t hk_at = 0; /* and when they need one next */
 
+	psl_van_spin_init(&spin, v->busy_poll ? v->spin_ns : 0);
 	while (!atomic_load(&v->stop)) {
 		int n, i, timeout, got;
 		int64_t now;
@@ -637,14 +638,15 @@ void *fab_progress_main(void *arg)
 		if (got || atomic_load(&v->retry)) {
 			idle = 0;
 			timeout = 0;
-			if (got && v->busy_poll)
-				spin_until = psl_van_now_ns() + v->spin_ns;
+			if (got)
+				psl_van_spin_hit(&spin, psl_van_now_ns());
 		}
-		if (v->busy_poll && timeout != 0 && psl_van_now_ns() < spin_until) {
+		if (timeout != 0 && psl_van_spinning(&spin, psl_van_now_ns()) &&
+		    psl_van_spin_yield(&spin)) {
 			/* PS_BUSY_POLL's window: the CQ again soon, the CPU to whoever
 			 * needs it meanwhile (on a small machine, the peer that
-			 * answers); the sockets every 64th round */
-			sched_yield();
+			 * answers; a late return ended the window); the sockets
+			 * every 64th round */
 			if (++rounds & 63)
 				continue;
 			timeout = 0;
@@ -688,5 +690,10 @@ void *fab_progress_main(void *arg)
 			}
 		}
 	}
+	if (spin.lates)
+		LOG(v, PSL_VAN_LOG_DEBUG,
+		    "PS_BUSY_POLL: polling paused %llu time%s (the CPUs were wanted by other "
+		    "threads)",
+		    (unsigned long long)spin.lates, spin.lates == 1 ? "" : "s");
 	return NULL;
 }

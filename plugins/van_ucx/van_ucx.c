@@ -533,14 +533,27 @@ static int wait_events(struct psl_van *v, struct epoll_event *ev, int max, long 
 #define PENDING_WAIT_MIN_US 20
 #define PENDING_WAIT_MAX_US 1000
 
+/* Between two polls of PS_BUSY_POLL's window: let go of the worker (senders
+ * post themselves meanwhile) and of the CPU (on a small machine the peer
+ * needs it to answer). False when the CPU came back late: sleep instead. */
+static bool spin_yield(struct psl_van *v, struct psl_van_spin *spin)
+{
+	bool ok;
+	pthread_mutex_unlock(&v->ucx_mu);
+	ok = psl_van_spin_yield(spin);
+	pthread_mutex_lock(&v->ucx_mu);
+	return ok;
+}
+
 static void *progress_main(void *arg)
 {
 	struct psl_van *v = arg;
 	struct epoll_event ev[32];
 	unsigned rounds = 0;
 	long pending_wait = PENDING_WAIT_MIN_US;
-	int64_t spin_until = 0;
+	struct psl_van_spin spin;
 
+	psl_van_spin_init(&spin, v->busy_poll ? v->spin_ns : 0);
 	pthread_mutex_lock(&v->ucx_mu); /* let go only around epoll_wait */
 	while (!atomic_load(&v->stop)) {
 		int n, i, timeout;
@@ -552,16 +565,10 @@ static void *progress_main(void *arg)
 		if (busy) {
 			us = 0;
 			pending_wait = PENDING_WAIT_MIN_US;
-			if (v->busy_poll)
-				spin_until = psl_van_now_ns() + v->spin_ns;
-		} else if (v->busy_poll && psl_van_now_ns() < spin_until) {
-			/* PS_BUSY_POLL's window: poll again soon, but let go of the
-			 * worker (senders post themselves meanwhile) and of the CPU
-			 * (on a small machine the peer needs it to answer); the
-			 * sockets every 64th round */
-			pthread_mutex_unlock(&v->ucx_mu);
-			sched_yield();
-			pthread_mutex_lock(&v->ucx_mu);
+			psl_van_spin_hit(&spin, psl_van_now_ns());
+		} else if (psl_van_spinning(&spin, psl_van_now_ns()) && spin_yield(v, &spin)) {
+			/* PS_BUSY_POLL's window: poll again soon; the sockets every
+			 * 64th round */
 			if (++rounds & 63)
 				continue;
 			us = 0;
@@ -611,6 +618,11 @@ static void *progress_main(void *arg)
 		}
 	}
 	pthread_mutex_unlock(&v->ucx_mu);
+	if (spin.lates)
+		LOG(v, PSL_VAN_LOG_DEBUG,
+		    "PS_BUSY_POLL: polling paused %llu time%s (the CPUs were wanted by other "
+		    "threads)",
+		    (unsigned long long)spin.lates, spin.lates == 1 ? "" : "s");
 	return NULL;
 }
 

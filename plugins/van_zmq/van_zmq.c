@@ -761,8 +761,9 @@ static void *recv_main(void *arg)
 	struct zpeer **snap = NULL;
 	int nitems = 0, npeer = 0, cap = 0;
 	unsigned seen_gen = ~0u;
-	int64_t spin_until = 0;
+	struct psl_van_spin spin;
 
+	psl_van_spin_init(&spin, v->spin_ns);
 	while (!atomic_load(&v->stop)) {
 		int i, rc;
 		bool spinning;
@@ -796,7 +797,7 @@ static void *recv_main(void *arg)
 				grave = n;
 			}
 		}
-		spinning = v->spin_ns > 0 && psl_van_now_ns() < spin_until;
+		spinning = psl_van_spinning(&spin, psl_van_now_ns());
 		rc = zmq_poll(items, nitems, spinning ? 0 : -1);
 		if (rc < 0) {
 			if (errno == ETERM)
@@ -804,10 +805,10 @@ static void *recv_main(void *arg)
 			continue;
 		}
 		if (rc == 0) {
-			if (spinning)
-				sched_yield();
-		} else if (v->spin_ns > 0) {
-			spin_until = psl_van_now_ns() + v->spin_ns;
+			if (spinning) /* a late return ends the window */
+				psl_van_spin_yield(&spin);
+		} else {
+			psl_van_spin_hit(&spin, psl_van_now_ns());
 		}
 		if (items[0].revents & ZMQ_POLLIN) {
 			uint64_t x;
@@ -827,6 +828,11 @@ static void *recv_main(void *arg)
 	}
 	free(items);
 	free(snap);
+	if (spin.lates)
+		LOG(v, PSL_VAN_LOG_DEBUG,
+		    "PS_BUSY_POLL: polling paused %llu time%s (the CPUs were wanted by other "
+		    "threads)",
+		    (unsigned long long)spin.lates, spin.lates == 1 ? "" : "s");
 	return NULL;
 }
 

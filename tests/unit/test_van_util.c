@@ -372,6 +372,74 @@ static void test_cache(void **state)
 	}
 }
 
+/* PS_BUSY_POLL's window: opens on a message, ends at its length; a late
+ * yield ends it and pauses windows, doubling the pause up to its bound;
+ * clean windows bring the pause back to its minimum. */
+static void test_spin(void **state)
+{
+	struct psl_van_spin s;
+	const int64_t ms = 1000000, w = 200000; /* a 200 us window */
+	int64_t t = 1000 * ms, pause;
+	int i;
+	(void)state;
+
+	psl_van_spin_init(&s, 0); /* PS_BUSY_POLL=0: never a window */
+	psl_van_spin_hit(&s, t);
+	assert_false(psl_van_spinning(&s, t));
+
+	psl_van_spin_init(&s, w);
+	assert_false(psl_van_spinning(&s, t));
+	psl_van_spin_hit(&s, t);
+	assert_true(psl_van_spinning(&s, t + w - 1));
+	assert_true(psl_van_spin_yielded(&s, t, t + PSL_VAN_SPIN_LATE_NS - 1));
+	assert_true(psl_van_spinning(&s, t + w - 1));
+	psl_van_spin_hit(&s, t + w - 1); /* a message pushes the end */
+	assert_true(psl_van_spinning(&s, t + 2 * w - 2));
+	assert_false(psl_van_spinning(&s, t + 2 * w - 1));
+	assert_false(psl_van_spinning(&s, t + 2 * w)); /* stays closed */
+	assert_int_equal(s.lates, 0);
+
+	/* a late yield: the window ends, none opens for the pause */
+	t += 10 * ms;
+	psl_van_spin_hit(&s, t);
+	assert_false(psl_van_spin_yielded(&s, t, t + 4 * ms));
+	assert_int_equal(s.lates, 1);
+	assert_false(psl_van_spinning(&s, t + 4 * ms));
+	psl_van_spin_hit(&s, t + 4 * ms + PSL_VAN_SPIN_PAUSE_MIN_NS - 1);
+	assert_false(psl_van_spinning(&s, t + 4 * ms + PSL_VAN_SPIN_PAUSE_MIN_NS - 1));
+	t += 4 * ms + PSL_VAN_SPIN_PAUSE_MIN_NS;
+	psl_van_spin_hit(&s, t);
+	assert_true(psl_van_spinning(&s, t));
+
+	/* late again at once: twice the pause, and so on up to the bound */
+	pause = 2 * PSL_VAN_SPIN_PAUSE_MIN_NS;
+	for (i = 0; i < 12; i++) {
+		assert_false(psl_van_spin_yielded(&s, t, t + ms));
+		t += ms;
+		psl_van_spin_hit(&s, t + pause - 1);
+		assert_false(psl_van_spinning(&s, t + pause - 1));
+		t += pause;
+		psl_van_spin_hit(&s, t);
+		assert_true(psl_van_spinning(&s, t));
+		if (pause < PSL_VAN_SPIN_PAUSE_MAX_NS)
+			pause *= 2;
+	}
+	assert_int_equal(s.pause_ns, PSL_VAN_SPIN_PAUSE_MAX_NS);
+
+	/* clean windows in a row bring the pause back down */
+	for (i = 0; i < PSL_VAN_SPIN_CLEAN; i++) {
+		psl_van_spin_hit(&s, t);
+		assert_true(psl_van_spin_yielded(&s, t, t + 1000));
+		t += w;
+		assert_false(psl_van_spinning(&s, t));
+	}
+	assert_int_equal(s.pause_ns, PSL_VAN_SPIN_PAUSE_MIN_NS);
+
+	/* and the real yield on an idle enough machine comes back at once */
+	psl_van_spin_hit(&s, psl_van_now_ns());
+	(void)psl_van_spin_yield(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -385,6 +453,7 @@ int main(void)
 		cmocka_unit_test_setup(test_clock, setup),
 		cmocka_unit_test_setup(test_le, setup),
 		cmocka_unit_test_setup(test_cache, setup),
+		cmocka_unit_test_setup(test_spin, setup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
