@@ -4,9 +4,11 @@
 #include <errno.h>
 #include <ifaddrs.h>
 #include <limits.h>
+#include <malloc.h>
 #include <net/if.h>
 #include <netdb.h>
 #include <netinet/in.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -337,6 +339,42 @@ static int bind_cpu(struct psl__config *c, char *err, size_t errlen)
 	return 0;
 }
 
+/* Measured (docs/performance.md, "Freed memory kept"): libzmq allocates
+ * each received message and the van frees it after delivery; with glibc's
+ * defaults the freed top of the heap went back to the kernel (a trim above
+ * 128 KiB free) and the next message faulted its pages in again, zeroed:
+ * 2-3 page faults per 64 KiB push-pull. The values are the ones glibc's own
+ * dynamic rule would reach after freeing a 32 MiB block. */
+#define MALLOC_MMAP_KEEP (32 << 20)
+#define MALLOC_TRIM_KEEP (64 << 20)
+
+bool psl__malloc_user_tuned(void)
+{
+	const char *t = getenv("GLIBC_TUNABLES");
+	return getenv("MALLOC_TRIM_THRESHOLD_") || getenv("MALLOC_MMAP_THRESHOLD_") ||
+	       (t && (strstr(t, "malloc.trim_threshold") || strstr(t, "malloc.mmap_threshold")));
+}
+
+bool psl__malloc_tune(void)
+{
+#if defined(__GLIBC__) && defined(M_TRIM_THRESHOLD) && defined(M_MMAP_THRESHOLD)
+	static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+	static bool done;
+	bool changed = false;
+
+	pthread_mutex_lock(&mu);
+	if (!done && !psl__malloc_user_tuned()) {
+		changed = mallopt(M_MMAP_THRESHOLD, MALLOC_MMAP_KEEP) == 1 &&
+			  mallopt(M_TRIM_THRESHOLD, MALLOC_TRIM_KEEP) == 1;
+	}
+	done = true;
+	pthread_mutex_unlock(&mu);
+	return changed;
+#else
+	return false;
+#endif
+}
+
 int psl__config_load(struct psl__config *c, char *err, size_t errlen)
 {
 	return psl__config_load_as(c, PSL_SERVER, err, errlen);
@@ -473,6 +511,9 @@ static int config_load(struct psl__config *c, int joint_role, char *err, size_t 
 		return rc;
 	if ((rc = bind_cpu(c, err, errlen)))
 		return rc;
+	if ((rc = env_int("PS_MALLOC_TUNE", 1, 0, 1, &gs, err, errlen)))
+		return rc;
+	c->malloc_tune = gs != 0;
 	if ((rc = env_int("PS_HEARTBEAT_INTERVAL", 0, 0, 86400, &c->heartbeat_interval, err,
 			  errlen)))
 		return rc;

@@ -40,6 +40,7 @@ struct psl__config {
 	bool bind;		     /* STEPMESH_BIND_CPU_CORE=1 with STEPMESH_GPU: */
 	int bind_cpu;		     /* the CPU the van's receive thread is bound to
 				      * (psl__stepmesh_cpu), -1 none */
+	bool malloc_tune;	     /* PS_MALLOC_TUNE: psl__malloc_tune at start */
 	char ordered_hosts[1024];    /* BYTEPS_ORDERED_HOSTS */
 	/* PS_JOB_SECRET, or the content of PS_JOB_SECRET_FILE (a final newline
 	 * dropped); secret_len 0 = no secret (ps-lite's behaviour and wire) */
@@ -52,6 +53,16 @@ struct psl__config {
  * block of cores_per_gpu cores from start, GPUs 2-3, 4-5 and 6-7 shifted onto
  * the next half-sockets of cores_per_socket cores. */
 int psl__stepmesh_cpu(int gpu, int offset, int cores_per_gpu, int cores_per_socket, int start);
+
+/* PS_MALLOC_TUNE=1 (the default): glibc's malloc keeps freed memory for
+ * reuse (messages of up to 32 MiB from the heap, up to 64 MiB free kept at
+ * the top of each arena) instead of giving it back to the kernel and
+ * faulting it in again for the next message; once per process, and not
+ * where the user tuned malloc (MALLOC_TRIM_THRESHOLD_, MALLOC_MMAP_THRESHOLD_,
+ * or malloc's GLIBC_TUNABLES). Returns whether it changed malloc. */
+bool psl__malloc_tune(void);
+/* Whether the environment tunes malloc's trim or mmap threshold itself. */
+bool psl__malloc_user_tuned(void);
 
 /* Parses and validates the environment. On error returns -EINVAL (or
  * -ENOENT for a missing variable) and writes one line naming the variable,

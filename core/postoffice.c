@@ -528,6 +528,9 @@ static int start_node(int joint_role)
 	psl__log_init(po.cfg.verbose);
 	po.role = po.cfg.role;
 	psl__log_set_who(psl__role_name(po.role));
+	if (po.cfg.malloc_tune && psl__malloc_tune())
+		PSL_DBG("PS_MALLOC_TUNE=1: malloc keeps freed memory for reuse (mmap "
+			"threshold 32 MiB, trim threshold 64 MiB)");
 	po.max_id = 7 + 2 * po.cfg.num_workers;
 	if (6 + 2 * po.cfg.num_servers > po.max_id)
 		po.max_id = 6 + 2 * po.cfg.num_servers;

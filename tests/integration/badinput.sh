@@ -162,6 +162,9 @@ for prog in "$bench" "$node"; do
 	base; export PS_BUSY_POLL=2
 	expect "$p: PS_BUSY_POLL=2" 10 "PS_BUSY_POLL=2" "expected 0 or 1" -- "$prog"
 	unset PS_BUSY_POLL_US PS_BUSY_POLL
+	base; export PS_MALLOC_TUNE=yes
+	expect "$p: PS_MALLOC_TUNE=yes" 10 "PS_MALLOC_TUNE=yes" "expected an integer from 0 to 1" -- "$prog"
+	unset PS_MALLOC_TUNE
 	base; export DMLC_ENABLE_RDMA=zmq PS_ZMQ_LINGER_MS=soon
 	expect "$p: PS_ZMQ_LINGER_MS=soon" 10 "PS_ZMQ_LINGER_MS=soon" \
 		"expected milliseconds (-1: for ever) from -1 to 3600000" -- "$prog"

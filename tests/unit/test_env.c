@@ -18,6 +18,8 @@
 
 #include <cmocka.h>
 
+#include <malloc.h>
+
 #include "env.h"
 #include "log.h"
 #include "pslite.h"
@@ -36,7 +38,7 @@ static const char *const all_vars[] = {
 	"PS_JOB_SECRET_FILE", "BYTEPS_ENABLE_IPC", "PS_IPC_BUF_MB", "PS_IPC_MIN_BYTES",
 	"DMLC_NODE_RANK", "STEPMESH_GPU", "DMLC_RANK_OFFSET",
 	"STEPMESH_BIND_CPU_CORE", "STEPMESH_CPU_CORES_PER_GPU", "STEPMESH_CPU_CORES_PER_SOCKET",
-	"STEPMESH_CPU_START_OFFSET",
+	"STEPMESH_CPU_START_OFFSET", "PS_MALLOC_TUNE",
 };
 
 static struct psl__config cfg;
@@ -118,6 +120,7 @@ static void test_valid_worker_defaults(void **state)
 	assert_int_equal(cfg.connect_timeout_s, 60);
 	assert_int_equal(cfg.start_timeout_s, 300);
 	assert_false(cfg.mixed_mode);
+	assert_true(cfg.malloc_tune);
 	assert_string_equal(cfg.ordered_hosts, "");
 }
 
@@ -137,7 +140,9 @@ static void test_valid_settings(void **state)
 	setenv("BYTEPS_ORDERED_HOSTS", "10.0.0.2,10.0.0.1:9000", 1);
 	setenv("DMLC_GROUP_SIZE", "1", 1);
 	setenv("DMLC_NUM_PORTS", "1", 1);
+	setenv("PS_MALLOC_TUNE", "0", 1);
 	expect_ok();
+	assert_false(cfg.malloc_tune);
 	assert_int_equal(cfg.port, 4567);
 	assert_int_equal(cfg.preferred_rank, 1);
 	assert_int_equal(cfg.verbose, 2);
@@ -330,6 +335,7 @@ static void test_bad_other_numbers(void **state)
 		{"BYTEPS_ENABLE_MIXED_MODE", "2", "from 0 to 1"},
 		{"DMLC_GROUP_SIZE", "0", "from 1 to 16000"},
 		{"DMLC_GROUP_SIZE", "two", "from 1 to 16000"},
+		{"PS_MALLOC_TUNE", "yes", "from 0 to 1"},
 	};
 	size_t i;
 	char want[128];
@@ -910,10 +916,41 @@ static void test_job_secret(void **state)
 
 #define T(f) cmocka_unit_test_setup_teardown(f, setup_worker, NULL)
 
+/* PS_MALLOC_TUNE's change: blocks below 32 MiB come from the heap (with
+ * glibc's defaults 1 MiB is mmapped and unmapped each time), once per
+ * process; the user's own malloc settings win. */
+static void test_malloc_tune(void **state)
+{
+	(void)state;
+	assert_false(psl__malloc_user_tuned());
+	setenv("MALLOC_TRIM_THRESHOLD_", "1000000", 1);
+	assert_true(psl__malloc_user_tuned());
+	unsetenv("MALLOC_TRIM_THRESHOLD_");
+	setenv("GLIBC_TUNABLES", "glibc.malloc.mmap_threshold=4096", 1);
+	assert_true(psl__malloc_user_tuned());
+	setenv("GLIBC_TUNABLES", "glibc.malloc.tcache_count=0", 1);
+	assert_false(psl__malloc_user_tuned());
+	unsetenv("GLIBC_TUNABLES");
+#if defined(__GLIBC__) && !defined(__SANITIZE_ADDRESS__)
+	{
+		struct mallinfo2 before = mallinfo2(), during;
+		void *p;
+		assert_true(psl__malloc_tune());
+		p = malloc(1 << 20);
+		assert_non_null(p);
+		memset(p, 1, 1 << 20);
+		during = mallinfo2();
+		assert_int_equal(during.hblkhd, before.hblkhd); /* not mmapped */
+		free(p);
+	}
+#endif
+	assert_false(psl__malloc_tune()); /* once */
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_valid_worker_defaults), T(test_valid_settings),
+		T(test_valid_worker_defaults), T(test_valid_settings), T(test_malloc_tune),
 		T(test_scheduler_uses_root),   T(test_server_role),
 		T(test_counts_accepted),       T(test_missing_role),
 		T(test_unknown_role), T(test_joint_role),	       T(test_missing_each_required),
