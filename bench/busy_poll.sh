@@ -2,27 +2,29 @@
 # bench/busy_poll.sh: PS_BUSY_POLL=1 against the default, per van, one 4 KiB
 # key push-pull (1 scheduler, 1 server, 1 worker on loopback), interleaved.
 #
-#   bench/busy_poll.sh [--rounds N] [--seconds S] [--before DIR] [--hog N]
+#   bench/busy_poll.sh [--rounds N] [--seconds S] [--before DIR] [--hog N] [--only VAN]
 #
 # --before DIR: van plugins of another build (e.g. copies of
 # plugins/*/.libs/van_*.so made before a change), measured in the same
 # rounds as this build's, so that before and after see the same machine.
 # --hog N: N busy loops beside the job (a machine whose CPUs are wanted by
 # others, such as a build running beside the job).
+# --only VAN: only that van's jobs (zmq, ucx or fabric).
 # Prints one line per job: round|van and settings|build|PS_BUSY_POLL|p50 p99
 # (us)|cores used by all nodes (CPU seconds / wall).
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 B=${PSL_BUILDDIR:-$(cd "$here/.." && pwd)}
-R=3 S=2 BEFORE= HOG=0
+R=3 S=2 BEFORE= HOG=0 ONLY=
 while [ $# -gt 0 ]; do
 	case $1 in
 	--rounds) R=$2; shift 2 ;;
 	--seconds) S=$2; shift 2 ;;
 	--before) BEFORE=$2; shift 2 ;;
 	--hog) HOG=$2; shift 2 ;;
-	*) echo "usage: bench/busy_poll.sh [--rounds N] [--seconds S] [--before DIR] [--hog N]" >&2; exit 2 ;;
+	--only) ONLY=$2; shift 2 ;;
+	*) echo "usage: bench/busy_poll.sh [--rounds N] [--seconds S] [--before DIR] [--hog N] [--only VAN]" >&2; exit 2 ;;
 	esac
 done
 vp=
@@ -45,6 +47,7 @@ while [ $r -le "$R" ]; do
 		set -- $cfg
 		van=$1
 		shift
+		[ -z "$ONLY" ] || [ "$ONLY" = "$van" ] || continue
 		for b in $builds; do
 			for bp in 0 1; do
 				all=$(env PS_VAN_PATH="${b#*:}" NUM_KEY_PER_SERVER=1 LOG_DURATION=10 PS_BUSY_POLL=$bp "$@" \

@@ -100,9 +100,10 @@ static void drain_comp(struct psl_van *v)
 static void *progress(void *arg)
 {
 	struct psl_van *v = arg;
-	int64_t last = 0;
+	struct psl_van_spin spin;
 	int n, tmo;
 
+	psl_van_spin_init(&spin, v->busy_poll ? v->spin_ns : 0);
 	while (!atomic_load(&v->stop)) {
 		struct pollfd pf[3];
 		int np = 0;
@@ -115,10 +116,12 @@ static void *progress(void *arg)
 		pthread_mutex_unlock(&v->mu);
 		ibv_flush_events(v);
 		if (n > 0) {
-			last = psl_van_now_ns();
+			psl_van_spin_hit(&spin, psl_van_now_ns());
 			continue;
 		}
-		if (v->busy_poll && psl_van_now_ns() - last < v->spin_ns) {
+		/* PS_BUSY_POLL's window, the CPU given away between polls (a late
+		 * return ends it: van_util.h) */
+		if (psl_van_spinning(&spin, psl_van_now_ns()) && psl_van_spin_yield(&spin)) {
 			pthread_mutex_lock(&v->mu);
 			ibv_cm_event(v);
 			pthread_mutex_unlock(&v->mu);
@@ -131,7 +134,7 @@ static void *progress(void *arg)
 		pthread_mutex_unlock(&v->mu);
 		if (n > 0) {
 			ibv_flush_events(v);
-			last = psl_van_now_ns();
+			psl_van_spin_hit(&spin, psl_van_now_ns());
 			continue;
 		}
 		pf[np++] = (struct pollfd){.fd = v->ch->fd, .events = POLLIN};
