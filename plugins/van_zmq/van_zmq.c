@@ -4,8 +4,8 @@
  * connects to, DEALERs with identity "ps<id>" (anonymous while registering),
  * frames [meta][data...], received as [identity][meta][data...].
  *
- * Threads: one receive thread blocks in zmq_poll on the ROUTER, on each
- * DEALER's ZMQ_FD (a C++ ps-lite server answers a worker through its ROUTER,
+ * Threads: one receive thread blocks in poll(2) on the ROUTER's ZMQ_FD, on
+ * each DEALER's ZMQ_FD (a C++ ps-lite server answers a worker through its ROUTER,
  * which arrives on the worker's DEALER), on each DEALER's monitor socket (to
  * tell the core when a peer is reached or lost) and on an eventfd. Senders
  * use the DEALERs from any thread under a per-peer mutex. Nothing spins
@@ -86,6 +86,7 @@ struct zpeer {
 	int id;
 	void *sock; /* DEALER */
 	void *mon;  /* PAIR reading the DEALER's monitor events (receive thread) */
+	int mon_fd; /* its ZMQ_FD */
 	int fd;	    /* the DEALER's ZMQ_FD */
 	pthread_mutex_t mu;
 	atomic_bool rx_pending; /* a sender saw input waiting on the DEALER */
@@ -117,6 +118,7 @@ struct psl_van {
 	int64_t max_msg; /* bytes, PS_ZMQ_MAX_MSG_MB */
 	void *ctx;
 	void *router;
+	int router_fd; /* its ZMQ_FD */
 	int wake_fd;
 	pthread_t thread;
 	bool running;
@@ -580,22 +582,27 @@ static int recv_one(struct psl_van *v, void *sock, struct psl_van_rmsg **out)
 	return 1;
 }
 
-static void drain_router(struct psl_van *v)
+/* Reads what the ROUTER holds, up to DRAIN_MAX messages (then the others
+ * get a turn), and returns how many. At DRAIN_MAX more may wait, and the
+ * ROUTER's ZMQ_FD will not say so. */
+#define DRAIN_MAX 256
+static int drain_router(struct psl_van *v)
 {
 	int k;
-	for (k = 0; k < 256; k++) { /* then poll again, so that others get a turn */
+	for (k = 0; k < DRAIN_MAX; k++) {
 		struct psl_van_rmsg *m;
 		if (!recv_one(v, v->router, &m))
-			return;
+			break;
 		if (m)
 			v->host->recv(v->host->ctx, m);
 	}
+	return k;
 }
 
 static void drain_dealer(struct psl_van *v, struct zpeer *p)
 {
 	int k;
-	for (k = 0; k < 256; k++) {
+	for (k = 0; k < DRAIN_MAX; k++) {
 		struct psl_van_rmsg *m = NULL;
 		int ev = 0, got = 0;
 		size_t evlen = sizeof(ev);
@@ -754,19 +761,32 @@ static int cpus_allowed(void)
 	return n > 0 ? (int)n : 1;
 }
 
+/*
+ * The receive loop waits in poll(2) on the ZMQ_FDs of the ROUTER, of each
+ * monitor and of each DEALER, and on the eventfd, not in zmq_poll: zmq_poll
+ * asks every socket for ZMQ_EVENTS before and after each wait, and each ask
+ * costs libzmq two system calls (a poll of the socket's mailbox and a
+ * getpid), most of a small request's system calls (docs/performance.md).
+ * A ZMQ_FD only says that commands reached the socket since they were last
+ * processed, so a socket is read until it says EAGAIN (which processes them
+ * all; from then on its fd tells of new input) and looked at without
+ * waiting when that was not done: after the peer table changed (other
+ * threads used the new sockets) and when a drain stopped at its limit.
+ */
 static void *recv_main(void *arg)
 {
 	struct psl_van *v = arg;
-	zmq_pollitem_t *items = NULL;
+	struct pollfd *pfd = NULL;
 	struct zpeer **snap = NULL;
-	int nitems = 0, npeer = 0, cap = 0;
+	int npfd = 0, npeer = 0, cap = 0;
 	unsigned seen_gen = ~0u;
+	bool look_all = true, router_more = false;
 	struct psl_van_spin spin;
 
 	psl_van_spin_init(&spin, v->spin_ns);
 	while (!atomic_load(&v->stop)) {
-		int i, rc;
-		bool spinning;
+		int i, rc, timeout;
+		bool spinning, got = false;
 		if (atomic_load(&v->gen) != seen_gen) {
 			struct zpeer *grave;
 			pthread_rwlock_wrlock(&v->lock);
@@ -775,20 +795,20 @@ static void *recv_main(void *arg)
 			v->grave = NULL;
 			if (cap < 2 + 2 * v->npeers) {
 				cap = 2 + 2 * v->npeers + 16;
-				items = realloc(items, sizeof(*items) * (size_t)cap);
+				pfd = realloc(pfd, sizeof(*pfd) * (size_t)cap);
 				snap = realloc(snap, sizeof(*snap) * (size_t)cap);
 			}
-			nitems = 0;
+			npfd = 0;
 			npeer = 0;
-			items[nitems++] = (zmq_pollitem_t){NULL, v->wake_fd, ZMQ_POLLIN, 0};
-			items[nitems++] = (zmq_pollitem_t){v->router, 0, ZMQ_POLLIN, 0};
+			pfd[npfd++] = (struct pollfd){.fd = v->wake_fd, .events = POLLIN};
+			pfd[npfd++] = (struct pollfd){.fd = v->router_fd, .events = POLLIN};
 			for (i = 0; i < v->npeers; i++) {
 				struct zpeer *p = v->peers[i];
 				if (!p)
 					continue;
 				snap[npeer++] = p;
-				items[nitems++] = (zmq_pollitem_t){p->mon, 0, ZMQ_POLLIN, 0};
-				items[nitems++] = (zmq_pollitem_t){NULL, p->fd, ZMQ_POLLIN, 0};
+				pfd[npfd++] = (struct pollfd){.fd = p->mon_fd, .events = POLLIN};
+				pfd[npfd++] = (struct pollfd){.fd = p->fd, .events = POLLIN};
 			}
 			pthread_rwlock_unlock(&v->lock);
 			while (grave) {
@@ -796,37 +816,42 @@ static void *recv_main(void *arg)
 				peer_close(v, grave);
 				grave = n;
 			}
+			look_all = true;
 		}
 		spinning = psl_van_spinning(&spin, psl_van_now_ns());
-		rc = zmq_poll(items, nitems, spinning ? 0 : -1);
+		timeout = spinning || look_all || router_more ? 0 : -1;
+		rc = poll(pfd, (nfds_t)npfd, timeout);
 		if (rc < 0) {
-			if (errno == ETERM)
-				break;
-			continue;
+			if (errno == EINTR)
+				continue;
+			LOG(v, PSL_VAN_LOG_ERROR, "poll: %s", strerror(errno));
+			break;
 		}
-		if (rc == 0) {
-			if (spinning) /* a late return ends the window */
-				psl_van_spin_yield(&spin);
-		} else {
-			psl_van_spin_hit(&spin, psl_van_now_ns());
-		}
-		if (items[0].revents & ZMQ_POLLIN) {
+		if (pfd[0].revents & POLLIN) {
 			uint64_t x;
 			ssize_t r = read(v->wake_fd, &x, sizeof(x));
 			(void)r;
 		}
-		if (items[1].revents & ZMQ_POLLIN)
-			drain_router(v);
+		if (look_all || router_more || (pfd[1].revents & POLLIN)) {
+			int n = drain_router(v);
+			router_more = n == DRAIN_MAX;
+			got = n > 0;
+		}
 		for (i = 0; i < npeer; i++) {
 			struct zpeer *p = snap[i];
-			if (items[2 + 2 * i].revents & ZMQ_POLLIN)
+			if (look_all || (pfd[2 + 2 * i].revents & POLLIN))
 				read_monitor(v, p);
-			if ((items[3 + 2 * i].revents & ZMQ_POLLIN) ||
+			if (look_all || (pfd[3 + 2 * i].revents & POLLIN) ||
 			    atomic_exchange(&p->rx_pending, false))
 				drain_dealer(v, p);
 		}
+		look_all = false;
+		if (got || rc > 0)
+			psl_van_spin_hit(&spin, psl_van_now_ns());
+		else if (spinning) /* a late return ends the window */
+			psl_van_spin_yield(&spin);
 	}
-	free(items);
+	free(pfd);
 	free(snap);
 	if (spin.lates)
 		LOG(v, PSL_VAN_LOG_DEBUG,
@@ -978,6 +1003,12 @@ static int zbind(struct psl_van *v, const struct psl_van_bind_req *req,
 	}
 	res->port = atoi(colon + 1);
 	res->addr_len = 0;
+	len = sizeof(v->router_fd);
+	if (zmq_getsockopt(v->router, ZMQ_FD, &v->router_fd, &len) != 0) {
+		zmq_close(v->router);
+		v->router = NULL;
+		return -EIO;
+	}
 	v->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (v->wake_fd < 0) {
 		rc = -errno;
@@ -1047,6 +1078,9 @@ static int zconnect(struct psl_van *v, const struct psl_van_peer *peer, int32_t 
 	if (zmq_connect(p->sock, p->endpoint) != 0)
 		goto fail;
 	if (zmq_getsockopt(p->sock, ZMQ_FD, &p->fd, &fdlen) != 0)
+		goto fail;
+	fdlen = sizeof(p->mon_fd);
+	if (zmq_getsockopt(p->mon, ZMQ_FD, &p->mon_fd, &fdlen) != 0)
 		goto fail;
 
 	pthread_rwlock_wrlock(&v->lock);
