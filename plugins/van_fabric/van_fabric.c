@@ -21,7 +21,9 @@
  * Headers land in pre-posted buffers; when one arrives the receiver posts
  * receives for the message's large parts. Messages of one stream are handed
  * over in sequence order once complete (fab_oq), whatever order the
- * provider completes them in.
+ * provider completes them in. Over tcp;ofi_rxm every message goes eagerly,
+ * without rxm's rendezvous reads (rxm_tcp_eager: libfabric 1.17 completes
+ * such a read twice when its connection closes, and rxm crashes).
  *
  * Progress. One thread per van reads the completion queue and serves the TCP
  * sockets. It blocks in epoll on the CQ's wait fd (fi_trywait first), an
@@ -421,6 +423,37 @@ static int fdereg_mem(struct psl_van *v, void *mr)
 
 /* ---------------------------------------------------------------- bind -- */
 
+/* The tcp provider of libfabric 1.17 (Debian 12's) completes an RMA read
+ * twice when its endpoint is flushed (closed, or shut down) while the read's
+ * response is arriving: the entry stays on rma_read_queue while it is the
+ * current receive, is completed and freed from the queue, then completed
+ * again, zeroed, as the current receive (fixed in libfabric 1.18, commit
+ * a74ea0fcd "prov/tcp: Suspicion of bug where RX entry is freed twice").
+ * ofi_rxm takes that second completion's NULL context for one of its
+ * buffers: SIGSEGV in fi_close(ep) at fini when a peer froze while it sent
+ * a large part. ofi_rxm reads only in its rendezvous, for messages above its
+ * eager limit; over tcp (dynamic receive buffers and direct send, both on
+ * unless turned off) an eager message goes from the sender's memory into
+ * the posted receive too (one that comes before its receive is copied once:
+ * docs/van-fabric.md has what it costs). So the van raises the limit to the
+ * most that rxm's connection request carries (32 bits). rxm refuses a
+ * connection between endpoints whose limits differ, so it is raised whatever
+ * the version, the same on every node; a value in the environment stays. */
+static void rxm_tcp_eager(struct psl_van *v)
+{
+	if (strcmp(v->prov, "tcp;ofi_rxm") != 0)
+		return;
+	if (getenv("FI_OFI_RXM_EAGER_LIMIT")) {
+		LOG(v, PSL_VAN_LOG_DEBUG, "FI_OFI_RXM_EAGER_LIMIT=%s (set outside)",
+		    getenv("FI_OFI_RXM_EAGER_LIMIT"));
+		return;
+	}
+	setenv("FI_OFI_RXM_EAGER_LIMIT", "4294967295", 0);
+	LOG(v, PSL_VAN_LOG_DEBUG,
+	    "FI_OFI_RXM_EAGER_LIMIT=4294967295: no rendezvous reads (libfabric 1.17's tcp "
+	    "provider can complete one twice when a connection closes)");
+}
+
 static int open_fabric(struct psl_van *v, const char *host)
 {
 	struct fi_info *info = v->info, *found = NULL;
@@ -428,6 +461,8 @@ static int open_fabric(struct psl_van *v, const char *host)
 	struct fi_av_attr ava;
 	char num[64];
 	int rc;
+
+	rxm_tcp_eager(v); /* read when the endpoint opens */
 
 	/* IP-based providers: an endpoint on the interface of the bind address */
 	if (info->addr_format == FI_SOCKADDR_IN || info->addr_format == FI_SOCKADDR ||

@@ -5,7 +5,10 @@
 # started its loop the victim is killed (SIGKILL): first the worker, then
 # the scheduler. Every other node
 # must exit non-zero (pslite-bench: 3 when all else went well) with one line
-# saying the job lost a node and which, and pslite-run non-zero.
+# saying the job lost a node and which, and pslite-run non-zero; none may
+# crash on its way out (die of a signal, or print a crash report: libfabric's
+# psm provider catches SIGSEGV, prints "... terminated with signal 11 ...
+# Backtrace:" and exits 1, so the exit status alone does not tell).
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 van=$1
@@ -15,6 +18,7 @@ trap 'rm -rf "$dir"' EXIT
 ulimit -c 0 2>/dev/null
 fail=0
 bad() { echo "exit_codes.sh $van: $*" >&2; fail=1; }
+crash='terminated with signal|Segmentation|Caught signal|AddressSanitizer|LeakSanitizer|runtime error:|Aborted|core dumped'
 
 for victim in worker scheduler; do
 	log=$dir/$victim
@@ -45,7 +49,11 @@ for victim in worker scheduler; do
 			bad "$victim killed: $who did not end"
 		elif [ "$code" -eq 0 ]; then
 			bad "$victim killed: $who exited 0"
+		elif [ "$code" -gt 128 ]; then
+			bad "$victim killed: $who died of signal $((code - 128))"
 		fi
+		grep "^\[$who\]" "$log" | grep -qE "$crash" &&
+			bad "$victim killed: $who crashed: $(grep "^\[$who\]" "$log" | grep -E "$crash" | head -n 1)"
 		grep "^\[$who\]" "$log" | grep -q "pslite-bench (.*): exits with [0-9]*: the job lost a node (.*): lost " ||
 			bad "$victim killed: $who did not say that the job lost a node"
 		echo "exit_codes.sh $van: $victim killed: $who exited ${code:-?}"

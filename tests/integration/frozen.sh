@@ -6,7 +6,9 @@
 # frozen (SIGSTOP) and never resumed. The heartbeats declare it lost: the worker's requests must fail at
 # once, the barriers (the scheduler's final one included) end with an error,
 # and the scheduler and the worker exit non-zero, all while the server stays
-# frozen (it is killed at the end).
+# frozen (it is killed at the end), and neither crashes on its way out (dies
+# of a signal, or prints a crash report: libfabric's psm provider catches
+# SIGSEGV, prints "... terminated with signal 11 ... Backtrace:" and exits 1).
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 van=$1
@@ -16,6 +18,7 @@ log=$dir/log
 ulimit -c 0 2>/dev/null
 fail=0
 bad() { echo "frozen.sh $van: $*" >&2; fail=1; }
+crash='terminated with signal|Segmentation|Caught signal|AddressSanitizer|LeakSanitizer|runtime error:|Aborted|core dumped'
 spid=
 cleanup() {
 	[ -n "$spid" ] && kill -9 "$spid" 2>/dev/null
@@ -56,7 +59,11 @@ for who in scheduler "worker 0"; do
 		bad "$who did not end within $took s of the server's freeze"
 	elif [ "$code" -eq 0 ]; then
 		bad "$who exited 0"
+	elif [ "$code" -gt 128 ]; then
+		bad "$who died of signal $((code - 128))"
 	fi
+	grep "^\[$who\]" "$log" | grep -qE "$crash" &&
+		bad "$who crashed: $(grep "^\[$who\]" "$log" | grep -E "$crash" | head -n 1)"
 	echo "frozen.sh $van: $who exited ${code:-?} $took s after the freeze"
 done
 grep "^\[worker 0\]" "$log" | grep -q "lost server 0" || bad "the worker did not report server 0 lost"
