@@ -228,19 +228,25 @@ static inline struct timespec psl_van_deadline(int64_t ms)
  * while the CPUs are not wanted by others: where they are, a yield hands the
  * CPU to another runnable thread until the scheduler's next tick (1-4 ms),
  * and a request whose answer comes meanwhile waits that long, where a
- * sleeping thread would have been woken at once. So the window measures its
- * own yields: one that comes back late (PSL_VAN_SPIN_LATE_NS) ends the
- * window, and no window opens for a pause that doubles with each late
- * episode (PSL_VAN_SPIN_PAUSE_MIN_NS .. _MAX_NS); PSL_VAN_SPIN_CLEAN windows
- * in a row without a late yield bring the pause back to its minimum. The
- * cost where the CPUs are wanted is one late yield per pause, not one per
- * request; on a machine with CPUs to spare nothing changes.
+ * sleeping thread would have been woken at once. So the window times its
+ * own yields. One that comes back late (PSL_VAN_SPIN_LATE_NS) ends the
+ * window; PSL_VAN_SPIN_STRIKES late ones in a row, each within
+ * PSL_VAN_SPIN_STRIKE_GAP_NS of the one before, mean the CPUs are wanted:
+ * then no window opens for a pause that doubles each time
+ * (PSL_VAN_SPIN_PAUSE_MIN_NS .. _MAX_NS), and PSL_VAN_SPIN_CLEAN windows in
+ * a row without a late yield bring it back to its minimum. A lone late
+ * yield (the VM's CPU taken away for a moment, an interrupt) only ends its
+ * window. The cost where the CPUs are wanted is a few late yields per
+ * pause, not one per request; on a machine with CPUs to spare nothing
+ * changes.
  *
  * Use: psl_van_spin_init once; psl_van_spin_hit(s, now) after each message;
  * while psl_van_spinning(s, now) poll again, with psl_van_spin_yield(s)
  * between polls that found nothing. One thread per struct.
  */
 #define PSL_VAN_SPIN_LATE_NS 200000LL		/* 0.2 ms: a yield that lost a tick */
+#define PSL_VAN_SPIN_STRIKES 3
+#define PSL_VAN_SPIN_STRIKE_GAP_NS 50000000LL	/* 50 ms */
 #define PSL_VAN_SPIN_PAUSE_MIN_NS 100000000LL	/* 100 ms */
 #define PSL_VAN_SPIN_PAUSE_MAX_NS 3200000000LL	/* 3.2 s */
 #define PSL_VAN_SPIN_CLEAN 64
@@ -250,9 +256,12 @@ struct psl_van_spin {
 	int64_t until;	   /* the open window ends */
 	int64_t paused;	   /* no window before this */
 	int64_t pause_ns;  /* the next pause */
+	int64_t last_late; /* when the last late yield came back */
+	unsigned strikes;  /* late yields in a row, each soon after the last */
 	unsigned clean;	   /* windows in a row without a late yield */
 	bool open;
 	uint64_t lates;	   /* late yields so far (for a van's log) */
+	uint64_t pauses;   /* pauses so far */
 };
 
 static inline void psl_van_spin_init(struct psl_van_spin *s, int64_t window_ns)
@@ -287,7 +296,8 @@ static inline bool psl_van_spinning(struct psl_van_spin *s, int64_t now_ns)
 }
 
 /* A yield that began at t0 ended at t1 (ns): false when that was late,
- * which ended the window and paused the next ones. */
+ * which ended the window (and, after PSL_VAN_SPIN_STRIKES, paused the next
+ * ones). */
 static inline bool psl_van_spin_yielded(struct psl_van_spin *s, int64_t t0, int64_t t1)
 {
 	if (t1 - t0 < PSL_VAN_SPIN_LATE_NS)
@@ -295,10 +305,35 @@ static inline bool psl_van_spin_yielded(struct psl_van_spin *s, int64_t t0, int6
 	s->open = false;
 	s->clean = 0;
 	s->lates++;
-	s->paused = t1 + s->pause_ns;
-	if (s->pause_ns < PSL_VAN_SPIN_PAUSE_MAX_NS)
-		s->pause_ns *= 2;
+	if (s->strikes && t1 - s->last_late < PSL_VAN_SPIN_STRIKE_GAP_NS)
+		s->strikes++;
+	else
+		s->strikes = 1;
+	s->last_late = t1;
+	if (s->strikes >= PSL_VAN_SPIN_STRIKES) {
+		s->strikes = 0;
+		s->pauses++;
+		s->paused = t1 + s->pause_ns;
+		if (s->pause_ns < PSL_VAN_SPIN_PAUSE_MAX_NS)
+			s->pause_ns *= 2;
+	}
 	return false;
+}
+
+/* At the end of a van's thread: one DEBUG line when yields came back late. */
+static inline void psl_van_spin_report(const struct psl_van_host *host, const char *van,
+				       const struct psl_van_spin *s)
+{
+	if (s->pauses)
+		psl_van_log(host, PSL_VAN_LOG_DEBUG, van,
+			    "PS_BUSY_POLL: polling paused %llu time%s: the CPUs were wanted by "
+			    "other threads (%llu poll windows ended by a late yield)",
+			    (unsigned long long)s->pauses, s->pauses == 1 ? "" : "s",
+			    (unsigned long long)s->lates);
+	else if (s->lates)
+		psl_van_log(host, PSL_VAN_LOG_DEBUG, van,
+			    "PS_BUSY_POLL: %llu poll window%s ended by a late yield",
+			    (unsigned long long)s->lates, s->lates == 1 ? "" : "s");
 }
 
 /* Between two polls that found nothing: gives the CPU away. Returns false

@@ -690,10 +690,6 @@ void *fab_progress_main(void *arg)
 			}
 		}
 	}
-	if (spin.lates)
-		LOG(v, PSL_VAN_LOG_DEBUG,
-		    "PS_BUSY_POLL: polling paused %llu time%s (the CPUs were wanted by other "
-		    "threads)",
-		    (unsigned long long)spin.lates, spin.lates == 1 ? "" : "s");
+	psl_van_spin_report(v->host, "van_fabric", &spin);
 	return NULL;
 }

@@ -158,6 +158,7 @@ static void *progress(void *arg)
 			ibv_flush_events(v);
 		}
 	}
+	psl_van_spin_report(v->host, VAN, &spin);
 	return NULL;
 }
 

@@ -628,11 +628,7 @@ static void *progress_main(void *arg)
 		}
 	}
 	pthread_mutex_unlock(&v->ucx_mu);
-	if (spin.lates)
-		LOG(v, PSL_VAN_LOG_DEBUG,
-		    "PS_BUSY_POLL: polling paused %llu time%s (the CPUs were wanted by other "
-		    "threads)",
-		    (unsigned long long)spin.lates, spin.lates == 1 ? "" : "s");
+	psl_van_spin_report(v->host, UCX_LOGNAME, &spin);
 	return NULL;
 }
 

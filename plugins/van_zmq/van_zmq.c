@@ -853,11 +853,7 @@ static void *recv_main(void *arg)
 	}
 	free(pfd);
 	free(snap);
-	if (spin.lates)
-		LOG(v, PSL_VAN_LOG_DEBUG,
-		    "PS_BUSY_POLL: polling paused %llu time%s (the CPUs were wanted by other "
-		    "threads)",
-		    (unsigned long long)spin.lates, spin.lates == 1 ? "" : "s");
+	psl_van_spin_report(v->host, "van_zmq", &spin);
 	return NULL;
 }
 

@@ -373,14 +373,24 @@ static void test_cache(void **state)
 }
 
 /* PS_BUSY_POLL's window: opens on a message, ends at its length; a late
- * yield ends it and pauses windows, doubling the pause up to its bound;
+ * yield ends it; PSL_VAN_SPIN_STRIKES late ones close together pause
+ * windows, the pause doubling up to its bound; a lone late one does not;
  * clean windows bring the pause back to its minimum. */
+static void late_yield(struct psl_van_spin *s, int64_t *t)
+{
+	psl_van_spin_hit(s, *t);
+	assert_true(psl_van_spinning(s, *t));
+	assert_false(psl_van_spin_yielded(s, *t, *t + 4000000)); /* a 4 ms tick */
+	*t += 4000000;
+	assert_false(psl_van_spinning(s, *t)); /* the window ended */
+}
+
 static void test_spin(void **state)
 {
 	struct psl_van_spin s;
 	const int64_t ms = 1000000, w = 200000; /* a 200 us window */
 	int64_t t = 1000 * ms, pause;
-	int i;
+	int i, k;
 	(void)state;
 
 	psl_van_spin_init(&s, 0); /* PS_BUSY_POLL=0: never a window */
@@ -399,23 +409,25 @@ static void test_spin(void **state)
 	assert_false(psl_van_spinning(&s, t + 2 * w)); /* stays closed */
 	assert_int_equal(s.lates, 0);
 
-	/* a late yield: the window ends, none opens for the pause */
-	t += 10 * ms;
-	psl_van_spin_hit(&s, t);
-	assert_false(psl_van_spin_yielded(&s, t, t + 4 * ms));
-	assert_int_equal(s.lates, 1);
-	assert_false(psl_van_spinning(&s, t + 4 * ms));
-	psl_van_spin_hit(&s, t + 4 * ms + PSL_VAN_SPIN_PAUSE_MIN_NS - 1);
-	assert_false(psl_van_spinning(&s, t + 4 * ms + PSL_VAN_SPIN_PAUSE_MIN_NS - 1));
-	t += 4 * ms + PSL_VAN_SPIN_PAUSE_MIN_NS;
-	psl_van_spin_hit(&s, t);
-	assert_true(psl_van_spinning(&s, t));
+	/* late yields far apart (a VM's CPU taken away now and then): each
+	 * ends its window, none pauses the next */
+	for (i = 0; i < 5; i++) {
+		t += PSL_VAN_SPIN_STRIKE_GAP_NS;
+		late_yield(&s, &t);
+		psl_van_spin_hit(&s, t);
+		assert_true(psl_van_spinning(&s, t));
+	}
+	assert_int_equal(s.lates, 5);
+	assert_int_equal(s.pauses, 0);
 
-	/* late again at once: twice the pause, and so on up to the bound */
-	pause = 2 * PSL_VAN_SPIN_PAUSE_MIN_NS;
-	for (i = 0; i < 12; i++) {
-		assert_false(psl_van_spin_yielded(&s, t, t + ms));
-		t += ms;
+	/* late yields close together: the CPUs are wanted; no window opens
+	 * for the pause, then twice as long, and so on up to the bound */
+	pause = PSL_VAN_SPIN_PAUSE_MIN_NS;
+	for (k = 0; k < 8; k++) {
+		t += PSL_VAN_SPIN_STRIKE_GAP_NS;
+		for (i = 0; i < PSL_VAN_SPIN_STRIKES; i++)
+			late_yield(&s, &t);
+		assert_int_equal(s.pauses, k + 1);
 		psl_van_spin_hit(&s, t + pause - 1);
 		assert_false(psl_van_spinning(&s, t + pause - 1));
 		t += pause;
@@ -435,7 +447,7 @@ static void test_spin(void **state)
 	}
 	assert_int_equal(s.pause_ns, PSL_VAN_SPIN_PAUSE_MIN_NS);
 
-	/* and the real yield on an idle enough machine comes back at once */
+	/* and the real yield runs */
 	psl_van_spin_hit(&s, psl_van_now_ns());
 	(void)psl_van_spin_yield(&s);
 }
