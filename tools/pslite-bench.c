@@ -59,17 +59,31 @@ static const char *g_mem_name = "cpu2cpu";
 static bool g_wgpu, g_sgpu; /* the worker's, the server's data on a GPU */
 static int g_gpu;	    /* its device */
 
+/* One line of /proc/self/status in KiB ("VmRSS", "VmHWM"), 0 if not there.
+ * VmHWM is computed there as at least the VmRSS the kernel reads at the same
+ * moment, so a peak never shows below a later current size (getrusage's
+ * ru_maxrss and /proc/self/statm read the counters differently and could). */
+static long status_kb(const char *field)
+{
+	char line[256];
+	size_t n = strlen(field);
+	long kb = 0;
+	FILE *f = fopen("/proc/self/status", "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof line, f))
+		if (!strncmp(line, field, n) && line[n] == ':') {
+			kb = strtol(line + n + 1, NULL, 10);
+			break;
+		}
+	fclose(f);
+	return kb;
+}
+
 /* resident set size of this process, KiB */
 static long rss_kb(void)
 {
-	long pages = 0, rss = 0;
-	FILE *f = fopen("/proc/self/statm", "r");
-	if (!f)
-		return 0;
-	if (fscanf(f, "%ld %ld", &pages, &rss) != 2)
-		rss = 0;
-	fclose(f);
-	return rss * (sysconf(_SC_PAGESIZE) / 1024);
+	return status_kb("VmRSS");
 }
 
 static double now_s(void)
@@ -752,15 +766,18 @@ static double g_t_start;
 static void node_report(const char *role, int rank)
 {
 	struct rusage ru;
+	long rss, peak;
 	if (!g_json)
 		return;
 	getrusage(RUSAGE_SELF, &ru);
+	rss = rss_kb();
+	peak = status_kb("VmHWM");
 	printf("{\"tool\":\"pslite-bench-node\",\"role\":\"%s\",\"rank\":%d,\"cpu_s\":%.3f,"
 	       "\"wall_s\":%.3f,\"rss_kb\":%ld,\"max_rss_kb\":%ld}\n",
 	       role, rank,
 	       (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
 		       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6,
-	       now_s() - g_t_start, rss_kb(), ru.ru_maxrss);
+	       now_s() - g_t_start, rss, peak > rss ? peak : rss);
 }
 
 static int usage(void)
