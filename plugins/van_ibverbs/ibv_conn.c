@@ -511,8 +511,14 @@ static void on_connect_request(struct psl_van *v, struct rdma_cm_id *id, const v
 		rc = ibv_q_start(v, q, r.rx_depth, r.rx_buf);
 	if (rc) {
 		uint8_t rej[IBV_CONN_REJ_LEN];
-		LOG(v, PSL_VAN_LOG_ERROR, "cannot set up a queue pair for node %d: %s", r.sender,
-		    strerror(-rc));
+		/* Not an ERROR here: the connector is refused and tries again,
+		 * and fails with an ERROR of its own if it never gets through.
+		 * Seen once in a while in the soft-RoCE VM under load, with
+		 * EINVAL from rdma_create_qp for a request the next try of
+		 * which went through (ibv_vm.sh qps_per_peer). */
+		LOG(v, PSL_VAN_LOG_WARN,
+		    "cannot set up a queue pair for node %d: %s (refused; it will try again)",
+		    r.sender, strerror(-rc));
 		ibv_conn_rej_encode(rej, IBV_REJ_RESOURCES);
 		rdma_reject(id, rej, sizeof(rej));
 		ibv_q_destroy(v, q);
@@ -731,7 +737,12 @@ static void out_failed(struct psl_van *v, struct ibv_q *q, int event, int status
 		link_mismatch(v, l, -EPROTO, why);
 		return;
 	}
-	snprintf(why, sizeof(why), "%s (status %d)", event_why(event), status);
+	if (reason == IBV_REJ_RESOURCES)
+		snprintf(why, sizeof(why),
+			 "it refused: it could not set up a queue pair for this connection "
+			 "(its log says why)");
+	else
+		snprintf(why, sizeof(why), "%s (status %d)", event_why(event), status);
 	link_retry(v, l, now, why);
 }
 

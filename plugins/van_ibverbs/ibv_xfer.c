@@ -77,7 +77,10 @@ int ibv_q_setup(struct psl_van *v, struct ibv_q *q, uint32_t rx_n, uint32_t rx_b
 		rc = errno ? -errno : -ENOMEM;
 	}
 	if (rc) {
-		LOG(v, PSL_VAN_LOG_ERROR, "cannot create a queue pair (%u sends, %u receives): %s",
+		/* WARN: the caller says what follows (an acceptor refuses the
+		 * connection and the connector tries again; a connector retries
+		 * until PS_CONNECT_TIMEOUT, then fails with an ERROR) */
+		LOG(v, PSL_VAN_LOG_WARN, "cannot create a queue pair (%u sends, %u receives): %s",
 		    sq, q->rx_n, strerror(-rc));
 		return rc;
 	}
