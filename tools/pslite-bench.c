@@ -667,8 +667,11 @@ static void worker_free_buffers(struct wctx *w)
 	free(w->dvals);
 	free(w->douts);
 	free(w->keys);
+	free(w->lens);
 	free(w->vals);
 	free(w->outs);
+	free(w->outlens);
+	free(w->out);
 }
 
 static void *worker_main(void *arg)
@@ -748,13 +751,12 @@ static void *worker_main(void *arg)
 out:
 	psl_kv_worker_free(w->kv); /* (waits for what is still in flight) */
 	free(warm);
-	/* keys, values and pull buffers went to the van without a copy: after a
-	 * lost node (the scheduler, say) requests fail at once while a van may
-	 * still be sending them to a live server, so they are freed after
-	 * psl_finalize (worker_free_buffers), when the van has let go */
-	free(w->lens);
-	free(w->outlens);
-	free(w->out);
+	/* keys, lens, values and pull buffers went to the van without a copy:
+	 * after a lost node (the scheduler, say) requests fail at once while a
+	 * van may still be sending them to a live server (AddressSanitizer saw
+	 * libzmq's io thread read the lens after they were freed here), so
+	 * they, and what pulls write into, are freed after psl_finalize
+	 * (worker_free_buffers), when the van has let go */
 	free(w->slots);
 	free(w->ts);
 	return NULL;
