@@ -139,7 +139,7 @@ struct ibv_sendop {
 	size_t rec_len;
 	uint8_t *rec; /* the encoded record until it is posted */
 	uint32_t nreg;
-	struct ibv_mrc_ent *reg[IBV_MAX_SEGS];
+	struct ibv_mrc_ent *reg[IBV_MAX_SEGS + 1]; /* segments, and a meta by rendezvous */
 	struct ibv_sendop *qnext;	/* the queue pair's wait queue */
 	struct ibv_sendop *lprev, *lnext; /* the link's live list */
 	/* a message kept as given until its link is up (raw), and every
@@ -186,7 +186,15 @@ struct ibv_recvop {
 	bool loan[IBV_MAX_SEGS];
 	struct ibv_mrc_ent *reg[IBV_MAX_SEGS];
 	struct ibv_wr rwr[IBV_MAX_SEGS];
+	/* a meta by rendezvous: read into meta_pb first; the segments'
+	 * descriptors wait in rws until it is here */
+	struct ibv_pbuf *meta_pb;
+	void *meta_tmp;
+	struct ibv_wseg *rws;
 };
+
+/* The read of a meta by rendezvous (the segment index of its ibv_readop). */
+#define IBV_META_SEG IBV_MAX_SEGS
 
 struct ibv_readop {
 	struct ibv_recvop *op;
@@ -309,7 +317,8 @@ void ibv_cxx_fini(struct psl_van *v);
 
 /* ibv_recv.c */
 void ibv_rx_msg(struct psl_van *v, struct ibv_q *q, const uint8_t *buf, size_t len);
-void ibv_read_done(struct psl_van *v, struct ibv_q *q, struct ibv_recvop *op, int status);
+void ibv_read_done(struct psl_van *v, struct ibv_q *q, struct ibv_recvop *op, uint32_t seg,
+		   int status);
 
 /* van_ibverbs.c */
 struct ibv_event *ibv_ev_new(struct psl_van *v, int kind);

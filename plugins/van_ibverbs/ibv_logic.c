@@ -161,11 +161,14 @@ int ibv_pick_qp(const struct ibv_qchoice *q, int n, unsigned *rr)
 /* ---------------------------------------------------- eager or rendezvous -- */
 
 long ibv_plan(const uint64_t *lens, uint32_t nseg, uint32_t meta_len, size_t cap,
-	      uint64_t rndv_min, bool *remote)
+	      uint64_t rndv_min, bool *remote, bool *meta_remote)
 {
 	uint64_t total = 32 + (uint64_t)nseg * 24 + meta_len;
 	uint32_t i;
 
+	*meta_remote = total > cap;
+	if (*meta_remote)
+		total = 32 + ((uint64_t)nseg + 1) * 24;
 	if (total > cap)
 		return -EMSGSIZE;
 	for (i = 0; i < nseg; i++) {

@@ -97,10 +97,13 @@ int ibv_pick_qp(const struct ibv_qchoice *q, int n, unsigned *rr);
  * Which segments travel in the record and which are read from the sender's
  * memory: everything inline when the record fits in cap (the peer's receive
  * buffer); otherwise the largest segments go by rendezvous until it fits,
- * and every segment of at least rndv_min does. Fills remote[]; returns the
- * record's size, or -EMSGSIZE when even the meta does not fit. */
+ * and every segment of at least rndv_min does. A meta that does not fit
+ * in cap with every segment out goes by rendezvous too (*meta_remote; the
+ * record then has one more descriptor instead of the meta). Fills remote[];
+ * returns the record's size, or -EMSGSIZE when even the descriptors do not
+ * fit. */
 long ibv_plan(const uint64_t *lens, uint32_t nseg, uint32_t meta_len, size_t cap,
-	      uint64_t rndv_min, bool *remote);
+	      uint64_t rndv_min, bool *remote, bool *meta_remote);
 
 /* ---------------------------------------------------- registration cache --
  * Registrations keyed by address range, so that a buffer sent again (or a

@@ -148,17 +148,35 @@ size_t ibv_msg_size(uint32_t nseg, uint32_t meta_len, const struct ibv_wseg *seg
 	return n > (1ull << 40) ? 0 : (size_t)n;
 }
 
+size_t ibv_msg_rec_size(const struct ibv_msg_hdr *h, const struct ibv_wseg *segs)
+{
+	size_t n;
+	if (!h->meta_remote)
+		return ibv_msg_size(h->nseg, h->meta_len, segs);
+	n = ibv_msg_size(h->nseg, 0, segs);
+	return n ? n + IBV_SEG_DESC_LEN : 0;
+}
+
+static uint8_t *put_desc(uint8_t *p, uint64_t len, uint64_t addr, uint32_t rkey, bool remote)
+{
+	psl_van_put_le64(p, len);
+	psl_van_put_le64(p + 8, remote ? addr : 0);
+	psl_van_put_le32(p + 16, remote ? rkey : 0);
+	psl_van_put_le32(p + 20, remote ? 1 : 0);
+	return p + IBV_SEG_DESC_LEN;
+}
+
 size_t ibv_msg_encode(void *buf, size_t cap, const struct ibv_msg_hdr *h, const void *meta,
 		      const struct ibv_wseg *segs)
 {
 	uint8_t *b = buf, *p;
-	size_t n = ibv_msg_size(h->nseg, h->meta_len, segs);
+	size_t n = ibv_msg_rec_size(h, segs);
 	uint32_t i;
 
 	if (n == 0 || n > cap)
 		return 0;
 	b[0] = IBV_REC_MSG;
-	b[1] = 0;
+	b[1] = h->meta_remote ? IBV_MSG_F_META_RDV : 0;
 	psl_van_put_le16(b + 2, h->credits);
 	psl_van_put_le32(b + 4, h->nseg);
 	psl_van_put_le64(b + 8, h->seq);
@@ -166,15 +184,15 @@ size_t ibv_msg_encode(void *buf, size_t cap, const struct ibv_msg_hdr *h, const 
 	psl_van_put_le32(b + 20, 0);
 	psl_van_put_le64(b + 24, h->token);
 	p = b + IBV_MSG_HDR_LEN;
-	for (i = 0; i < h->nseg; i++, p += IBV_SEG_DESC_LEN) {
-		psl_van_put_le64(p, segs[i].len);
-		psl_van_put_le64(p + 8, segs[i].remote ? segs[i].addr : 0);
-		psl_van_put_le32(p + 16, segs[i].remote ? segs[i].rkey : 0);
-		psl_van_put_le32(p + 20, segs[i].remote ? 1 : 0);
+	for (i = 0; i < h->nseg; i++)
+		p = put_desc(p, segs[i].len, segs[i].addr, segs[i].rkey, segs[i].remote);
+	if (h->meta_remote) {
+		p = put_desc(p, h->meta_len, h->meta_addr, h->meta_rkey, true);
+	} else {
+		if (h->meta_len)
+			memcpy(p, meta, h->meta_len);
+		p += h->meta_len;
 	}
-	if (h->meta_len)
-		memcpy(p, meta, h->meta_len);
-	p += h->meta_len;
 	for (i = 0; i < h->nseg; i++) {
 		if (segs[i].remote || !segs[i].len)
 			continue;
@@ -184,28 +202,91 @@ size_t ibv_msg_encode(void *buf, size_t cap, const struct ibv_msg_hdr *h, const 
 	return n;
 }
 
+/* The meta's descriptor of a IBV_MSG_F_META_RDV record, at p. */
+static int decode_meta_desc(const uint8_t *p, struct ibv_msg_hdr *h, const char **why)
+{
+	h->meta_addr = psl_van_get_le64(p + 8);
+	h->meta_rkey = psl_van_get_le32(p + 16);
+	if (psl_van_get_le64(p) != h->meta_len || psl_van_get_le32(p + 20) != 1u ||
+	    h->meta_len == 0 || h->meta_len > IBV_MAX_META_RDV || h->meta_addr == 0) {
+		*why = "bad rendezvous meta";
+		return -EPROTO;
+	}
+	return 0;
+}
+
+/* Decodes one segment descriptor at p; inline data is taken from *data. */
+static int decode_seg(const uint8_t *p, struct ibv_wseg *sg, const uint8_t **data, uint64_t *left,
+		      const char **why)
+{
+	uint32_t flags = psl_van_get_le32(p + 20);
+	sg->len = psl_van_get_le64(p);
+	sg->addr = psl_van_get_le64(p + 8);
+	sg->rkey = psl_van_get_le32(p + 16);
+	if (flags & ~1u) {
+		*why = "unknown segment flags";
+		return -EPROTO;
+	}
+	sg->remote = flags & 1u;
+	sg->data = NULL;
+	if (sg->remote) {
+		if (sg->len == 0 || sg->len > (1ull << 40) || sg->addr == 0) {
+			*why = "bad rendezvous segment";
+			return -EPROTO;
+		}
+		return 0;
+	}
+	if (sg->addr || sg->rkey) {
+		*why = "inline segment with an address";
+		return -EPROTO;
+	}
+	if (sg->len > *left) {
+		*why = "inline segment longer than the record";
+		return -EPROTO;
+	}
+	sg->data = *data;
+	*data += sg->len;
+	*left -= sg->len;
+	return 0;
+}
+
+static int decode_head(const uint8_t *b, size_t len, struct ibv_msg_hdr *h, const char **why)
+{
+	if (len < IBV_MSG_HDR_LEN || b[0] != IBV_REC_MSG) {
+		*why = "not a message record";
+		return -EPROTO;
+	}
+	if (b[1] & ~IBV_MSG_F_META_RDV) {
+		*why = "unknown record flags";
+		return -EPROTO;
+	}
+	h->meta_remote = b[1] & IBV_MSG_F_META_RDV;
+	h->credits = psl_van_get_le16(b + 2);
+	h->nseg = psl_van_get_le32(b + 4);
+	h->seq = psl_van_get_le64(b + 8);
+	h->meta_len = psl_van_get_le32(b + 16);
+	h->token = psl_van_get_le64(b + 24);
+	h->meta_addr = 0;
+	h->meta_rkey = 0;
+	if (h->nseg > IBV_MAX_SEGS) {
+		*why = "too many segments";
+		return -EPROTO;
+	}
+	return 0;
+}
+
 int ibv_msg_decode(const void *buf, size_t len, struct ibv_msg_hdr *h, struct ibv_wseg *segs,
 		   const void **meta, const char **why)
 {
 	const uint8_t *b = buf, *p, *data;
 	uint64_t need, left;
 	uint32_t i;
-	bool any_remote = false;
+	bool any_remote;
 
-	if (len < IBV_MSG_HDR_LEN || b[0] != IBV_REC_MSG) {
-		*why = "not a message record";
+	if (decode_head(b, len, h, why))
 		return -EPROTO;
-	}
-	h->credits = psl_van_get_le16(b + 2);
-	h->nseg = psl_van_get_le32(b + 4);
-	h->seq = psl_van_get_le64(b + 8);
-	h->meta_len = psl_van_get_le32(b + 16);
-	h->token = psl_van_get_le64(b + 24);
-	if (h->nseg > IBV_MAX_SEGS) {
-		*why = "too many segments";
-		return -EPROTO;
-	}
-	need = IBV_MSG_HDR_LEN + (uint64_t)h->nseg * IBV_SEG_DESC_LEN + h->meta_len;
+	need = IBV_MSG_HDR_LEN + (uint64_t)h->nseg * IBV_SEG_DESC_LEN;
+	need += h->meta_remote ? IBV_SEG_DESC_LEN : h->meta_len;
 	if (need > len) {
 		*why = "record shorter than its descriptors and meta";
 		return -EPROTO;
@@ -213,37 +294,14 @@ int ibv_msg_decode(const void *buf, size_t len, struct ibv_msg_hdr *h, struct ib
 	left = len - need;
 	p = b + IBV_MSG_HDR_LEN;
 	data = b + need;
+	any_remote = h->meta_remote;
 	for (i = 0; i < h->nseg; i++, p += IBV_SEG_DESC_LEN) {
-		uint32_t flags = psl_van_get_le32(p + 20);
-		segs[i].len = psl_van_get_le64(p);
-		segs[i].addr = psl_van_get_le64(p + 8);
-		segs[i].rkey = psl_van_get_le32(p + 16);
-		if (flags & ~1u) {
-			*why = "unknown segment flags";
+		if (decode_seg(p, &segs[i], &data, &left, why))
 			return -EPROTO;
-		}
-		segs[i].remote = flags & 1u;
-		if (segs[i].remote) {
-			if (segs[i].len == 0 || segs[i].len > (1ull << 40) || segs[i].addr == 0) {
-				*why = "bad rendezvous segment";
-				return -EPROTO;
-			}
-			segs[i].data = NULL;
-			any_remote = true;
-			continue;
-		}
-		if (segs[i].addr || segs[i].rkey) {
-			*why = "inline segment with an address";
-			return -EPROTO;
-		}
-		if (segs[i].len > left) {
-			*why = "inline segment longer than the record";
-			return -EPROTO;
-		}
-		segs[i].data = data;
-		data += segs[i].len;
-		left -= segs[i].len;
+		any_remote = any_remote || segs[i].remote;
 	}
+	if (h->meta_remote && decode_meta_desc(p, h, why))
+		return -EPROTO;
 	if (left) {
 		*why = "record longer than its contents";
 		return -EPROTO;
@@ -252,7 +310,7 @@ int ibv_msg_decode(const void *buf, size_t len, struct ibv_msg_hdr *h, struct ib
 		*why = "rendezvous token and segments disagree";
 		return -EPROTO;
 	}
-	*meta = b + IBV_MSG_HDR_LEN + (size_t)h->nseg * IBV_SEG_DESC_LEN;
+	*meta = h->meta_remote ? NULL : p;
 	return 0;
 }
 

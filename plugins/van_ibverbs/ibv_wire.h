@@ -18,12 +18,18 @@
  *            acceptor has none
  *
  * In a receive buffer (one record per send):
- *   MSG     u8 1, u8 0, u16 credits, u32 nseg, u64 seq, u32 meta_len, u32 0,
- *           u64 token (0: no segment by rendezvous)               (32 bytes)
+ *   MSG     u8 1, u8 flags, u16 credits, u32 nseg, u64 seq, u32 meta_len,
+ *           u32 0, u64 token (0: nothing by rendezvous)           (32 bytes)
  *           then nseg descriptors: u64 len, u64 addr, u32 rkey, u32 flags
  *           (bit 0: the segment stays in the sender's memory and is read by
  *           the receiver with RDMA READ at addr/rkey), then meta, then the
  *           bytes of every segment carried inline, in order.
+ *           Record flags bit 0 (IBV_MSG_F_META_RDV): the meta does not fit
+ *           in a receive buffer and stays in the sender's memory: one more
+ *           descriptor (len = meta_len, bit 0 set) follows the segments'
+ *           and no meta bytes are in the record; the receiver reads the
+ *           meta first, then the segments (their destinations may depend
+ *           on it). Such a record always has a token.
  *   FIN     u8 2, u8 0, u16 credits, i32 status, u64 token         (16 bytes)
  *           the receiver read every rendezvous segment of message token.
  *   CREDIT  u8 3, u8 0, u16 credits, u32 0                         (8 bytes)
@@ -50,6 +56,9 @@
 #define IBV_CREDIT_LEN 8
 #define IBV_MAX_SEGS 16
 #define IBV_MAX_QPS 8
+#define IBV_MSG_F_META_RDV 1u
+/* The largest meta a record may announce by rendezvous. */
+#define IBV_MAX_META_RDV (1u << 30)
 
 enum ibv_rec_type { IBV_REC_MSG = 1, IBV_REC_FIN = 2, IBV_REC_CREDIT = 3 };
 enum ibv_rej_reason {
@@ -81,6 +90,10 @@ struct ibv_msg_hdr {
 	uint64_t seq;
 	uint32_t meta_len;
 	uint64_t token;
+	/* the meta by rendezvous (IBV_MSG_F_META_RDV): where to read it */
+	bool meta_remote;
+	uint64_t meta_addr;
+	uint32_t meta_rkey;
 };
 
 /* One segment as described on the wire (data: the bytes to carry inline when
@@ -104,16 +117,18 @@ size_t ibv_conn_rej_encode(void *buf, int reason);
 /* The reason of one of our rejections, or -1 when the data is not ours. */
 int ibv_conn_rej_decode(const void *buf, size_t len);
 
-/* The bytes a MSG record takes (0 when it cannot be described: too many
- * segments, sizes overflowing). */
+/* The bytes a MSG record takes with its meta inline (0 when it cannot be
+ * described: too many segments, sizes overflowing). */
 size_t ibv_msg_size(uint32_t nseg, uint32_t meta_len, const struct ibv_wseg *segs);
+/* The bytes the MSG record of h takes (its meta inline or by rendezvous). */
+size_t ibv_msg_rec_size(const struct ibv_msg_hdr *h, const struct ibv_wseg *segs);
 /* Writes a MSG record into buf (cap bytes); returns its length or 0 when it
  * does not fit. */
 size_t ibv_msg_encode(void *buf, size_t cap, const struct ibv_msg_hdr *h, const void *meta,
 		      const struct ibv_wseg *segs);
 /* Decodes the MSG record of len bytes in buf: segs (room for IBV_MAX_SEGS)
  * get their descriptors, inline ones a data pointer into buf; *meta points
- * at the meta. 0, or -EPROTO with why. */
+ * at the meta (NULL when h->meta_remote). 0, or -EPROTO with why. */
 int ibv_msg_decode(const void *buf, size_t len, struct ibv_msg_hdr *h, struct ibv_wseg *segs,
 		   const void **meta, const char **why);
 

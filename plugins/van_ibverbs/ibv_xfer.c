@@ -389,7 +389,52 @@ static void link_dispatch(struct psl_van *v, struct ibv_link *l, struct ibv_send
 	ibv_q_kick(v, l->q[k]);
 }
 
-/* Encodes a message kept as given (op->meta, op->segs) into a record. */
+/* A registration of [data, data+len) for the peer to read, held by op. */
+static int op_reg(struct psl_van *v, struct ibv_sendop *op, const void *data, size_t len,
+		  uint32_t *rkey)
+{
+	struct ibv_mrc_ent *e;
+	int rc;
+	if (!v->mrc_ready) {
+		/* no device yet (the bind address named none): only messages
+		 * that need no registration can wait */
+		return -ENOTCONN;
+	}
+	rc = ibv_mrc_get(&v->mrc, data, len, &e);
+	if (rc)
+		return rc;
+	op->reg[op->nreg++] = e;
+	*rkey = ((struct ibv_mr *)e->mr)->rkey;
+	return 0;
+}
+
+/* Fills the descriptors of op's segments, registering the rendezvous ones. */
+static int op_describe(struct psl_van *v, struct ibv_sendop *op, const bool *remote,
+		       struct ibv_wseg *ws)
+{
+	const struct psl_van_seg *segs = op->segs;
+	uint32_t i;
+	int rc;
+	for (i = 0; i < op->nseg; i++) {
+		ws[i] = (struct ibv_wseg){.len = segs[i].len, .remote = remote[i],
+					  .data = segs[i].data};
+		if (!remote[i])
+			continue;
+		if (segs[i].mr) {
+			struct ibv_mrc_ent *e = segs[i].mr;
+			ws[i].rkey = ((struct ibv_mr *)e->mr)->rkey;
+		} else {
+			rc = op_reg(v, op, segs[i].data, segs[i].len, &ws[i].rkey);
+			if (rc)
+				return rc;
+		}
+		ws[i].addr = (uintptr_t)segs[i].data;
+	}
+	return 0;
+}
+
+/* Encodes a message kept as given (op->meta, op->segs) into a record. A meta
+ * read by rendezvous stays in op->meta, registered, until the FIN. */
 static int op_encode(struct psl_van *v, struct ibv_link *l, struct ibv_sendop *op)
 {
 	struct ibv_wseg ws[IBV_MAX_SEGS];
@@ -398,46 +443,32 @@ static int op_encode(struct psl_van *v, struct ibv_link *l, struct ibv_sendop *o
 	struct ibv_msg_hdr h;
 	long size;
 	uint32_t i, nseg = op->nseg;
-	const struct psl_van_seg *segs = op->segs;
+	int rc;
 
+	memset(&h, 0, sizeof(h));
 	for (i = 0; i < nseg; i++)
-		lens[i] = segs[i].len;
-	size = ibv_plan(lens, nseg, (uint32_t)op->meta_len, IBV_EAGER_BUF, 0, remote);
-	if (size < 0) {
-		LOG(v, PSL_VAN_LOG_ERROR, "a meta of %zu bytes does not fit in a %d-byte record",
-		    op->meta_len, IBV_EAGER_BUF);
+		lens[i] = op->segs[i].len;
+	size = ibv_plan(lens, nseg, (uint32_t)op->meta_len, IBV_EAGER_BUF, 0, remote,
+			&h.meta_remote);
+	if (size < 0)
 		return (int)size;
+	if (h.meta_remote && op->meta_len > IBV_MAX_META_RDV) {
+		LOG(v, PSL_VAN_LOG_ERROR, "a meta of %zu bytes is larger than the %u bytes "
+		    "van_ibverbs carries", op->meta_len, IBV_MAX_META_RDV);
+		return -EMSGSIZE;
 	}
 	op->rec = malloc((size_t)size);
 	if (!op->rec)
 		return -ENOMEM;
-	memset(&h, 0, sizeof(h));
-	for (i = 0; i < nseg; i++) {
-		ws[i].len = segs[i].len;
-		ws[i].remote = remote[i];
-		ws[i].data = segs[i].data;
-		ws[i].addr = 0;
-		ws[i].rkey = 0;
-		if (!remote[i])
-			continue;
-		if (!v->mrc_ready) {
-			/* no device yet (the bind address named none): only
-			 * messages that need no registration can wait */
-			return -ENOTCONN;
-		}
-		if (segs[i].mr) {
-			struct ibv_mrc_ent *e = segs[i].mr;
-			ws[i].rkey = ((struct ibv_mr *)e->mr)->rkey;
-		} else {
-			struct ibv_mrc_ent *e;
-			int rc = ibv_mrc_get(&v->mrc, segs[i].data, segs[i].len, &e);
-			if (rc)
-				return rc;
-			op->reg[op->nreg++] = e;
-			ws[i].rkey = ((struct ibv_mr *)e->mr)->rkey;
-		}
-		ws[i].addr = (uintptr_t)segs[i].data;
+	rc = op_describe(v, op, remote, ws);
+	if (!rc && h.meta_remote) {
+		h.meta_addr = (uintptr_t)op->meta;
+		rc = op_reg(v, op, op->meta, op->meta_len, &h.meta_rkey);
 	}
+	if (rc)
+		return rc;
+	if (h.meta_remote)
+		h.token = ++l->next_token;
 	for (i = 0; i < nseg && !h.token; i++)
 		if (remote[i])
 			h.token = ++l->next_token;
@@ -449,8 +480,10 @@ static int op_encode(struct psl_van *v, struct ibv_link *l, struct ibv_sendop *o
 	op->rec_len = ibv_msg_encode(op->rec, (size_t)size, &h, op->meta, ws);
 	if (op->rec_len != (size_t)size)
 		return -EINVAL;
-	free(op->meta);
-	op->meta = NULL;
+	if (!h.meta_remote) {
+		free(op->meta);
+		op->meta = NULL;
+	}
 	return 0;
 }
 
@@ -654,7 +687,7 @@ static void wc_one(struct psl_van *v, struct ibv_q *q, struct ibv_wc *wc)
 		if (w->obj) {
 			struct ibv_recvop *op = w->obj;
 			w->obj = NULL;
-			ibv_read_done(v, q, op, st);
+			ibv_read_done(v, q, op, w->idx, st);
 		}
 		break;
 	}

@@ -295,16 +295,17 @@ static void test_pick_qp(void **state)
 static void test_plan(void **state)
 {
 	uint64_t lens[4] = {8, 4096, 4, 0};
-	bool rem[4];
+	bool rem[4], mrem = true;
 	long n;
 	(void)state;
 	/* a 4 KiB push fits one 8.5 KiB buffer */
-	n = ibv_plan(lens, 3, 200, 8704, 0, rem);
+	n = ibv_plan(lens, 3, 200, 8704, 0, rem, &mrem);
 	assert_int_equal(n, 32 + 3 * 24 + 200 + 8 + 4096 + 4);
 	assert_false(rem[0] || rem[1] || rem[2]);
+	assert_false(mrem);
 	/* 1 MiB values go by rendezvous, keys and lens stay inline */
 	lens[1] = 1 << 20;
-	n = ibv_plan(lens, 4, 200, 8704, 0, rem);
+	n = ibv_plan(lens, 4, 200, 8704, 0, rem, &mrem);
 	assert_int_equal(n, 32 + 4 * 24 + 200 + 8 + 4);
 	assert_false(rem[0]);
 	assert_true(rem[1]);
@@ -313,7 +314,7 @@ static void test_plan(void **state)
 	/* two big ones: both out; largest first until it fits */
 	{
 		uint64_t l2[3] = {6000, 5000, 100};
-		n = ibv_plan(l2, 3, 100, 8704, 0, rem);
+		n = ibv_plan(l2, 3, 100, 8704, 0, rem, &mrem);
 		assert_true(rem[0]);
 		assert_false(rem[1]);
 		assert_false(rem[2]);
@@ -321,11 +322,26 @@ static void test_plan(void **state)
 	}
 	/* rndv_min forces rendezvous */
 	lens[1] = 2048;
-	n = ibv_plan(lens, 3, 10, 8704, 1024, rem);
+	n = ibv_plan(lens, 3, 10, 8704, 1024, rem, &mrem);
 	assert_true(rem[1]);
 	assert_false(rem[0]);
-	/* a meta that does not fit at all */
-	assert_int_equal(ibv_plan(lens, 3, 9000, 8704, 0, rem), -EMSGSIZE);
+	/* a meta that does not fit goes by rendezvous, the segments stay inline
+	 * where they fit beside its descriptor */
+	n = ibv_plan(lens, 3, 9000, 8704, 0, rem, &mrem);
+	assert_true(mrem);
+	assert_int_equal(n, 32 + 4 * 24 + 8 + 2048 + 4);
+	assert_false(rem[0] || rem[1] || rem[2]);
+	/* a meta that just fits stays inline, its segments go out */
+	lens[1] = 1000;
+	n = ibv_plan(lens, 3, 8704 - 32 - 3 * 24, 8704, 0, rem, &mrem);
+	assert_false(mrem);
+	assert_true(rem[1]);
+	/* 4 MiB of meta (a node list of ~7600 nodes) */
+	n = ibv_plan(lens, 0, 4u << 20, 8704, 0, rem, &mrem);
+	assert_true(mrem);
+	assert_int_equal(n, 32 + 24);
+	/* no room even for the descriptors */
+	assert_int_equal(ibv_plan(lens, 3, 9000, 100, 0, rem, &mrem), -EMSGSIZE);
 }
 
 /* ---------------------------------------------------- registration cache -- */

@@ -197,6 +197,65 @@ static void test_msg_roundtrip(void **state)
 	}
 }
 
+/* A meta too large for a receive buffer travels by rendezvous: the record
+ * carries its descriptor instead of its bytes. */
+static void test_msg_meta_rdv(void **state)
+{
+	uint8_t buf[512], c[512], small[4] = {9, 8, 7, 6};
+	struct ibv_wseg s[2] = {
+		{.len = 4, .data = small},
+		{.len = 1 << 20, .addr = 0x2000, .rkey = 3, .remote = true},
+	};
+	struct ibv_msg_hdr h = {.nseg = 2, .seq = 3, .meta_len = 200000, .token = 4,
+				.meta_remote = true, .meta_addr = 0x7f0000008000ull,
+				.meta_rkey = 0xabcd};
+	struct ibv_msg_hdr o;
+	struct ibv_wseg d[IBV_MAX_SEGS];
+	const void *m = buf;
+	const char *why = "";
+	size_t n;
+	(void)state;
+
+	n = ibv_msg_rec_size(&h, s);
+	assert_int_equal(n, IBV_MSG_HDR_LEN + 3 * IBV_SEG_DESC_LEN + 4);
+	assert_int_equal(ibv_msg_encode(buf, sizeof(buf), &h, NULL, s), n);
+	assert_int_equal(buf[1], IBV_MSG_F_META_RDV);
+	assert_int_equal(ibv_msg_decode(buf, n, &o, d, &m, &why), 0);
+	assert_true(o.meta_remote);
+	assert_null(m);
+	assert_int_equal(o.meta_len, 200000);
+	assert_true(o.meta_addr == 0x7f0000008000ull);
+	assert_int_equal(o.meta_rkey, 0xabcd);
+	assert_memory_equal(d[0].data, small, 4);
+	assert_true(d[1].remote);
+	assert_true(d[1].addr == 0x2000);
+	/* the meta's descriptor must match meta_len, be remote, have an address */
+	memcpy(c, buf, n);
+	c[IBV_MSG_HDR_LEN + 2 * IBV_SEG_DESC_LEN] ^= 1;
+	assert_int_equal(ibv_msg_decode(c, n, &o, d, &m, &why), -EPROTO);
+	memcpy(c, buf, n);
+	c[IBV_MSG_HDR_LEN + 2 * IBV_SEG_DESC_LEN + 20] = 0;
+	assert_int_equal(ibv_msg_decode(c, n, &o, d, &m, &why), -EPROTO);
+	memcpy(c, buf, n);
+	memset(c + IBV_MSG_HDR_LEN + 2 * IBV_SEG_DESC_LEN + 8, 0, 8);
+	assert_int_equal(ibv_msg_decode(c, n, &o, d, &m, &why), -EPROTO);
+	/* a rendezvous meta needs a token, and unknown record flags fail */
+	memcpy(c, buf, n);
+	memset(c + 24, 0, 8);
+	assert_int_equal(ibv_msg_decode(c, n, &o, d, &m, &why), -EPROTO);
+	memcpy(c, buf, n);
+	c[1] = 2;
+	assert_int_equal(ibv_msg_decode(c, n, &o, d, &m, &why), -EPROTO);
+	/* over the cap a receiver takes */
+	memcpy(c, buf, n);
+	psl_van_put_le32(c + 16, IBV_MAX_META_RDV + 1);
+	psl_van_put_le64(c + IBV_MSG_HDR_LEN + 2 * IBV_SEG_DESC_LEN, IBV_MAX_META_RDV + 1ull);
+	assert_int_equal(ibv_msg_decode(c, n, &o, d, &m, &why), -EPROTO);
+	/* every truncation fails */
+	for (size_t i = 0; i < n; i++)
+		assert_int_equal(ibv_msg_decode(buf, i, &o, d, &m, &why), -EPROTO);
+}
+
 static void test_msg_malformed(void **state)
 {
 	uint8_t buf[1024], c[1024], data[8] = {0};
@@ -653,6 +712,7 @@ int main(void)
 		cmocka_unit_test(test_conn_proof),
 		cmocka_unit_test(test_conn_malformed),
 		cmocka_unit_test(test_msg_roundtrip),
+		cmocka_unit_test(test_msg_meta_rdv),
 		cmocka_unit_test(test_msg_malformed),
 		cmocka_unit_test(test_cxx_conn),
 		cmocka_unit_test(test_cxx_rendezvous),
