@@ -764,7 +764,7 @@ out:
 
 /* With --json every node reports what it cost: CPU seconds, wall seconds,
  * resident size. */
-static double g_t_start;
+static double g_t_start, g_start_s;
 static void node_report(const char *role, int rank)
 {
 	struct rusage ru;
@@ -775,11 +775,11 @@ static void node_report(const char *role, int rank)
 	rss = rss_kb();
 	peak = status_kb("VmHWM");
 	printf("{\"tool\":\"pslite-bench-node\",\"role\":\"%s\",\"rank\":%d,\"cpu_s\":%.3f,"
-	       "\"wall_s\":%.3f,\"rss_kb\":%ld,\"max_rss_kb\":%ld}\n",
+	       "\"wall_s\":%.3f,\"start_s\":%.3f,\"rss_kb\":%ld,\"max_rss_kb\":%ld}\n",
 	       role, rank,
 	       (double)ru.ru_utime.tv_sec + (double)ru.ru_utime.tv_usec * 1e-6 +
 		       (double)ru.ru_stime.tv_sec + (double)ru.ru_stime.tv_usec * 1e-6,
-	       now_s() - g_t_start, rss, peak > rss ? peak : rss);
+	       now_s() - g_t_start, g_start_s, rss, peak > rss ? peak : rss);
 }
 
 static int usage(void)
@@ -927,6 +927,7 @@ int main(int argc, char **argv)
 
 	g_t_start = now_s();
 	rc = psl_start(0, true);
+	g_start_s = now_s() - g_t_start;
 	if (rc) {
 		fprintf(stderr, "pslite-bench (%s): cannot start: %s\n", role ? role : "?",
 			psl_strerror(rc));

@@ -15,6 +15,7 @@ vm_skip() {
 
 # vm_main LIMIT ARGS: on the host, boots the VM to run "$0 --in-vm" under
 # LIMIT seconds and exits with its status; in the VM (--in-vm), returns.
+# vm_mem (MiB), when the test sets it, is the VM's memory.
 vm_main() {
 	vm_limit=$1
 	shift
@@ -38,9 +39,11 @@ vm_main() {
 	lock=${TMPDIR:-/tmp}/pslite-vm-tests.lock
 	if command -v flock >/dev/null 2>&1; then
 		exec flock -w $((vm_limit + 600)) "$lock" \
-			"$vm_src/tests/vm/run.sh" --timeout "$vm_limit" --rw "$vm_build" -- "$0" --in-vm
+			"$vm_src/tests/vm/run.sh" --timeout "$vm_limit" ${vm_mem:+--mem "$vm_mem"} \
+			--rw "$vm_build" -- "$0" --in-vm
 	fi
-	exec "$vm_src/tests/vm/run.sh" --timeout "$vm_limit" --rw "$vm_build" -- "$0" --in-vm
+	exec "$vm_src/tests/vm/run.sh" --timeout "$vm_limit" ${vm_mem:+--mem "$vm_mem"} --rw "$vm_build" -- \
+		"$0" --in-vm
 }
 
 vm_fail=0
