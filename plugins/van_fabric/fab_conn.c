@@ -128,6 +128,29 @@ static void peer_mismatch(struct psl_van *v, struct fab_peer *p, const char *det
 	peer_fail(v, p, -EPROTO, detail);
 }
 
+/* A peer that accepted the connection has not greeted by its deadline: a
+ * busy node (many connecting at once, an emulated or loaded machine) gets a
+ * warning and until PS_CONNECT_TIMEOUT; then it is taken for another
+ * protocol. */
+static void handshake_late(struct psl_van *v, struct fab_peer *p, int64_t now)
+{
+	char detail[512];
+	int64_t waited = now - p->hs_start_ms;
+	if (waited < v->connect_ms) {
+		LOG(v, PSL_VAN_LOG_WARN,
+		    "node %d at %s accepted the connection but has not greeted for %lld s (a "
+		    "busy node, or not a pslite van): waiting up to PS_CONNECT_TIMEOUT (%lld s)",
+		    p->id, p->where, (long long)(waited / 1000), (long long)(v->connect_ms / 1000));
+		p->hs_deadline_ms = p->hs_start_ms + v->connect_ms;
+		return;
+	}
+	snprintf(detail, sizeof(detail),
+		 "the node at %s accepted the connection but did not greet within %lld s "
+		 "(PS_CONNECT_TIMEOUT): it does not run a pslite van (or runs an old one)",
+		 p->where, (long long)(waited / 1000));
+	peer_mismatch(v, p, detail);
+}
+
 static void peer_connect_now(struct psl_van *v, struct fab_peer *p, int64_t now)
 {
 	int rc = fab_tcp_connect(p->host, p->port, &p->conn.fd);
@@ -141,6 +164,7 @@ static void peer_connect_now(struct psl_van *v, struct fab_peer *p, int64_t now)
 	pthread_mutex_lock(&p->mu);
 	p->state = P_HANDSHAKE;
 	pthread_mutex_unlock(&p->mu);
+	p->hs_start_ms = now;
 	p->hs_deadline_ms = now + HANDSHAKE_MS;
 	p->hello_sent = false;
 	p->conn.greeted = false;
@@ -551,13 +575,7 @@ int fab_housekeeping(struct psl_van *v)
 				next = p->retry_at_ms;
 		} else if (st == P_HANDSHAKE) {
 			if (now >= p->hs_deadline_ms) {
-				char detail[512];
-				snprintf(detail, sizeof(detail),
-					 "the node at %s accepted the connection but did not greet "
-					 "within %d s: it does not run a pslite van (or runs an old "
-					 "one)",
-					 p->where, HANDSHAKE_MS / 1000);
-				peer_mismatch(v, p, detail);
+				handshake_late(v, p, now);
 			} else if (p->hs_deadline_ms < next) {
 				next = p->hs_deadline_ms;
 			}

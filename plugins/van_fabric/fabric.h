@@ -120,7 +120,7 @@ struct fab_peer {
 	/* progress thread only */
 	struct fab_conn conn;
 	bool hello_sent, bye_sent, told;
-	int64_t deadline_ms, retry_at_ms, hs_deadline_ms;
+	int64_t deadline_ms, retry_at_ms, hs_deadline_ms, hs_start_ms;
 	int retry_ms;
 	struct fab_peer *next_all;
 	struct fab_peer *next_new;
