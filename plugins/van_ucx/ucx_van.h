@@ -312,6 +312,10 @@ struct psl_van {
 
 	atomic_int refs; /* 1 for the van + 1 per message the core holds */
 	bool stopping;	 /* fini started: no more host callbacks but send_done */
+	/* fini left sends that UCX never completed (a peer killed mid-
+	 * rendezvous): their requests keep UCX's registration cache in use,
+	 * and ucp_cleanup would abort on its assertion; the context is left */
+	bool keep_ctx;
 };
 
 /* van_ucx.c */
