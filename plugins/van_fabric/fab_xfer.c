@@ -67,12 +67,15 @@ void fab_op_free(struct psl_van *v, struct fab_txop *op)
 static void op_finish(struct psl_van *v, struct fab_txop *op)
 {
 	struct fab_peer *p = op->peer;
+	void *cookie;
 	pthread_mutex_lock(&p->mu);
 	p->inflight--;
 	fab_op_unlink(p, op);
+	cookie = op->cookie; /* NULL once fab_fail_live told the core */
+	op->cookie = NULL;
 	pthread_mutex_unlock(&p->mu);
-	if (op->cookie)
-		v->host->send_done(v->host->ctx, op->cookie, atomic_load(&op->status));
+	if (cookie)
+		v->host->send_done(v->host->ctx, cookie, atomic_load(&op->status));
 	fab_op_free(v, op);
 }
 
@@ -174,6 +177,28 @@ void fab_fail_queue(struct psl_van *v, struct fab_peer *p, int err)
 			op_finish(v, op);
 			pthread_mutex_lock(&p->mu);
 		}
+	}
+}
+
+/* The core is told now that every op of p posted to the provider failed
+ * with err (p->mu held; sends done unlocked): to a peer that is down, the
+ * provider may complete them only when its own timeouts run out (verbs: the
+ * queue pair's retries, many seconds). The ops stay until the provider is
+ * done with their buffers; their completions tell the core nothing more. */
+static void fab_fail_live(struct psl_van *v, struct fab_peer *p, int err)
+{
+	struct fab_txop *op;
+	for (;;) {
+		void *cookie = NULL;
+		for (op = p->live; op && !cookie; op = op->lnext) {
+			cookie = op->cookie;
+			op->cookie = NULL;
+		}
+		if (!cookie)
+			return;
+		pthread_mutex_unlock(&p->mu);
+		v->host->send_done(v->host->ctx, cookie, err);
+		pthread_mutex_lock(&p->mu);
 	}
 }
 
@@ -509,6 +534,7 @@ void fab_report_down(struct psl_van *v, struct fab_peer *p, int err, const char 
 	p->state = P_DOWN;
 	p->told = p->told || tell;
 	fab_fail_queue(v, p, err);
+	fab_fail_live(v, p, err);
 	pthread_mutex_unlock(&p->mu);
 	if (tell && !atomic_load(&v->closing))
 		v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_DOWN, err, detail);

@@ -15,6 +15,7 @@
 
 #include "ibv_cxx.h"
 #include "ibv_logic.h"
+#include "ibv_probe.h"
 #include "ibv_wire.h"
 
 #define VAN "van_ibverbs"
@@ -118,6 +119,9 @@ struct ibv_link {
 	int retry_ms;
 	int last_err;
 	char last_why[256];
+	/* what answers on the peer's TCP port while rdmacm cannot reach it
+	 * (ibv_probe.h): one probe per failed attempt, at most one at a time */
+	struct ibv_probe probe;
 	struct ibv_sendop *live; /* ops not done yet */
 	/* C++ mode (ibv_cxxio.c): messages not written yet, in order; the
 	 * head may wait for the REPLY to its START */

@@ -27,6 +27,8 @@
 #include "ibv_cxx.h"
 
 #define RESOLVE_MS 2000
+/* How often a probe in flight is looked at (ibv_conn_timers). */
+#define IBV_PROBE_POLL_MS 20
 
 static int resolve(const char *host, int port, struct sockaddr_in *out)
 {
@@ -220,11 +222,48 @@ static void tell(struct psl_van *v, int32_t id, int pev, int err, const char *de
 static void link_mismatch(struct psl_van *v, struct ibv_link *l, int err, const char *detail)
 {
 	link_reset_qs(v, l);
+	ibv_probe_close(&l->probe);
 	l->state = L_DOWN;
 	l->told = true;
 	tell(v, l->id, PSL_VAN_PEER_MISMATCH, err, detail);
 	while (l->live)
 		ibv_sendop_finish(v, l->live, err);
+}
+
+/* rdmacm found no pslite listener at the peer's address: ask its TCP port
+ * whether a node of another van is there (ibv_probe.h). A C++ ps-lite RDMA
+ * node answers rdmacm, so its links are never probed. */
+static void probe_begin(struct psl_van *v, struct ibv_link *l, int64_t now)
+{
+	int rc;
+
+	if (l->cxx || l->retired || l->state != L_CONNECTING || l->probe.fd >= 0)
+		return;
+	rc = ibv_probe_start(&l->probe, l->host, l->port, now);
+	if (rc)
+		LOG(v, PSL_VAN_LOG_TRACE, "node %d at %s: no TCP probe: %s", l->id, l->where,
+		    strerror(-rc));
+}
+
+/* Moves a link's probe on; a node of another van ends the link's tries. */
+static void probe_poll(struct psl_van *v, struct ibv_link *l, int64_t now)
+{
+	char what[128], d[512];
+
+	if (l->probe.fd < 0)
+		return;
+	if (l->state != L_CONNECTING || l->retired || l->cxx) {
+		ibv_probe_close(&l->probe);
+		return;
+	}
+	if (ibv_probe_step(&l->probe, now, what, sizeof(what)) != IBV_PROBE_OTHER)
+		return;
+	snprintf(d, sizeof(d),
+		 "the node at %s does not run van_ibverbs: no rdmacm listener there, and %s "
+		 "answers on its TCP port; give every node of the job the same "
+		 "DMLC_ENABLE_RDMA", l->where, what);
+	LOG(v, PSL_VAN_LOG_WARN, "node %d: %s", l->id, d);
+	link_mismatch(v, l, -EPROTO, d);
 }
 
 void ibv_link_down(struct psl_van *v, struct ibv_link *l, int err, const char *detail)
@@ -235,6 +274,7 @@ void ibv_link_down(struct psl_van *v, struct ibv_link *l, int err, const char *d
 	if (l->state == L_DOWN)
 		return;
 	l->state = L_DOWN;
+	ibv_probe_close(&l->probe);
 	for (i = 0; i < l->nqp; i++)
 		if (l->q[i]) {
 			ibv_q_fail(v, l->q[i], err);
@@ -262,6 +302,7 @@ void ibv_link_free(struct psl_van *v, struct ibv_link *l)
 		ibv_sendop_finish(v, op, -ECANCELED);
 	l->wq_head = l->wq_tail = NULL;
 	link_reset_qs(v, l);
+	ibv_probe_close(&l->probe);
 	ibv_cxx_link_free(l);
 	free(l);
 }
@@ -744,6 +785,8 @@ static void out_failed(struct psl_van *v, struct ibv_q *q, int event, int status
 	else
 		snprintf(why, sizeof(why), "%s (status %d)", event_why(event), status);
 	link_retry(v, l, now, why);
+	if (reason != IBV_REJ_RESOURCES)
+		probe_begin(v, l, now);
 }
 
 static void stream_q_gone(struct psl_van *v, struct ibv_q *q)
@@ -882,11 +925,15 @@ int ibv_conn_timers(struct psl_van *v, int64_t now)
 					char why[256];
 					snprintf(why, sizeof(why), "%s", l->last_why);
 					link_retry(v, l, now, why);
+					probe_begin(v, l, now);
 				}
 			}
 			if (l->state == L_CONNECTING && l->retry_at_ms < next && nq == 0)
 				next = l->retry_at_ms > now ? l->retry_at_ms : now + 1;
 		}
+		probe_poll(v, l, now);
+		if (l->probe.fd >= 0 && now + IBV_PROBE_POLL_MS < next)
+			next = now + IBV_PROBE_POLL_MS;
 		pp = &l->next;
 	}
 	return next <= now ? 1 : (int)(next - now);

@@ -9,7 +9,8 @@ plugins_van_ibverbs_van_ibverbs_la_SOURCES = \
 	plugins/van_ibverbs/ibv_wire.c plugins/van_ibverbs/ibv_wire.h \
 	plugins/van_ibverbs/ibv_cxx.c plugins/van_ibverbs/ibv_cxx.h \
 	plugins/van_ibverbs/ibv_cxxio.c \
-	plugins/van_ibverbs/ibv_logic.c plugins/van_ibverbs/ibv_logic.h
+	plugins/van_ibverbs/ibv_logic.c plugins/van_ibverbs/ibv_logic.h \
+	plugins/van_ibverbs/ibv_probe.c plugins/van_ibverbs/ibv_probe.h
 plugins_van_ibverbs_van_ibverbs_la_CPPFLAGS = $(VAN_CPPFLAGS)
 plugins_van_ibverbs_van_ibverbs_la_CFLAGS = $(AM_CFLAGS) $(IBVERBS_CFLAGS)
 plugins_van_ibverbs_van_ibverbs_la_LIBADD = $(IBVERBS_LIBS)
@@ -18,8 +19,10 @@ VAN_DIRS += $(abs_top_builddir)/plugins/van_ibverbs/.libs
 
 # the wire records and the protocol logic (no hardware needed)
 if HAVE_CMOCKA
-check_PROGRAMS += plugins/van_ibverbs/tests/test_ibv_wire plugins/van_ibverbs/tests/test_ibv_logic
-TESTS += plugins/van_ibverbs/tests/test_ibv_wire plugins/van_ibverbs/tests/test_ibv_logic
+check_PROGRAMS += plugins/van_ibverbs/tests/test_ibv_wire plugins/van_ibverbs/tests/test_ibv_logic \
+	plugins/van_ibverbs/tests/test_ibv_probe
+TESTS += plugins/van_ibverbs/tests/test_ibv_wire plugins/van_ibverbs/tests/test_ibv_logic \
+	plugins/van_ibverbs/tests/test_ibv_probe
 plugins_van_ibverbs_tests_test_ibv_wire_SOURCES = plugins/van_ibverbs/tests/test_ibv_wire.c \
 	plugins/van_ibverbs/ibv_wire.c plugins/van_ibverbs/ibv_wire.h \
 	plugins/van_ibverbs/ibv_cxx.c plugins/van_ibverbs/ibv_cxx.h
@@ -31,6 +34,12 @@ plugins_van_ibverbs_tests_test_ibv_logic_SOURCES = plugins/van_ibverbs/tests/tes
 plugins_van_ibverbs_tests_test_ibv_logic_CPPFLAGS = $(VAN_CPPFLAGS) -I$(top_srcdir)/plugins/van_ibverbs
 plugins_van_ibverbs_tests_test_ibv_logic_CFLAGS = $(TEST_CFLAGS)
 plugins_van_ibverbs_tests_test_ibv_logic_LDADD = $(CMOCKA_LIBS)
+# the TCP probe of a peer rdmacm cannot reach, against listeners on loopback
+plugins_van_ibverbs_tests_test_ibv_probe_SOURCES = plugins/van_ibverbs/tests/test_ibv_probe.c \
+	plugins/van_ibverbs/ibv_probe.c plugins/van_ibverbs/ibv_probe.h
+plugins_van_ibverbs_tests_test_ibv_probe_CPPFLAGS = $(VAN_CPPFLAGS) -I$(top_srcdir)/plugins/van_ibverbs
+plugins_van_ibverbs_tests_test_ibv_probe_CFLAGS = $(TEST_CFLAGS)
+plugins_van_ibverbs_tests_test_ibv_probe_LDADD = $(CMOCKA_LIBS)
 endif
 
 # a stand-in for a C++ ps-lite RDMA node's connection set-up (the VM suite's cxx case)

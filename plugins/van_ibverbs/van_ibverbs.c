@@ -432,6 +432,7 @@ static int vconnect(struct psl_van *v, const struct psl_van_peer *peer, int32_t 
 	l->deadline_ms = now + v->connect_s * 1000 + 5000;
 	l->retry_at_ms = now;
 	l->retry_ms = 50;
+	ibv_probe_init(&l->probe);
 	snprintf(l->last_why, sizeof(l->last_why), "no answer");
 	l->next = v->links;
 	v->links = l;

@@ -135,6 +135,7 @@ void psl__ucx_out_fail(struct ucx_out *o, int event, int err, const char *detail
 	if (ep)
 		ep_close(o, ep, true); /* cancels what is still in flight */
 	fail_queue(q, err);
+	psl__ucx_fail_posted(v, o, err); /* what the close did not cancel */
 	if (tell) {
 		LOG(v, PSL_VAN_LOG_DEBUG, "%s: %s", o->desc, detail); /* the core says more */
 		v->host->peer_event(v->host->ctx, o->id, event, err, detail);

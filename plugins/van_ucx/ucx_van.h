@@ -312,6 +312,10 @@ struct psl_van {
 
 	atomic_int refs; /* 1 for the van + 1 per message the core holds */
 	bool stopping;	 /* fini started: no more host callbacks but send_done */
+	/* fini left sends that UCX never completed (a peer killed mid-
+	 * rendezvous): their requests keep UCX's registration cache in use,
+	 * and ucp_cleanup would abort on its assertion; the context is left */
+	bool keep_ctx;
 };
 
 /* van_ucx.c */
@@ -354,6 +358,11 @@ int psl__ucx_post_inbox(struct psl_van *v);
 /* Posts what was sent while deferring, consecutive single-part messages to
  * one peer as batches; the caller owns the worker. Returns how many. */
 int psl__ucx_post_deferred(struct psl_van *v);
+/* Tells the core now that every send posted on o failed with err: UCX may
+ * never complete a rendezvous to a peer that is gone, even after its
+ * endpoint's forced close (UCX 1.13 over rc_verbs); the requests finish
+ * later, or at fini, without another send_done. Returns how many. */
+int psl__ucx_fail_posted(struct psl_van *v, struct ucx_out *o, int err);
 /* fini, the worker no longer progressed: send_done(err) for every send UCX
  * did not complete (a rendezvous to a dead peer without peer error handling
  * never does); their memory goes with the worker. Returns how many. */

@@ -222,7 +222,7 @@ static void van_destroy(struct psl_van *v)
 		v->outs = o->next;
 		psl__ucx_out_free(o);
 	}
-	if (v->ctx)
+	if (v->ctx && !v->keep_ctx)
 		ucp_cleanup(v->ctx);
 	psl__ucx_pool_fini(&v->pool);
 	pthread_rwlock_destroy(&v->lock);
@@ -822,6 +822,28 @@ static bool none_lent_writing(struct psl_van *v)
 	return v->lent_writing == 0;
 }
 
+/* Sends UCX still holds (their requests never completed, even cancelled:
+ * seen with rc_verbs when the peer was killed mid-rendezvous) pin entries
+ * of UCX's registration cache, and ucp_cleanup then aborts the process on
+ * an assertion ("destroying inuse region"). The context is left to the
+ * process's end instead: the memory of one context, once. */
+static void keep_ctx_check(struct psl_van *v)
+{
+	uint32_t n = 0;
+	struct ucx_send *s;
+
+	pthread_mutex_lock(&v->sends_mu);
+	for (s = v->sends; s; s = s->lnext)
+		n++;
+	pthread_mutex_unlock(&v->sends_mu);
+	if (!n)
+		return;
+	v->keep_ctx = true;
+	LOG(v, PSL_VAN_LOG_DEBUG,
+	    "%u send(s) still held by UCX at fini: its context is left to the process's "
+	    "end (ucp_cleanup would abort on their registrations)", n);
+}
+
 static void ufini(struct psl_van *v)
 {
 	struct ucx_out *o;
@@ -865,6 +887,7 @@ static void ufini(struct psl_van *v)
 	if ((k = (uint32_t)psl__ucx_fail_unfinished(v, -ETIMEDOUT)))
 		LOG(v, PSL_VAN_LOG_WARN,
 		    "%u send(s) did not complete before the van stopped: failed them", k);
+	keep_ctx_check(v);
 	while (v->outs && atomic_load(&v->inflight) == 0) { /* else UCX may still finish one */
 		o = v->outs;
 		v->outs = o->next;
