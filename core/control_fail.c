@@ -122,13 +122,19 @@ void psl__control_sent(const struct psl__ctl_sent *s, int status)
 		PSL_LOG_LIMITED(PSL_LOG_ERROR, "cannot send %s to %s: %s", what, to, why);
 		return;
 	}
+	if (po.role != PSL_SCHEDULER && s->cmd == PSL_CMD_ADD_NODE) {
+		/* the start fails with it, and says it at ERROR (postoffice.c) */
+		psl__start_failed(status,
+				  "cannot contact the scheduler at %s:%d (DMLC_PS_ROOT_URI, "
+				  "DMLC_PS_ROOT_PORT): cannot send it %s: %s",
+				  po.cfg.root_uri, po.cfg.root_port, what, why);
+		return;
+	}
 	PSL_ERR("cannot send %s to %s: %s", what, to, why);
 	if (po.role == PSL_SCHEDULER && s->cmd == PSL_CMD_ADD_NODE)
 		list_send_done(status, what, to, why);
 	else if (po.role == PSL_SCHEDULER)
 		mark_undelivered(s->recver, s->cmd, status);
-	else if (s->cmd == PSL_CMD_ADD_NODE)
-		psl__start_failed(-ECONNABORTED, "cannot send %s to %s: %s", what, to, why);
 	else if (s->cmd == PSL_CMD_BARRIER || s->cmd == PSL_CMD_INSTANCE_BARRIER)
 		barrier_failed(what, why);
 }
