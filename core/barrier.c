@@ -156,8 +156,7 @@ static void send_releases(int cmd, int g, const int *ids, int n, int customer_id
 		m.app_id = 0;
 		m.customer_id = customer_id;
 		m.recver = ids[i];
-		if (psl__send_control(&m, true))
-			PSL_WARN("cannot release node %d from the barrier", ids[i]);
+		psl__send_control(&m, true); /* (a failure: psl__control_sent) */
 	}
 	PSL_DBG("barrier (%s, group %d) released %d node(s)", psl__cmd_name(cmd), g, n);
 }
@@ -241,6 +240,11 @@ int psl__control_barrier_wait(int group, unsigned gen)
 	int rc = 0;
 	pthread_mutex_lock(&po.mu);
 	while (po.barrier_gen == gen) {
+		if (po.barrier_err) { /* a request that did not go, the scheduler's abort */
+			rc = po.barrier_err;
+			PSL_ERR("barrier (group %d) failed: %s", group, po.barrier_msg);
+			break;
+		}
 		if (po.role != PSL_SCHEDULER && po.peers[1].dead &&
 		    psl__now_ms() - po.peers[1].down_at_ms > 2000) {
 			rc = -ECONNRESET;
@@ -256,7 +260,7 @@ int psl__control_barrier_wait(int group, unsigned gen)
 	pthread_mutex_unlock(&po.mu);
 	if (po.leaving)
 		judge_pending_losses(po.final_released);
-	if (rc)
+	if (rc == -ECONNRESET)
 		PSL_ERR("barrier (group %d) failed: the scheduler at %s:%d was lost", group,
 			po.cfg.root_uri, po.cfg.root_port);
 	return rc;

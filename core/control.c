@@ -98,6 +98,12 @@ void psl__control_handle(struct psl__meta *m, uint32_t nseg)
 		break; /* the resender's, when it is on */
 	case PSL_CMD_TERMINATE:
 		if (m->sender == 1 && po.role != PSL_SCHEDULER && m->body &&
+		    m->body_size > (int)strlen(PSL__ABORT_TAG) &&
+		    !strncmp(m->body, PSL__ABORT_TAG, strlen(PSL__ABORT_TAG))) {
+			psl__control_take_abort(m);
+			break;
+		}
+		if (m->sender == 1 && po.role != PSL_SCHEDULER && m->body &&
 		    m->body_size > (int)strlen(PSL__REFUSED_TAG) &&
 		    !strncmp(m->body, PSL__REFUSED_TAG, strlen(PSL__REFUSED_TAG))) {
 			int tag = (int)strlen(PSL__REFUSED_TAG);

@@ -3,6 +3,8 @@
 #ifndef PSL_CORE_CONTROL_INT_H
 #define PSL_CORE_CONTROL_INT_H
 
+#include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "message.h"
@@ -19,6 +21,36 @@ void psl__start_failed_held(int err, const char *fmt, ...)
 /* The body of the TERMINATE a scheduler sends a node whose registration it
  * ignored, before the reason (registration.c; docs/wire.md). */
 #define PSL__REFUSED_TAG "pslite-refused: "
+
+/* The body of the TERMINATE a scheduler sends the nodes of a job it gives
+ * up on (a message they wait for cannot be delivered, its start failed),
+ * before "<negative errno>: <reason>" (control_fail.c; docs/wire.md 5). */
+#define PSL__ABORT_TAG "pslite-abort: "
+
+/* One control message sent, as psl__control_sent hears of it. */
+struct psl__ctl_sent {
+	int cmd;
+	int recver;
+	int group;     /* barrier_group */
+	int node_size; /* node entries */
+	bool request;
+	size_t len;    /* bytes of the meta */
+	bool van_said; /* the van logged an ERROR since (its last one says why) */
+};
+/* Every control message's send ends here, from any thread, once: status 0
+ * or the -errno of the send or of its send_done. A failure is logged at
+ * ERROR naming the peer, the message and the reason, and acted on: the
+ * scheduler's start fails (node list), the node that waits for it is told
+ * and declared lost, a node's start or barrier fails (control_fail.c). */
+void psl__control_sent(const struct psl__ctl_sent *s, int status);
+/* Scheduler: tells every node it has a connection to (under the node's id)
+ * that the job stops, and why, with a TERMINATE (PSL__ABORT_TAG). */
+void psl__control_abort_nodes(int err, const char *why);
+/* Scheduler, from the timer: tells the nodes that a control message could
+ * not reach, and declares them lost. */
+void psl__control_undeliv_tick(void);
+/* Node: a TERMINATE from the scheduler with PSL__ABORT_TAG. */
+void psl__control_take_abort(const struct psl__meta *m);
 
 /* Received control messages, by kind. */
 void psl__scheduler_add_node(const struct psl__meta *m);

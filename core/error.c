@@ -28,6 +28,9 @@ const char *psl_strerror(int err)
 		return "malformed message";
 	case -EMSGSIZE:
 		return "the pulled values do not fit the output buffer";
+	case -ECONNABORTED:
+		return "the job stopped: a control message could not be delivered (the log says "
+		       "which, to whom and why)";
 	case -ENOEXEC:
 		return "not a loadable van plugin";
 	}

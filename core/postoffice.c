@@ -8,6 +8,7 @@
 #include <time.h>
 
 #include "control.h"
+#include "control_int.h"
 #include "customer.h"
 #include "log.h"
 #include "ipc.h"
@@ -374,6 +375,18 @@ static int wait_registrations(void)
 	pthread_mutex_lock(&po.mu);
 	while (!po.got_node_list && !po.start_err) {
 		int64_t now = psl__now_ms();
+		if (po.list_sent && po.list_pending <= 0) {
+			po.got_node_list = true; /* every node list went out */
+			break;
+		}
+		if (po.list_sent && now - t0 > po.cfg.start_timeout_s * 1000LL) {
+			snprintf(po.start_msg, sizeof(po.start_msg),
+				 "%d of the node list's sends did not complete within %d s "
+				 "(PS_START_TIMEOUT): the van did not say whether they went out",
+				 po.list_pending, po.cfg.start_timeout_s);
+			po.start_err = -ETIMEDOUT;
+			break;
+		}
 		if (now - t0 > po.cfg.start_timeout_s * 1000LL || now >= next_log) {
 			int i, ns = 0, nw = 0;
 			for (i = 0; i < po.nreg; i++) {
@@ -407,6 +420,8 @@ static int wait_registrations(void)
 	return rc;
 }
 
+#define ABORT_GRACE_MS 1000
+
 /* Server or worker: reach the scheduler, register, wait for the list. */
 static int wait_node_list(void)
 {
@@ -416,7 +431,9 @@ static int wait_node_list(void)
 	pthread_mutex_lock(&po.mu);
 	while (!po.got_node_list && !po.start_err) {
 		int64_t now = psl__now_ms();
-		if (po.peers[1].dead) {
+		/* a scheduler that gives up says why (PSL__ABORT_TAG) as it closes:
+		 * its reason may arrive just after its connection dropped */
+		if (po.peers[1].dead && now - po.peers[1].down_at_ms >= ABORT_GRACE_MS) {
 			snprintf(po.start_msg, sizeof(po.start_msg),
 				 "lost the connection to the scheduler at %s:%d while registering",
 				 po.cfg.root_uri, po.cfg.root_port);
@@ -495,6 +512,11 @@ static void teardown(void)
 	po.my_id = -1;
 	po.my_rank = -1;
 	po.got_node_list = false;
+	po.list_sent = false;
+	po.list_pending = 0;
+	po.list_connected = 0;
+	po.barrier_err = 0;
+	po.barrier_msg[0] = 0;
 	po.start_err = 0;
 	po.start_msg[0] = 0;
 	po.refused[0] = 0;
@@ -601,6 +623,11 @@ static int start_node(int joint_role)
 	po.me.customer_id = 0;
 	po.my_id = po.me.id;
 	po.got_node_list = false;
+	po.list_sent = false;
+	po.list_pending = 0;
+	po.list_connected = 0;
+	po.barrier_err = 0;
+	po.barrier_msg[0] = 0;
 	po.start_err = 0;
 	po.job_lost_err = 0;
 	po.job_lost_msg[0] = 0;
@@ -692,6 +719,11 @@ static int finish_start(void)
 	}
 	if (rc) {
 		PSL_ERR("%s", po.start_msg[0] ? po.start_msg : psl_strerror(rc));
+		/* the nodes it reached wait for a node list or a release: they
+		 * fail now, with this reason, instead of at PS_START_TIMEOUT */
+		if (po.role == PSL_SCHEDULER)
+			psl__control_abort_nodes(rc, po.start_msg[0] ? po.start_msg
+								     : psl_strerror(rc));
 		return rc;
 	}
 	rc = psl__timer_start();

@@ -31,6 +31,10 @@ struct psl__peer {
 	int64_t down_at_ms;
 	int64_t down_pending_ms; /* lost while we wait for the final release: judged later */
 	int down_err;
+	/* scheduler: a control message to it could not be sent (err, its cmd);
+	 * the timer tells it and declares it lost (control_fail.c) */
+	int undeliv_err;
+	int undeliv_cmd;
 };
 
 /* One node's state. A process is one node, or two for DMLC_ROLE=joint (a
@@ -60,6 +64,15 @@ struct psl__office {
 
 	/* node side of start-up */
 	bool got_node_list;
+	/* scheduler: the node list went out to every node (list_sent) and
+	 * list_pending sends of it have not completed yet; the first
+	 * list_connected entries of reg have a connection under their id */
+	bool list_sent;
+	int list_pending;
+	int list_connected;
+	/* node: a barrier request that could not be sent fails the barrier */
+	int barrier_err;
+	char barrier_msg[768];
 	/* PS_RESEND: keep what we send for resending from now on (after the node
 	 * list, as ps-lite does). Received messages are ACKed and de-duplicated
 	 * from the start, so that no request (a start-up barrier) can arrive

@@ -193,9 +193,18 @@ static void broadcast_node_list(void)
 				     po.reg[i].port, psl_strerror(rc));
 			goto out;
 		}
+		pthread_mutex_lock(&po.mu);
+		po.list_connected = i + 1; /* (told if the start fails, control_fail.c) */
+		pthread_mutex_unlock(&po.mu);
 	}
-	/* workers ascending, then servers ascending (ps-lite's group 6 order) */
+	/* workers ascending, then servers ascending (ps-lite's group 6 order);
+	 * each send's outcome counts down list_pending (psl__control_sent):
+	 * the start completes when every one went out, and fails with the
+	 * first that did not */
 	rc = psl__group_members(6, order);
+	pthread_mutex_lock(&po.mu);
+	po.list_pending = rc;
+	pthread_mutex_unlock(&po.mu);
 	for (i = 0; i < rc; i++) {
 		psl__meta_init(&m);
 		m.cmd = PSL_CMD_ADD_NODE;
@@ -207,19 +216,21 @@ static void broadcast_node_list(void)
 			if (!nonce || psl__auth_list_body(list, total + 1, nonce, body)) {
 				PSL_WARN("no proof of PS_JOB_SECRET for node %d's node list",
 					 order[i]);
+				pthread_mutex_lock(&po.mu);
+				po.list_pending--;
+				pthread_mutex_unlock(&po.mu);
 				continue;
 			}
 			m.body = body;
 			m.body_size = (int)strlen(body);
 		}
-		if (psl__send_control(&m, true))
-			PSL_WARN("cannot send the node list to node %d", order[i]);
+		psl__send_control(&m, true); /* (a failure: psl__control_sent) */
 	}
 	PSL_INFO("all %d nodes registered (%d servers, %d workers): node list sent", total,
 		 po.cfg.num_servers, po.cfg.num_workers);
 	atomic_store(&po.resend_live, true);
 	pthread_mutex_lock(&po.mu);
-	po.got_node_list = true;
+	po.list_sent = true; /* got_node_list once every send completed */
 	pthread_cond_broadcast(&po.cv);
 	pthread_mutex_unlock(&po.mu);
 out:
@@ -339,7 +350,7 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 		pthread_mutex_unlock(&po.mu);
 	}
 	pthread_mutex_lock(&po.mu);
-	if (po.state != PSL__STARTING || po.got_node_list || po.nreg >= total) {
+	if (po.state != PSL__STARTING || po.list_sent || po.nreg >= total) {
 		pthread_mutex_unlock(&po.mu);
 		PSL_WARN("ignored a registration from the %s at %s:%d: this job already has its "
 			 "%d servers and %d workers (check DMLC_NUM_SERVER and DMLC_NUM_WORKER on "

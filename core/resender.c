@@ -237,7 +237,7 @@ bool psl__resender_on_recv(const struct psl__meta *m)
 	ack.cmd = PSL_CMD_ACK;
 	ack.msg_sig = sig;
 	ack.recver = m->sender;
-	psl__send(&ack, NULL, 0, NULL);
+	psl__send_control(&ack, false); /* (a failure is logged: psl__control_sent) */
 	pthread_mutex_lock(&S.mu);
 	dup = S.on && seen_check_add(sig);
 	pthread_mutex_unlock(&S.mu);

@@ -40,6 +40,8 @@ static void *timer_main(void *arg)
 			psl__resender_tick(now);
 		if (po.role == PSL_SCHEDULER && po.cfg.barrier_warn_s > 0)
 			psl__barrier_watch(now);
+		if (po.role == PSL_SCHEDULER)
+			psl__control_undeliv_tick();
 		pthread_mutex_lock(&po.mu);
 	}
 	pthread_mutex_unlock(&po.mu);
@@ -49,9 +51,9 @@ static void *timer_main(void *arg)
 int psl__timer_start(void)
 {
 	int rc;
-	/* nothing to time: no thread (an idle node stays idle) */
-	if (po.cfg.heartbeat_interval <= 0 && !po.cfg.resend &&
-	    !(po.role == PSL_SCHEDULER && po.cfg.barrier_warn_s > 0))
+	/* nothing to time: no thread (an idle node stays idle); the scheduler
+	 * always has one, to tell nodes what it could not send them */
+	if (po.cfg.heartbeat_interval <= 0 && !po.cfg.resend && po.role != PSL_SCHEDULER)
 		return 0;
 	po.timer_stop = false;
 	rc = pthread_create(&po.timer, NULL, timer_main, psl__cur);

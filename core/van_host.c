@@ -14,6 +14,7 @@
 
 #include "auth.h"
 #include "control.h"
+#include "control_int.h"
 #include "customer.h"
 #include "env.h"
 #include "kv.h"
@@ -34,12 +35,36 @@ unsigned psl__van_errors(void)
 
 /* A van's warnings are mostly about what peers sent: rate-limited like the
  * core's, per format string (the van's call site). */
+/* The text of the van's last ERROR line, for the reasons the core passes
+ * on to other nodes (a failed control send: control_fail.c). */
+static char van_last_err[256];
+static pthread_mutex_t van_last_mu = PTHREAD_MUTEX_INITIALIZER;
+
+const char *psl__van_last_error(char *buf, size_t len)
+{
+	pthread_mutex_lock(&van_last_mu);
+	snprintf(buf, len, "%s", van_last_err);
+	pthread_mutex_unlock(&van_last_mu);
+	return buf;
+}
+
+static void note_van_error(const char *fmt, va_list ap)
+{
+	va_list aq;
+	va_copy(aq, ap);
+	pthread_mutex_lock(&van_last_mu);
+	vsnprintf(van_last_err, sizeof(van_last_err), fmt, aq);
+	atomic_fetch_add(&van_errors, 1);
+	pthread_mutex_unlock(&van_last_mu);
+	va_end(aq);
+}
+
 static void host_vlog(void *ctx, int level, const char *van, const char *fmt, va_list ap)
 {
 	static struct psl__ratelimit sites[64];
 	psl__enter(ctx); /* the node whose van calls */
 	if (level == PSL_VAN_LOG_ERROR)
-		atomic_fetch_add(&van_errors, 1);
+		note_van_error(fmt, ap);
 	if (level > psl__log_level)
 		return;
 	if (level == PSL_VAN_LOG_WARN)
@@ -386,9 +411,35 @@ out:
 	return rc;
 }
 
+/* A control message in flight: its outcome goes to psl__control_sent. */
+struct ctl_ref {
+	struct psl__sendref ref;
+	struct psl__ctl_sent what;
+	unsigned van_errors; /* the van's ERROR count when it was sent */
+};
+
+static void ctl_done(struct psl__sendref *ref, int status)
+{
+	struct ctl_ref *c = (struct ctl_ref *)ref;
+	c->what.van_said = status && psl__van_errors() != c->van_errors;
+	psl__control_sent(&c->what, status);
+	free(c);
+}
+
 int psl__send_control(struct psl__meta *m, bool ts_next)
 {
+	struct ctl_ref *c = malloc(sizeof(*c));
 	if (ts_next)
 		m->timestamp = atomic_fetch_add(&psl__po.van_ts, 1);
-	return psl__send(m, NULL, 0, NULL);
+	if (!c) {
+		struct psl__ctl_sent w = {m->cmd, m->recver, m->barrier_group, m->node_size,
+					  m->request, psl__meta_size(m), false};
+		psl__control_sent(&w, -ENOMEM);
+		return -ENOMEM;
+	}
+	c->ref.done = ctl_done;
+	c->what = (struct psl__ctl_sent){m->cmd, m->recver, m->barrier_group, m->node_size,
+					 m->request, psl__meta_size(m), false};
+	c->van_errors = psl__van_errors();
+	return psl__send(m, NULL, 0, &c->ref);
 }

@@ -13,8 +13,9 @@ struct psl__sendref {
 /* Fills po.host with the core's callbacks. */
 void psl__host_init(struct psl_van_host *h);
 
-/* How many ERROR lines the van has logged so far. */
+/* How many ERROR lines the van has logged so far; the last one's text. */
 unsigned psl__van_errors(void);
+const char *psl__van_last_error(char *buf, size_t len);
 
 /* Sends meta (to m->recver) plus segments. If ref is non-NULL, ref->done runs
  * exactly once: when the van releases the segments, or before this returns

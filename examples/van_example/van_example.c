@@ -243,7 +243,14 @@ static int ex_send(struct psl_van *v, int32_t node_id, const void *meta, size_t 
 	int rc = 0;
 	bool was_empty;
 
-	if (nseg > MAX_SEGS || meta_len > MAX_META || (meta_len && !meta))
+	if (meta_len > MAX_META) {
+		LOG(v, PSL_VAN_LOG_ERROR,
+		    "cannot send a meta of %zu bytes to node %d: this van carries metas of at most "
+		    "%u MiB (MAX_META in van_example.c)",
+		    meta_len, node_id, MAX_META >> 20);
+		return -EMSGSIZE;
+	}
+	if (nseg > MAX_SEGS || (meta_len && !meta))
 		return -EINVAL;
 	for (i = 0; i < nseg; i++) {
 		if (segs[i].mem_type != PSL_MEM_HOST)

@@ -512,7 +512,16 @@ int psl__ucx_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_l
 		    id, UCXP_MAX_SEG);
 		return -EINVAL;
 	}
-	if ((meta_len && !meta) || meta_len > UCXP_MAX_META || (nseg && !segs))
+	if (meta_len > UCXP_MAX_META) {
+		/* (a node list of about 30000 nodes: 552 bytes each) */
+		LOG(v, PSL_VAN_LOG_ERROR,
+		    "cannot send a meta of %zu bytes to node %d: the ucx van carries metas of at "
+		    "most %u MiB (a node list of about 30000 nodes); use van zmq or fabric for "
+		    "larger ones",
+		    meta_len, id, UCXP_MAX_META >> 20);
+		return -EMSGSIZE;
+	}
+	if ((meta_len && !meta) || (nseg && !segs))
 		return -EINVAL;
 	for (i = 0; i < nseg; i++) {
 		rc = psl__ucxp_mem_check(segs[i].mem_type, segs[i].dev_id, v->mem_caps, why,

@@ -47,9 +47,9 @@
  * secret the identities are ps-lite's.
  *
  * Bounds: each connection queues at most PS_ZMQ_RCVHWM messages on receive
- * (then TCP pushes back), and a frame larger than PS_ZMQ_MAX_MSG_MB closes
- * the connection it came on (ZMQ_MAXMSGSIZE); sending one is an error naming
- * the setting.
+ * (then TCP pushes back), and a frame (the meta or a segment) larger than
+ * PS_ZMQ_MAX_MSG_MB closes the connection it came on (ZMQ_MAXMSGSIZE);
+ * sending one is an error naming the setting.
  */
 
 #define _GNU_SOURCE 1
@@ -335,6 +335,14 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 	int rc, ev = 0;
 	size_t evlen = sizeof(ev);
 
+	if ((int64_t)meta_len > v->max_msg) {
+		/* the receiver's ZMQ_MAXMSGSIZE would close the connection */
+		LOG(v, PSL_VAN_LOG_ERROR,
+		    "cannot send a meta of %zu bytes to node %d: larger than PS_ZMQ_MAX_MSG_MB=%g "
+		    "MiB (%lld bytes), the largest frame a node takes; raise it on every node",
+		    meta_len, id, (double)v->max_msg / (1 << 20), (long long)v->max_msg);
+		return -EMSGSIZE;
+	}
 	for (i = 0; i < nseg; i++) {
 		if (segs[i].mem_type != PSL_MEM_HOST) {
 			LOG(v, PSL_VAN_LOG_ERROR,
@@ -347,9 +355,9 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 		if ((int64_t)segs[i].len > v->max_msg) {
 			LOG(v, PSL_VAN_LOG_ERROR,
 			    "cannot send segment %u of %zu bytes to node %d: larger than "
-			    "PS_ZMQ_MAX_MSG_MB=%lld MiB, the largest frame a node takes; raise it on "
+			    "PS_ZMQ_MAX_MSG_MB=%g MiB, the largest frame a node takes; raise it on "
 			    "every node",
-			    i, segs[i].len, id, (long long)(v->max_msg >> 20));
+			    i, segs[i].len, id, (double)v->max_msg / (1 << 20));
 			return -EMSGSIZE;
 		}
 	}
@@ -875,10 +883,34 @@ static int param_int(struct psl_van *v, const char *name, long def, long min, lo
 	return rc;
 }
 
+/* PS_ZMQ_MAX_MSG_MB: MiB, a fraction allowed (0.01 for 10 KiB), from 1 KiB
+ * to 1 TiB; into bytes. */
+static int param_max_msg(struct psl_van *v, int64_t *out)
+{
+	const char *s = psl_van_param(v->host, "PS_ZMQ_MAX_MSG_MB");
+	char *end;
+	double mb;
+
+	*out = (int64_t)512 << 20;
+	if (!s)
+		return 0;
+	errno = 0;
+	mb = strtod(s, &end);
+	if (errno || end == s || *end || !(mb * (1 << 20) >= 1024.0) || mb > (double)(1 << 20)) {
+		LOG(v, PSL_VAN_LOG_ERROR,
+		    "PS_ZMQ_MAX_MSG_MB=%s: expected MiB from 0.001 to 1048576 (a fraction such as "
+		    "0.5 is fine; at least 1 KiB)",
+		    s);
+		return -EINVAL;
+	}
+	*out = (int64_t)(mb * (1 << 20));
+	return 0;
+}
+
 static int zinit(const struct psl_van_host *host, struct psl_van **out)
 {
 	struct psl_van *v = calloc(1, sizeof(*v));
-	int maxs, busy, spin_us, max_mb, rc;
+	int maxs, busy, spin_us, rc;
 	if (!v)
 		return -ENOMEM;
 	v->host = host;
@@ -894,13 +926,12 @@ static int zinit(const struct psl_van_host *host, struct psl_van **out)
 			    &v->linger_ms)) ||
 	    (rc = param_int(v, "PS_ZMQ_RCVHWM", 10000, 1, 100000000, "a number of messages",
 			    &v->rcvhwm)) ||
-	    (rc = param_int(v, "PS_ZMQ_MAX_MSG_MB", 512, 1, 1 << 20, "MiB", &max_mb)) ||
+	    (rc = param_max_msg(v, &v->max_msg)) ||
 	    (rc = param_int(v, "PS_ZMQ_BUSY_POLL_MIN_CPUS", v->io_threads + 2, 1, 1 << 20,
 			    "a number of CPUs", &v->busy_min_cpus))) {
 		free(v);
 		return rc;
 	}
-	v->max_msg = (int64_t)max_mb << 20;
 	if (host->size >= PSL_VAN_HOST_SIZE_1_2 && host->proof && host->proof_check) {
 		uint8_t mac[32];
 		v->secret = host->proof(host->ctx, "", 0, mac) == 0;

@@ -25,6 +25,12 @@ static int g_fake_van; /* its address is the van instance */
 /* called by send after it recorded message g_nsent - 1 (then cleared) */
 static void (*g_send_hook)(void);
 
+/* sends of a meta of at least g_fail_len bytes (0: none) fail with
+ * g_fail_rc, as a van with a size limit does; g_fail_to (0: any): only
+ * those to that node */
+static size_t g_fail_len;
+static int g_fail_rc, g_fail_to;
+
 static int fake_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
 		     const struct psl_van_seg *segs, uint32_t nseg, void *cookie)
 {
@@ -32,6 +38,8 @@ static int fake_send(struct psl_van *v, int32_t id, const void *meta, size_t met
 	char why[128];
 	uint32_t i;
 	(void)v;
+	if (g_fail_len && meta_len >= g_fail_len && (!g_fail_to || g_fail_to == id))
+		return g_fail_rc;
 	assert_true(g_nsent < MAX_SENT);
 	assert_true(nseg <= 4);
 	s = &g_sent[g_nsent++];
@@ -121,6 +129,8 @@ static inline void node_up_as(int role, int my_id, int S, int W)
 	psl__host_init(&psl__po.host);
 	psl__po.state = PSL__READY;
 	g_nsent = g_released = g_delivered = g_nconn = 0;
+	g_fail_len = 0;
+	g_fail_to = 0;
 }
 
 /* A worker node (id 9) of a job with S servers, ready. */

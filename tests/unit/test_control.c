@@ -20,6 +20,7 @@
 #include <cmocka.h>
 
 #include "control.h"
+#include "control_int.h"
 #include "message.h"
 #include "postoffice.h"
 #include "pslite.h"
@@ -35,7 +36,10 @@ static void scheduler_up(int S, int W)
 	memset(psl__po.peers, 0, sizeof(*psl__po.peers) * ((size_t)psl__po.max_id + 1));
 	psl__po.state = PSL__STARTING;
 	psl__po.got_node_list = false;
+	psl__po.list_sent = false;
+	psl__po.list_pending = psl__po.list_connected = 0;
 	psl__po.start_err = 0;
+	psl__po.start_msg[0] = 0;
 	psl__po.cfg.ordered_hosts[0] = 0;
 	psl__po.cfg.mixed_mode = false;
 	memset(&psl__po.me, 0, sizeof(psl__po.me));
@@ -104,7 +108,10 @@ static void test_ids_and_node_list(void **state)
 	reg("10.0.0.10", 4000, PSL_SERVER, -1);
 	assert_int_equal(g_nsent, 0); /* nothing before the last registration */
 	reg("10.0.0.9", 5000, PSL_WORKER, -1);
-	assert_true(psl__po.got_node_list);
+	/* every send of the list completed: the start's wait may end */
+	assert_true(psl__po.list_sent);
+	assert_int_equal(psl__po.list_pending, 0);
+	assert_int_equal(psl__po.list_connected, 4);
 	assert_int_equal(psl__po.start_err, 0);
 	assert_int_equal(g_nsent, 4);
 	for (i = 0; i < 4; i++) {
@@ -403,6 +410,7 @@ static void worker_starting(void)
 	psl__po.got_node_list = false;
 	psl__po.start_err = 0;
 	psl__po.start_msg[0] = 0;
+	psl__po.barrier_err = 0;
 	memset(&psl__po.me, 0, sizeof(psl__po.me));
 	psl__po.me.role = PSL_WORKER;
 	psl__po.me.id = PSL_EMPTY;
@@ -560,6 +568,163 @@ static void test_node_refuses_lists(void **state)
 	expect_list_refused("incomplete entry");
 }
 
+/* ------------------------------------------ control messages not sent -- */
+
+/* The node list (2872 bytes for 2x2) cannot go to worker 1 (id 11): the
+ * scheduler's start fails at once naming the message, the node and the
+ * van's reason, and it tells every node it reached why. */
+static void test_node_list_undeliverable(void **state)
+{
+	struct capture c;
+	char *log;
+	int i, aborts = 0;
+	(void)state;
+
+	scheduler_up(2, 2);
+	g_fail_len = 2000;
+	g_fail_rc = -EMSGSIZE;
+	g_fail_to = 11;
+	reg("10.0.0.10", 5000, PSL_WORKER, -1);
+	reg("10.0.0.9", 4001, PSL_SERVER, -1);
+	reg("10.0.0.10", 4000, PSL_SERVER, -1);
+	capture_start(&c);
+	reg("10.0.0.9", 5000, PSL_WORKER, -1);
+	log = capture_end(&c);
+	assert_contains(log, "ERROR: cannot send the node list (5 nodes, 2872 bytes) to worker 1 "
+			     "(id 11, 10.0.0.10:5000): Message too long");
+	free(log);
+	assert_int_equal(g_nsent, 3); /* the other three went */
+	assert_int_equal(psl__po.list_pending, 0);
+	assert_int_equal(psl__po.start_err, -ECONNABORTED);
+	assert_contains(psl__po.start_msg, "cannot send the node list (5 nodes, 2872 bytes) to "
+					   "worker 1 (id 11");
+	clear_sent();
+	psl__control_abort_nodes(psl__po.start_err, psl__po.start_msg);
+	for (i = 0; i < g_nsent; i++) {
+		const struct sent *s = &g_sent[i];
+		assert_int_equal(s->m.cmd, PSL_CMD_TERMINATE);
+		assert_true(s->m.body_size > 20);
+		assert_memory_equal(s->m.body, "pslite-abort: -103: cannot send the node list", 45);
+		aborts |= 1 << (s->to - 8);
+	}
+	assert_int_equal(g_nsent, 4);
+	assert_int_equal(aborts, 0xf); /* 8, 9, 10 and 11 */
+}
+
+/* A barrier release that cannot go: the timer tells the node and declares
+ * it lost. */
+static void test_release_undeliverable(void **state)
+{
+	struct capture c;
+	char *log;
+	unsigned gen;
+	int i;
+	(void)state;
+
+	ready_2x2();
+	g_fail_len = 1;
+	g_fail_rc = -EPIPE;
+	g_fail_to = 9;
+	arrive(11, PSL_CMD_INSTANCE_BARRIER, 7, 0);
+	arrive(8, PSL_CMD_INSTANCE_BARRIER, 7, 0);
+	arrive(9, PSL_CMD_INSTANCE_BARRIER, 7, 0);
+	arrive(10, PSL_CMD_INSTANCE_BARRIER, 7, 0);
+	capture_start(&c);
+	assert_int_equal(psl__control_barrier_arrive(0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER, &gen),
+			 0);
+	log = capture_end(&c);
+	assert_contains(log, "ERROR: cannot send the release of a barrier (INSTANCE_BARRIER) to worker 0 "
+			     "(id 9");
+	free(log);
+	assert_int_equal(g_nsent, 3);
+	assert_int_equal(psl__po.peers[9].undeliv_err, -EPIPE);
+	g_fail_len = 0;
+	clear_sent();
+	capture_start(&c);
+	psl__control_undeliv_tick();
+	log = capture_end(&c);
+	assert_contains(log, "lost worker 0 (id 9");
+	assert_contains(log, "cannot send it the release of a barrier (INSTANCE_BARRIER): Broken pipe");
+	free(log);
+	assert_true(psl__po.peers[9].dead);
+	assert_int_equal(psl__po.peers[9].undeliv_err, 0);
+	for (i = 0; i < g_nsent; i++)
+		if (g_sent[i].to == 9)
+			break;
+	assert_true(i < g_nsent);
+	assert_int_equal(g_sent[i].m.cmd, PSL_CMD_TERMINATE);
+	assert_contains(g_sent[i].m.body, "pslite-abort: -103: the scheduler cannot send this node "
+					  "the release");
+}
+
+static void send_abort_to_me(const char *body)
+{
+	struct psl__meta m;
+	uint8_t buf[1024];
+	size_t len;
+	psl__meta_init(&m);
+	m.cmd = PSL_CMD_TERMINATE;
+	m.body = body;
+	m.body_size = (int)strlen(body);
+	len = psl__meta_encode(&m, buf);
+	deliver_raw(1, buf, len, 0, NULL, NULL);
+}
+
+/* A node waiting for its node list fails its start with the scheduler's
+ * reason; a ready one fails its barrier and has lost the scheduler. */
+static void test_node_takes_abort(void **state)
+{
+	struct capture c;
+	char *log;
+	(void)state;
+
+	worker_starting();
+	send_abort_to_me("pslite-abort: -103: cannot send the node list: Message too long");
+	assert_int_equal(psl__po.start_err, -ECONNABORTED);
+	assert_contains(psl__po.start_msg, "the scheduler at ");
+	assert_contains(psl__po.start_msg, "stopped the job's start: cannot send the node list: "
+					   "Message too long");
+	node_down(NULL);
+
+	node_up(2); /* a ready worker */
+	psl__po.barrier_err = 0;
+	capture_start(&c);
+	send_abort_to_me("pslite-abort: nonsense");
+	assert_int_equal(psl__po.barrier_err, -ECONNABORTED);
+	assert_true(psl__po.peers[1].dead);
+	assert_int_equal(psl__control_barrier_wait(PSL_GROUP_ALL, psl__po.barrier_gen),
+			 -ECONNABORTED);
+	log = capture_end(&c);
+	assert_contains(log, "barrier (group 7) failed: the scheduler stopped the job: nonsense");
+	free(log);
+	psl__po.barrier_err = 0;
+}
+
+/* A barrier request that cannot go fails the barrier at once. */
+static void test_barrier_request_undeliverable(void **state)
+{
+	struct capture c;
+	char *log;
+	unsigned gen;
+	(void)state;
+
+	node_up(2);
+	psl__po.barrier_err = 0;
+	g_fail_len = 1;
+	g_fail_rc = -EMSGSIZE;
+	capture_start(&c);
+	assert_int_equal(psl__control_barrier_arrive(0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER, &gen),
+			 -EMSGSIZE);
+	assert_int_equal(psl__control_barrier_wait(PSL_GROUP_ALL, gen), -ECONNABORTED);
+	log = capture_end(&c);
+	assert_contains(log, "ERROR: cannot send a barrier request (INSTANCE_BARRIER, group 7) to "
+			     "the scheduler");
+	assert_contains(log, "barrier (group 7) failed: cannot send a barrier request "
+			     "(INSTANCE_BARRIER, group 7)");
+	free(log);
+	psl__po.barrier_err = 0;
+}
+
 #define T(f) cmocka_unit_test_teardown(f, scheduler_down)
 
 int main(void)
@@ -570,6 +735,8 @@ int main(void)
 		T(test_registrations_refused), T(test_instance_barrier),
 		T(test_group_barriers),	   T(test_barrier_node_lost),
 		T(test_node_takes_list),   T(test_node_refuses_lists),
+		T(test_node_list_undeliverable), T(test_release_undeliverable),
+		T(test_node_takes_abort), T(test_barrier_request_undeliverable),
 	};
 	return cmocka_run_group_tests_name("control", tests, NULL, NULL);
 }

@@ -666,12 +666,56 @@ static void test_msg_sig(void **state)
 	assert_true(psl__msg_sig(32767, 9, 9, 32767, false) == 0x7FFF09090000FFFEull);
 }
 
+/* A node list of 200 servers and workers plus the scheduler encodes to
+ * 112 + 552 * 201 bytes (the size pslite-vantest's node-list case sends
+ * through every van) and decodes to the same 201 nodes. */
+static void test_node_list_200(void **state)
+{
+	enum { N = 201 };
+	struct psl__node *nodes = calloc(N, sizeof(*nodes));
+	struct psl__meta m, d;
+	uint8_t *buf;
+	char err[128];
+	size_t len;
+	int i;
+	(void)state;
+
+	assert_non_null(nodes);
+	for (i = 0; i < N; i++) {
+		nodes[i].role = i == N - 1 ? 2 : i % 2;
+		nodes[i].id = i == N - 1 ? 1 : 8 + i;
+		snprintf(nodes[i].hostname, sizeof(nodes[i].hostname), "10.1.%d.%d", i / 250, i % 250);
+		nodes[i].port = 20000 + i;
+		nodes[i].aux_id = -1;
+	}
+	psl__meta_init(&m);
+	m.cmd = PSL_CMD_ADD_NODE;
+	m.nodes = nodes;
+	m.node_size = N;
+	len = psl__meta_size(&m);
+	assert_int_equal(len, 112 + 552 * 201);
+	buf = malloc(len);
+	assert_non_null(buf);
+	assert_int_equal(psl__meta_encode(&m, buf), len);
+	assert_int_equal(psl__meta_decode(buf, len, &d, err, sizeof(err)), 0);
+	assert_int_equal(d.node_size, N);
+	for (i = 0; i < N; i++) {
+		assert_int_equal(d.nodes[i].id, nodes[i].id);
+		assert_int_equal(d.nodes[i].port, nodes[i].port);
+		assert_string_equal(d.nodes[i].hostname, nodes[i].hostname);
+	}
+	psl__meta_clear(&d);
+	free(buf);
+	free(nodes);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_data_round_trip),
 		cmocka_unit_test(test_defaults_round_trip),
 		cmocka_unit_test(test_node_list_round_trip),
+		cmocka_unit_test(test_node_list_200),
 		cmocka_unit_test(test_control_round_trips),
 		cmocka_unit_test(test_wire_example),
 		cmocka_unit_test(test_short_frames),

@@ -359,6 +359,28 @@ static int c_meta_only(void)
 	return both_ways(400, shape_meta, false);
 }
 
+/* The metas of node lists: the core's ADD_NODE is 112 bytes plus 552 per
+ * node (docs/wire.md 4.1; tests/unit/test_message.c checks that the core's
+ * encoder gives these sizes), and the scheduler sends one listing every node
+ * and itself. These stand for the lists of 16 + 1, 200 + 1 and 1000 + 1
+ * nodes, the second being issue 31's 200-node job: the van must carry each
+ * whole, byte for byte, with no segment. */
+#define NODE_LIST_META(nodes) (112 + 552 * (size_t)((nodes) + 1))
+
+static void shape_node_list(int i, uint32_t *nseg, size_t *lens, size_t *meta_len)
+{
+	static const size_t ml[] = {NODE_LIST_META(16), NODE_LIST_META(200),
+				    NODE_LIST_META(1000)};
+	(void)lens;
+	*nseg = 0;
+	*meta_len = ml[i % 3];
+}
+
+static int c_node_list(void)
+{
+	return both_ways(24, shape_node_list, false);
+}
+
 static void shape_segments(int i, uint32_t *nseg, size_t *lens, size_t *meta_len)
 {
 	static const size_t sz[] = {1, 8, 100, 4096, 5000, 65536, 100000, 300000};
@@ -1331,6 +1353,8 @@ const struct vt_case vt_cases[] = {
 	{"query", "query: MEM_HOST, known flags only, transports a string", c_query},
 	{"connect", "bind, connect both ways, one message each way, PEER_UP both sides", c_connect},
 	{"meta-only", "400 messages without segments both ways, meta 24 B to 64 KiB", c_meta_only},
+	{"node-list", "24 metas of node lists both ways: 16, 200 and 1000 nodes (9 KB to 553 KB)",
+	 c_node_list},
 	{"segments", "1 to 8 segments of 1 B to 300 KB both ways, content checked", c_segments},
 	{"empty-segments", "0-byte segments alone, first, middle, last, all", c_empty_segments},
 	{"sizes", "one segment of 1 B .. 16 MiB (and as the middle of three) both ways", c_sizes},

@@ -1,0 +1,244 @@
+/* Control messages that cannot be sent: every failed send of one (the van's
+ * send, or its send_done) is logged at ERROR naming the peer, the message
+ * and the reason, and the job fails at once instead of waiting for what
+ * will never come. The scheduler's start fails when a node list cannot go
+ * out, and it tells the nodes why with a small TERMINATE (docs/wire.md 5,
+ * 6.3); a node the scheduler cannot release or inform after start-up is
+ * told the same way and declared lost; a node whose registration or barrier
+ * request cannot go fails its start or its barrier. */
+#include "config.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "control.h"
+#include "control_int.h"
+#include "log.h"
+#include "postoffice.h"
+#include "van_host.h"
+
+#define po psl__po
+
+/* "the node list (201 nodes, 111064 bytes)" */
+static const char *what_desc(int cmd, const struct psl__ctl_sent *s, char *buf, size_t len)
+{
+	bool sched = po.role == PSL_SCHEDULER;
+	size_t bytes = s ? s->len : 0;
+
+	if (cmd == PSL_CMD_ADD_NODE && sched)
+		snprintf(buf, len, "the node list (%d nodes, %zu bytes)", s ? s->node_size : 0,
+			 bytes);
+	else if (cmd == PSL_CMD_ADD_NODE)
+		snprintf(buf, len, "this node's registration (%zu bytes)", bytes);
+	else if ((cmd == PSL_CMD_BARRIER || cmd == PSL_CMD_INSTANCE_BARRIER) && !sched)
+		snprintf(buf, len, "a barrier request (%s, group %d)", psl__cmd_name(cmd),
+			 s ? s->group : 0);
+	else if (cmd == PSL_CMD_BARRIER || cmd == PSL_CMD_INSTANCE_BARRIER)
+		snprintf(buf, len, "the release of a barrier (%s)", psl__cmd_name(cmd));
+	else if (cmd == PSL_CMD_HEARTBEAT && sched && s && s->node_size > 1)
+		snprintf(buf, len, "the news of a lost node (HEARTBEAT)");
+	else
+		snprintf(buf, len, "a %s message (%zu bytes)", psl__cmd_name(cmd), bytes);
+	return buf;
+}
+
+/* Scheduler: one send of the node list completed (status 0) or failed. */
+static void list_send_done(int status, const char *what, const char *to, const char *why)
+{
+	pthread_mutex_lock(&po.mu);
+	if (po.list_pending > 0)
+		po.list_pending--;
+	if (status)
+		psl__start_failed_held(-ECONNABORTED,
+				       "cannot send %s to %s: %s; the job's start stops here",
+				       what, to, why);
+	pthread_cond_broadcast(&po.cv);
+	pthread_mutex_unlock(&po.mu);
+}
+
+/* Scheduler: a node will wait for what could not reach it; the timer tells
+ * it and declares it lost (not from here: this may be a van's thread). */
+static void mark_undelivered(int id, int cmd, int status)
+{
+	if (id < 8 || id > po.max_id || !po.peers)
+		return;
+	pthread_mutex_lock(&po.mu);
+	if (!po.peers[id].undeliv_err) {
+		po.peers[id].undeliv_err = status;
+		po.peers[id].undeliv_cmd = cmd;
+	}
+	pthread_cond_broadcast(&po.timer_cv);
+	pthread_mutex_unlock(&po.mu);
+}
+
+/* Node: a barrier request that did not go fails the barrier that waits. */
+static void barrier_failed(const char *what, const char *why)
+{
+	pthread_mutex_lock(&po.mu);
+	if (!po.barrier_err) {
+		po.barrier_err = -ECONNABORTED;
+		snprintf(po.barrier_msg, sizeof(po.barrier_msg), "cannot send %s to the scheduler: %s",
+			 what, why);
+	}
+	pthread_cond_broadcast(&po.cv);
+	pthread_mutex_unlock(&po.mu);
+}
+
+/* Messages whose loss nobody waits for (the heartbeat timeout and the
+ * resender deal with them): logged, rate-limited, nothing more. */
+static bool only_logged(int cmd)
+{
+	return cmd == PSL_CMD_ACK || cmd == PSL_CMD_TERMINATE ||
+	       (cmd == PSL_CMD_HEARTBEAT && po.role != PSL_SCHEDULER);
+}
+
+/* "Message too long (van: cannot send a meta of ... PS_ZMQ_MAX_MSG_MB ...)" */
+static const char *reason(const struct psl__ctl_sent *s, int status, char *buf, size_t len)
+{
+	char van[256];
+	if (s->van_said && psl__van_last_error(van, sizeof(van))[0])
+		snprintf(buf, len, "%s (%s: %s)", strerror(-status), po.lib.ops->name, van);
+	else
+		snprintf(buf, len, "%s", strerror(-status));
+	return buf;
+}
+
+void psl__control_sent(const struct psl__ctl_sent *s, int status)
+{
+	char what[96], to[128], why[400];
+
+	if (po.role == PSL_SCHEDULER && s->cmd == PSL_CMD_ADD_NODE && !status) {
+		list_send_done(0, NULL, NULL, NULL);
+		return;
+	}
+	if (!status)
+		return;
+	what_desc(s->cmd, s, what, sizeof(what));
+	psl__node_desc(s->recver, to, sizeof(to));
+	reason(s, status, why, sizeof(why));
+	if (only_logged(s->cmd)) {
+		PSL_LOG_LIMITED(PSL_LOG_ERROR, "cannot send %s to %s: %s", what, to, why);
+		return;
+	}
+	if (po.role != PSL_SCHEDULER && s->cmd == PSL_CMD_ADD_NODE) {
+		/* the start fails with it, and says it at ERROR (postoffice.c) */
+		psl__start_failed(status,
+				  "cannot contact the scheduler at %s:%d (DMLC_PS_ROOT_URI, "
+				  "DMLC_PS_ROOT_PORT): cannot send it %s: %s",
+				  po.cfg.root_uri, po.cfg.root_port, what, why);
+		return;
+	}
+	PSL_ERR("cannot send %s to %s: %s", what, to, why);
+	if (po.role == PSL_SCHEDULER && s->cmd == PSL_CMD_ADD_NODE)
+		list_send_done(status, what, to, why);
+	else if (po.role == PSL_SCHEDULER)
+		mark_undelivered(s->recver, s->cmd, status);
+	else if (s->cmd == PSL_CMD_BARRIER || s->cmd == PSL_CMD_INSTANCE_BARRIER)
+		barrier_failed(what, why);
+}
+
+/* Scheduler: TERMINATE with PSL__ABORT_TAG, err and why to node id (a
+ * failure of it is only logged). */
+static void send_abort(int id, int err, const char *why)
+{
+	char body[1024];
+	struct psl__meta m;
+
+	psl__meta_init(&m);
+	m.cmd = PSL_CMD_TERMINATE;
+	m.recver = id;
+	m.body = body;
+	m.body_size = snprintf(body, sizeof(body), "%s%d: %s", PSL__ABORT_TAG, err, why);
+	if (m.body_size >= (int)sizeof(body))
+		m.body_size = (int)sizeof(body) - 1;
+	psl__send_control(&m, true);
+}
+
+void psl__control_abort_nodes(int err, const char *why)
+{
+	int i, n, *ids;
+
+	if (po.role != PSL_SCHEDULER || !po.reg)
+		return;
+	pthread_mutex_lock(&po.mu);
+	n = po.list_connected;
+	ids = malloc(sizeof(int) * (size_t)(n ? n : 1));
+	for (i = 0; ids && i < n; i++)
+		ids[i] = po.reg[i].id;
+	pthread_mutex_unlock(&po.mu);
+	if (!ids)
+		return;
+	for (i = 0; i < n; i++)
+		send_abort(ids[i], err, why);
+	if (n)
+		PSL_INFO("told the %d node(s) the scheduler reached that the job stops", n);
+	free(ids);
+}
+
+void psl__control_undeliv_tick(void)
+{
+	int id;
+
+	for (id = 8; id <= po.max_id; id++) {
+		char what[96], why[256];
+		int err, cmd;
+		pthread_mutex_lock(&po.mu);
+		err = po.peers[id].undeliv_err;
+		cmd = po.peers[id].undeliv_cmd;
+		po.peers[id].undeliv_err = 0;
+		pthread_mutex_unlock(&po.mu);
+		if (!err)
+			continue;
+		what_desc(cmd, NULL, what, sizeof(what));
+		snprintf(why, sizeof(why), "the scheduler cannot send this node %s: %s", what,
+			 strerror(-err));
+		send_abort(id, -ECONNABORTED, why);
+		snprintf(why, sizeof(why), "cannot send it %s: %s", what, strerror(-err));
+		psl__node_lost(id, -ECONNABORTED, why);
+	}
+}
+
+/* "pslite-abort: -90: reason" -> err and reason */
+static int parse_abort(const struct psl__meta *m, char *why, size_t len)
+{
+	int tag = (int)strlen(PSL__ABORT_TAG), n = m->body_size - tag, err = 0, used = 0;
+	char text[1024];
+
+	if (n < 0)
+		n = 0;
+	if (n >= (int)sizeof(text))
+		n = (int)sizeof(text) - 1;
+	memcpy(text, m->body + tag, (size_t)n);
+	text[n] = 0;
+	if (sscanf(text, "%d: %n", &err, &used) < 1 || err >= 0 || err < -4095) {
+		err = -ECONNABORTED;
+		used = 0;
+	}
+	snprintf(why, len, "%s", text + used);
+	return err;
+}
+
+void psl__control_take_abort(const struct psl__meta *m)
+{
+	char why[1024];
+	int err = parse_abort(m, why, sizeof(why));
+	bool starting;
+
+	pthread_mutex_lock(&po.mu);
+	starting = po.state == PSL__STARTING && !po.got_node_list;
+	if (!starting && !po.barrier_err) {
+		po.barrier_err = err;
+		snprintf(po.barrier_msg, sizeof(po.barrier_msg), "the scheduler stopped the job: %.700s",
+			 why);
+		pthread_cond_broadcast(&po.cv);
+	}
+	pthread_mutex_unlock(&po.mu);
+	if (starting) {
+		psl__start_failed(err, "the scheduler at %s:%d stopped the job's start: %s",
+				  po.cfg.root_uri, po.cfg.root_port, why);
+		return;
+	}
+	psl__node_lost(1, err, why);
+}
