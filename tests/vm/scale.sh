@@ -20,7 +20,9 @@ export PS_VAN_PATH=$b/plugins/van_ibverbs/.libs:$b/plugins/van_ucx/.libs:$b/plug
 # one key per server and per round: the point is the node count
 export NUM_KEY_PER_SERVER=1
 export UCX_TLS=rc_verbs,ud_verbs,self UCX_IB_GID_INDEX=0
-export FI_PROVIDER=verbs FI_UNIVERSE_SIZE=16
+# verbs;ofi_rxm sizes its queues for FI_UNIVERSE_SIZE peers (its default
+# fails on rxe: fabric_verbs.sh); a scheduler has 2N of them
+export FI_PROVIDER=verbs FI_UNIVERSE_SIZE=${FI_UNIVERSE_SIZE:-$((2 * n + 8))}
 
 # the per-role summary of the nodes' --json lines of log $1
 roles() {
