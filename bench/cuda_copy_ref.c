@@ -79,7 +79,7 @@ int main(int argc, char **argv)
 		void *host, *dev;
 		int err = 0;
 		double h2d, d2h;
-		host = psl__cuda_stage_get(sizes[i], &err);
+		host = psl__cuda_stage_get(sizes[i], gpu, &err);
 		if (!host || (err = psl_mem_alloc(PSL_MEM_CUDA, gpu, sizes[i], &dev))) {
 			fprintf(stderr, "cuda_copy_ref: %zu bytes: %s\n", sizes[i], psl_strerror(err));
 			return 1;
