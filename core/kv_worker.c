@@ -46,6 +46,8 @@ struct pull {
 		size_t k0, k1;
 		struct psl_van_rmsg *raw;
 		bool lent; /* the van writes this server's values into out->vals */
+		void *stage; /* or into this pinned buffer (out->vals is on a GPU) */
+		size_t stage_len;
 	} part[];
 };
 
@@ -284,8 +286,11 @@ static struct psl_van_cache pull_cache = PSL_VAN_CACHE_INIT(256, PULL_BYTES(PULL
 
 static void pull_free(struct pull *p)
 {
+	int i;
 	if (!p)
 		return;
+	for (i = 0; i < p->nservers; i++)
+		psl__cuda_stage_put(p->part[i].stage);
 	psl__cuda_mark_put(p->mo.out_dev, p->mo.mark);
 	psl_van_cache_put(&pull_cache, p, PULL_BYTES(p->nservers));
 }
@@ -800,10 +805,33 @@ static void kvw_on_complete(struct psl__customer *c, struct psl__req *r)
 	r->priv = NULL;
 }
 
+/* A pinned buffer of len bytes for server rank's answer (the pull's until
+ * it is freed), as the van's destination. 0 or -errno. */
+static int lend_stage(struct pull *p, int rank, size_t len, struct psl_van_dest *dest)
+{
+	int rc = -ENOMEM;
+	if (p->part[rank].stage && p->part[rank].stage_len < len) {
+		psl__cuda_stage_put(p->part[rank].stage);
+		p->part[rank].stage = NULL;
+	}
+	if (!p->part[rank].stage) {
+		p->part[rank].stage = psl__cuda_stage_get(len, p->mo.out_dev, &rc);
+		if (!p->part[rank].stage)
+			return rc;
+		p->part[rank].stage_len = len;
+	}
+	dest->data = p->part[rank].stage;
+	dest->mem_type = PSL_MEM_HOST;
+	dest->dev_id = -1;
+	return 0;
+}
+
 /* The van asks where a pull answer's values should go: straight into the
  * caller's out->vals when this answer's place there is known before it
  * arrives (it comes first: no server before it has keys of the request)
- * and it fits. The request cannot complete until the loan comes back. */
+ * and it fits; for out->vals in GPU memory that the van cannot write (or
+ * not yet: the caller's earlier work still runs), a pinned buffer. The
+ * request cannot complete until the loan comes back. */
 static int kvw_recv_dest(struct psl__customer *c, const struct psl__meta *m, uint32_t seg,
 			 size_t len, struct psl_van_dest *dest)
 {
@@ -837,22 +865,28 @@ static int kvw_recv_dest(struct psl__customer *c, const struct psl__meta *m, uin
 		goto out;
 	if (!p || p->kind != KIND_PULL || !psl__req_awaits_locked(c, r, m->sender) || rank < 0 ||
 	    rank >= p->nservers || p->part[rank].raw || p->part[rank].lent ||
-	    len > p->out->cap * w->esz || !p->out->vals ||
-	    (p->mo.out_mem == PSL_MEM_CUDA &&
-	     (!psl__cuda_direct() || !psl__cuda_mark_ready(p->mo.mark))))
+	    len > p->out->cap * w->esz || !p->out->vals)
 		goto out;
-	for (i = 0; i < rank; i++)
-		if (p->part[i].k1 != p->part[i].k0)
+	if (p->mo.out_mem == PSL_MEM_CUDA &&
+	    (!psl__cuda_direct() || !psl__cuda_mark_ready(p->mo.mark))) {
+		/* the GPU buffer cannot be lent (yet): a pinned one, from which
+		 * the ordered copy on completion is a fast one */
+		if ((rc = lend_stage(p, rank, len, dest)))
 			goto out;
+	} else {
+		for (i = 0; i < rank; i++)
+			if (p->part[i].k1 != p->part[i].k0)
+				goto out;
+		dest->data = p->out->vals;
+		dest->mem_type = p->mo.out_mem;
+		dest->dev_id = p->mo.out_dev;
+	}
 	p->part[rank].lent = true;
 	r->loans++;
 	l->hdr.put = worker_loan_put;
 	l->c = c;
 	l->r = r;
 	l->rank = rank;
-	dest->data = p->out->vals;
-	dest->mem_type = p->mo.out_mem;
-	dest->dev_id = p->mo.out_dev;
 	dest->loan = l;
 	l = NULL;
 	rc = 0;

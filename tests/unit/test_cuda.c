@@ -103,6 +103,28 @@ static void reply(const struct sent *s, uint32_t nseg, const void *const *data, 
 	deliver_raw(s->to, buf, n, nseg, data, len);
 }
 
+/* A function of the loaded fake runtime (tests only). */
+static void *fake_sym(const char *name)
+{
+	void *h, *f;
+	assert_true(psl_cuda_describe(NULL, 0) > 0); /* loaded */
+	h = dlopen(FAKE_CUDART, RTLD_NOW | RTLD_NOLOAD);
+	assert_non_null(h);
+	f = dlsym(h, name);
+	dlclose(h);
+	assert_non_null(f);
+	return f;
+}
+
+typedef int (*fill_fn)(void *, uint32_t, size_t, unsigned, void *);
+typedef int (*kcopy_fn)(void *, const void *, size_t, unsigned, void *);
+typedef long (*query_fn)(const char *);
+typedef int (*memcpy_fn)(void *, const void *, size_t, int);
+typedef int (*int_fn)(void);
+typedef int (*setdev_fn)(int);
+typedef int (*mkstream_fn)(void **, unsigned);
+typedef int (*stream_fn)(void *);
+
 /* ------------------------------------------------------------- loading -- */
 
 /* No runtime, no device, a host pointer said to be CUDA, the wrong device:
@@ -266,9 +288,6 @@ static void test_pull_staged(void **state)
 	ts = psl_kv_zpull(w, &key, 1, &out, 0, NULL, NULL);
 	assert_true(ts >= 0);
 	assert_int_equal(g_sent[0].m.dst_dev_type, PSL_DEV_GPU);
-	n = reply_meta(&g_sent[0], 0, buf);
-	memset(&dest, 0, sizeof(dest));
-	assert_true(psl__po.host.recv_dest(psl__po.host.ctx, 8, buf, n, 1, sizeof(v), &dest) < 0);
 	{
 		const void *data[3] = {&key, v, &len};
 		size_t l[3] = {8, sizeof(v), 4};
@@ -279,6 +298,34 @@ static void test_pull_staged(void **state)
 	assert_int_equal(lens, 3);
 	dev_read(back, d, sizeof(back));
 	assert_memory_equal(back, v, sizeof(v));
+
+	/* a van that asks where to receive gets a pinned buffer (no loan of
+	 * device memory to a van that cannot write it): the copy to the GPU
+	 * is from pinned memory */
+	{
+		query_fn q = (query_fn)fake_sym("fake_cuda_query");
+		long pageable = q("pageable_copies"), pinned = q("pinned_copies");
+		const void *data[3] = {&key, NULL, &len};
+		size_t l[3] = {8, sizeof(v), 4};
+		double v2[3] = {7.5, 8.5, 9.5};
+		clear_sent();
+		ts = psl_kv_zpull(w, &key, 1, &out, 0, NULL, NULL);
+		n = reply_meta(&g_sent[0], 0, buf);
+		memset(&dest, 0, sizeof(dest));
+		assert_int_equal(
+			psl__po.host.recv_dest(psl__po.host.ctx, 8, buf, n, 1, sizeof(v2), &dest), 0);
+		assert_int_equal(dest.mem_type, PSL_MEM_HOST);
+		assert_ptr_not_equal(dest.data, d);
+		memcpy(dest.data, v2, sizeof(v2)); /* the van writes, gives it back, delivers */
+		psl__po.host.recv_dest_put(psl__po.host.ctx, dest.loan, 0);
+		data[1] = dest.data;
+		deliver_raw_lent_mem(8, buf, n, 3, data, l, 1, PSL_MEM_HOST, -1);
+		assert_int_equal(psl_kv_wait(w, ts), 0);
+		dev_read(back, d, sizeof(back));
+		assert_memory_equal(back, v2, sizeof(v2));
+		assert_int_equal(q("pageable_copies"), pageable + 1); /* (dev_read's) */
+		assert_int_equal(q("pinned_copies"), pinned + 1);
+	}
 	psl_kv_worker_free(w);
 	psl_mem_free(PSL_MEM_CUDA, 0, d);
 }
@@ -701,27 +748,6 @@ static void test_batch(void **state)
 
 /* ------------------------------------------------ ordering with the caller -- */
 
-/* A function of the loaded fake runtime (tests only). */
-static void *fake_sym(const char *name)
-{
-	void *h, *f;
-	assert_true(psl_cuda_describe(NULL, 0) > 0); /* loaded */
-	h = dlopen(FAKE_CUDART, RTLD_NOW | RTLD_NOLOAD);
-	assert_non_null(h);
-	f = dlsym(h, name);
-	dlclose(h);
-	assert_non_null(f);
-	return f;
-}
-
-typedef int (*fill_fn)(void *, uint32_t, size_t, unsigned, void *);
-typedef int (*kcopy_fn)(void *, const void *, size_t, unsigned, void *);
-typedef long (*query_fn)(const char *);
-typedef int (*memcpy_fn)(void *, const void *, size_t, int);
-typedef int (*int_fn)(void);
-typedef int (*setdev_fn)(int);
-typedef int (*mkstream_fn)(void **, unsigned);
-typedef int (*stream_fn)(void *);
 
 #define NV 4096		      /* floats in the buffers below */
 #define SLOW_US 100000	      /* a kernel that takes 0.1 s */
@@ -1018,7 +1044,10 @@ static void test_stream_api(void **state)
 	ts = psl_kv_zpull(w, &key, 1, &out, 0, NULL, NULL);
 	n = reply_meta(&g_sent[g_nsent - 1], 0, buf);
 	memset(&dest, 0, sizeof(dest));
-	assert_true(psl__po.host.recv_dest(psl__po.host.ctx, 8, buf, n, 1, NV * 4, &dest) < 0);
+	assert_int_equal(psl__po.host.recv_dest(psl__po.host.ctx, 8, buf, n, 1, NV * 4, &dest), 0);
+	assert_int_equal(dest.mem_type, PSL_MEM_HOST); /* pinned, not x */
+	assert_ptr_not_equal(dest.data, x);
+	psl__po.host.recv_dest_put(psl__po.host.ctx, dest.loan, -EIO); /* (not written) */
 	answer_pull(&g_sent[g_nsent - 1]);
 	assert_int_equal(psl_kv_wait(w, ts), 0);
 	assert_int_equal(((stream_fn)fake_sym("cudaStreamSynchronize"))(st), 0);
