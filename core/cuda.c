@@ -525,10 +525,10 @@ int psl__cuda_mark_wait(void *mark)
 	return cu_fail("waiting for the caller's CUDA work", e);
 }
 
-/* On the core's stream of dev (lock held): wait for after, copy, let then
- * wait for the copy, and wait for it here. CUDA error or 0. */
-static int copy_locked(int dev, void *dst, const void *src, size_t len, int kind, void *after,
-		       void *then)
+/* On the core's stream of dev (lock held): wait for after, copy, and let
+ * then wait for the copy. CUDA error or 0. */
+static int enqueue_copy_locked(int dev, void *dst, const void *src, size_t len, int kind,
+			       void *after, void *then)
 {
 	cu_stream s = streams[dev].s;
 	cu_event done = NULL;
@@ -540,11 +540,8 @@ static int copy_locked(int dev, void *dst, const void *src, size_t len, int kind
 	if (!e && nameable(then) && !(e = ev_get_locked(dev, &done))) {
 		if (!(e = cu.event_record(done, s)))
 			e = cu.stream_wait_event(then, done, 0);
+		ev_put_locked(dev, done); /* (the wait took the event's state) */
 	}
-	if (!e)
-		e = cu.stream_sync(s);
-	if (done)
-		ev_put_locked(dev, done);
 	return e;
 }
 
@@ -552,6 +549,7 @@ int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *s
 		      int32_t src_mem, int32_t src_dev, size_t len, void *after, void *then)
 {
 	int kind, dev, prev, rc, e;
+	cu_stream s;
 
 	if (!len)
 		return 0;
@@ -567,8 +565,14 @@ int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *s
 		return -ENODEV;
 	if ((rc = stream_enter(dev, &prev)))
 		return rc;
-	e = copy_locked(dev, dst, src, len, kind, after, then);
-	stream_leave(dev, prev);
+	s = streams[dev].s;
+	e = enqueue_copy_locked(dev, dst, src, len, kind, after, then);
+	/* the wait (for the caller's earlier work, too) without the lock: other
+	 * threads queue their copies meanwhile */
+	pthread_mutex_unlock(&streams[dev].mu);
+	if (!e)
+		e = cu.stream_sync(s);
+	dev_leave(dev, prev);
 	if (e)
 		return cu_fail(kind == CU_H2D	? "copy to the GPU"
 			       : kind == CU_D2H ? "copy from the GPU"

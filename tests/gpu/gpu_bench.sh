@@ -18,7 +18,7 @@
 #    0.5). Reported, not asserted: the machine's load moves them.
 # Fails only when a job fails or data is wrong; a van other than zmq that
 # does not start here is skipped with one line. Defaults: zmq and ucx, 4
-# KiB, 64 KiB and 1 MiB, 2 seconds a run (86 runs: about 5 minutes);
+# KiB, 64 KiB and 1 MiB, 2 seconds a run (86 runs: about 3-4 minutes);
 # --quick: zmq, 64 KiB, 1 second. With PS_CUDA_LIB set to the fake runtime
 # (tests/unit/.libs/libfakecudart.so) it runs against that:
 # gpu_bench_fake.sh does so in make check, to keep the script working.
