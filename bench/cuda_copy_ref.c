@@ -7,8 +7,11 @@
  *
  *   cuda_copy_ref [--gpu N] [BYTES...]     (default 65536 1048576 8388608)
  *
- * Prints "h2d BYTES GB/s" and "d2h BYTES GB/s" lines; exits 77 with one line
- * when there is no CUDA runtime or GPU (PS_CUDA_LIB chooses the runtime).
+ * Prints "h2d BYTES GB/s", "d2h BYTES GB/s" and "rt BYTES US" lines (rt:
+ * the median of one host-to-device plus one device-to-host copy, each
+ * synchronised: the round trip a GPU end adds to a request); exits 77 with
+ * one line when there is no CUDA runtime or GPU (PS_CUDA_LIB chooses the
+ * runtime).
  */
 #include "config.h"
 
@@ -42,6 +45,32 @@ static double rate(void *host, void *dev, int gpu, size_t len, bool h2d, int *er
 		t = now_s() - t0;
 	} while (t < 0.5);
 	return (double)len * (double)n / t / 1e9;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+	return x < y ? -1 : x > y;
+}
+
+/* Median microseconds of a round trip (len bytes there and back), over
+ * about 0.3 s. */
+static double round_trip_us(void *host, void *dev, int gpu, size_t len, int *err)
+{
+	static double us[100000];
+	double t0 = now_s(), t1;
+	size_t n = 0;
+	do {
+		t1 = now_s();
+		*err = psl__cuda_copy(dev, PSL_MEM_CUDA, gpu, host, PSL_MEM_HOST, -1, len);
+		if (!*err)
+			*err = psl__cuda_copy(host, PSL_MEM_HOST, -1, dev, PSL_MEM_CUDA, gpu, len);
+		if (*err)
+			return 0;
+		us[n++] = (now_s() - t1) * 1e6;
+	} while (now_s() - t0 < 0.3 && n < sizeof(us) / sizeof(us[0]));
+	qsort(us, n, sizeof(us[0]), cmp_double);
+	return us[n / 2];
 }
 
 int main(int argc, char **argv)
@@ -78,8 +107,8 @@ int main(int argc, char **argv)
 	for (i = 0; i < nsizes; i++) {
 		void *host, *dev;
 		int err = 0;
-		double h2d, d2h;
-		host = psl__cuda_stage_get(sizes[i], &err);
+		double h2d, d2h, rt;
+		host = psl__cuda_stage_get(sizes[i], gpu, &err);
 		if (!host || (err = psl_mem_alloc(PSL_MEM_CUDA, gpu, sizes[i], &dev))) {
 			fprintf(stderr, "cuda_copy_ref: %zu bytes: %s\n", sizes[i], psl_strerror(err));
 			return 1;
@@ -87,13 +116,15 @@ int main(int argc, char **argv)
 		memset(host, 0x5a, sizes[i]);
 		h2d = rate(host, dev, gpu, sizes[i], true, &err);
 		d2h = err ? 0 : rate(host, dev, gpu, sizes[i], false, &err);
+		rt = err ? 0 : round_trip_us(host, dev, gpu, sizes[i], &err);
 		psl_mem_free(PSL_MEM_CUDA, gpu, dev);
 		psl__cuda_stage_put(host);
 		if (err) {
 			fprintf(stderr, "cuda_copy_ref: %zu bytes: %s\n", sizes[i], psl_strerror(err));
 			return 1;
 		}
-		printf("h2d %zu %.3f\nd2h %zu %.3f\n", sizes[i], h2d, sizes[i], d2h);
+		printf("h2d %zu %.3f\nd2h %zu %.3f\nrt %zu %.2f\n", sizes[i], h2d, sizes[i], d2h,
+		       sizes[i], rt);
 	}
 	return 0;
 }

@@ -22,6 +22,28 @@ int psl__cuda_check(const char *what, const void *ptr, size_t len, int32_t mem, 
 int psl__cuda_copy(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
 		   int32_t src_mem, int32_t src_dev, size_t len);
 
+/* The same, ordered with the caller's CUDA work (core/cuda.c): after the
+ * event after (NULL: nothing to wait for), and with stream then waiting for
+ * the copy (PSL_CUDA_STREAM_NONE: no stream; the per-thread default stream
+ * cannot be named from another thread and is skipped: the copy is done
+ * when this returns anyway). */
+int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
+		      int32_t src_mem, int32_t src_dev, size_t len, void *after, void *then);
+/* A copy that reads or writes the GPU only after the work queued so far on
+ * the caller's stream (a mark recorded there first). */
+int psl__cuda_copy_after(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
+			 int32_t src_mem, int32_t src_dev, size_t len, void *stream);
+
+/* Marks (an event recorded now) the work queued so far on the caller's
+ * stream of device dev: *mark NULL for PSL_CUDA_STREAM_NONE. 0 or -errno
+ * (logged). Give it back with psl__cuda_mark_put. */
+int psl__cuda_mark(void *stream, int dev, void **mark);
+void psl__cuda_mark_put(int dev, void *mark);
+/* Whether the marked work is done (true for NULL), without waiting. */
+bool psl__cuda_mark_ready(void *mark);
+/* Waits (the host) until it is. 0 or -EIO. */
+int psl__cuda_mark_wait(void *mark);
+
 /* True when segments in CUDA memory go to the van as they are (the van
  * declares PSL_VAN_CAP_MEM_CUDA and PS_CUDA_DIRECT is not 0); else the core
  * stages them through pinned host buffers. */
@@ -29,8 +51,9 @@ bool psl__cuda_direct(void);
 
 /* A pinned host buffer of at least len bytes from the pool (NULL and
  * *err set if the runtime cannot give one), and its return. Buffers come in
- * power-of-two sizes and are reused: steady traffic allocates nothing. */
-void *psl__cuda_stage_get(size_t len, int *err);
+ * power-of-two sizes and are reused: steady traffic allocates nothing.
+ * dev: the GPU it is for (a new one is allocated there, portable). */
+void *psl__cuda_stage_get(size_t len, int dev, int *err);
 void psl__cuda_stage_put(void *buf);
 /* Pinned bytes the pool holds (in use or free), and buffers in use. */
 size_t psl__cuda_stage_bytes(size_t *in_use);

@@ -6,7 +6,8 @@
 #define PSL_CORE_CUDA_ABI_H
 
 /* cudaSuccess, cudaError_t values, cudaMemcpyKind, cudaStreamNonBlocking,
- * cudaMemoryType */
+ * cudaMemoryType, cudaErrorNotReady, cudaEventDisableTiming,
+ * cudaHostAllocPortable */
 enum {
 	CU_OK = 0,
 	CU_ERR_MEMORY = 2,
@@ -19,6 +20,9 @@ enum {
 	CU_STREAM_NON_BLOCKING = 1,
 	CU_MEMTYPE_DEVICE = 2,
 	CU_MEMTYPE_MANAGED = 3,
+	CU_ERR_NOT_READY = 600,
+	CU_EVENT_DISABLE_TIMING = 2,
+	CU_HOST_ALLOC_PORTABLE = 1,
 };
 
 struct cu_ptr_attr { /* cudaPointerAttributes, CUDA 11 and later */

@@ -87,7 +87,7 @@ void psl__kv_meta_dev(struct psl__meta *m, bool src, int mem, int dev)
 	}
 }
 
-int psl__kv_stage(struct psl__kv_copy **cp, const void *src, int dev, size_t len,
+int psl__kv_stage(struct psl__kv_copy **cp, const void *src, int dev, size_t len, void *stream,
 		  const void **out)
 {
 	void *buf;
@@ -97,10 +97,10 @@ int psl__kv_stage(struct psl__kv_copy **cp, const void *src, int dev, size_t len
 		return -ENOMEM;
 	if ((*cp)->stage)
 		return -EBUSY; /* one staged buffer per block */
-	buf = psl__cuda_stage_get(len, &rc);
+	buf = psl__cuda_stage_get(len, dev, &rc);
 	if (!buf)
 		return rc;
-	rc = psl__cuda_copy(buf, PSL_MEM_HOST, -1, src, PSL_MEM_CUDA, dev, len);
+	rc = psl__cuda_copy_after(buf, PSL_MEM_HOST, -1, src, PSL_MEM_CUDA, dev, len, stream);
 	if (rc) {
 		psl__cuda_stage_put(buf);
 		return rc;
@@ -108,6 +108,16 @@ int psl__kv_stage(struct psl__kv_copy **cp, const void *src, int dev, size_t len
 	(*cp)->stage = buf;
 	*out = buf;
 	return 0;
+}
+
+int psl__kv_cuda_ready(void *stream, int dev)
+{
+	void *mark;
+	int rc = psl__cuda_mark(stream, dev, &mark);
+	if (!rc)
+		rc = psl__cuda_mark_wait(mark);
+	psl__cuda_mark_put(dev, mark);
+	return rc;
 }
 
 void psl__kv_request_meta(const struct psl_kv_worker *w, struct psl__meta *m, int cmd, int ts,

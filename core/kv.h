@@ -44,6 +44,7 @@ struct psl_kv_worker {
 	struct psl__customer c;
 	enum psl_dtype dt;
 	size_t esz;
+	_Atomic(void *) cuda_stream; /* the caller's stream of its GPU buffers */
 };
 
 /* What a worker request's priv is (its first int). */
@@ -65,10 +66,14 @@ void psl__kv_meta_data(struct psl__meta *m, enum psl_dtype dt, bool keys, bool l
  * of device dev, as ps-lite's SArray carries them. */
 void psl__kv_meta_dev(struct psl__meta *m, bool src, int mem, int dev);
 /* Copies len bytes of CUDA memory (device dev) into a pinned buffer that
- * *cp (created if NULL: refs 1, no data) owns from then on; *out is where
- * they now are. 0 or -errno (logged). */
-int psl__kv_stage(struct psl__kv_copy **cp, const void *src, int dev, size_t len,
+ * *cp (created if NULL: refs 1, no data) owns from then on, after the work
+ * queued so far on the caller's stream; *out is where they now are. 0 or
+ * -errno (logged). */
+int psl__kv_stage(struct psl__kv_copy **cp, const void *src, int dev, size_t len, void *stream,
 		  const void **out);
+/* Waits (the host) for the work queued so far on the caller's stream of
+ * device dev: before a van reads a GPU buffer directly. 0 or -errno. */
+int psl__kv_cuda_ready(void *stream, int dev);
 /* A worker's request to node id: meta initialised, then head (cmd), app and
  * customer ids, timestamp, request, push, recver; sid 0. */
 void psl__kv_request_meta(const struct psl_kv_worker *w, struct psl__meta *m, int cmd, int ts,

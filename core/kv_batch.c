@@ -36,6 +36,9 @@ struct kvb {
 	int *first; /* S + 1: server r's messages are msg[first[r] .. first[r+1]) */
 	int *left;  /* S: answers still owed by server r */
 	void **stage; /* NULL, or npush pinned copies of CUDA push tensors */
+	void *stream; /* the caller's CUDA stream */
+	void *mark;   /* GPU pull tensors: the caller's work before the call */
+	int mark_dev;
 	size_t nmsg;
 	struct bmsg msg[];
 };
@@ -150,23 +153,45 @@ static int check_batch(const struct psl_kv_worker *w, const struct psl_kv_batch 
 }
 
 /* Push tensors in CUDA memory that the van cannot take are copied once into
- * pinned buffers, which every server's message of the tensor is sent from. */
+ * pinned buffers, which every server's message of the tensor is sent from,
+ * after the caller's work queued on its stream; a van that takes them as
+ * they are gets them once that work is done. */
 static int stage_pushes(struct psl_kv_worker *w, struct kvb *q)
 {
 	size_t i;
-	int rc;
+	int rc, ready_dev = -1;
 	for (i = 0; i < q->b->npush; i++) {
 		const struct psl_kv_tensor *t = &q->b->push[i];
-		if (t->mem != PSL_MEM_CUDA || !t->len || psl__cuda_direct())
+		if (t->mem != PSL_MEM_CUDA || !t->len)
 			continue;
+		if (psl__cuda_direct()) {
+			if (t->dev != ready_dev && (rc = psl__kv_cuda_ready(q->stream, t->dev)))
+				return rc;
+			ready_dev = t->dev;
+			continue;
+		}
 		if (!q->stage && !(q->stage = calloc(q->b->npush, sizeof(void *))))
 			return -ENOMEM;
-		if (!(q->stage[i] = psl__cuda_stage_get(t->len * w->esz, &rc)))
+		if (!(q->stage[i] = psl__cuda_stage_get(t->len * w->esz, t->dev, &rc)))
 			return rc;
-		rc = psl__cuda_copy(q->stage[i], PSL_MEM_HOST, -1, t->vals, t->mem, t->dev,
-				    t->len * w->esz);
+		rc = psl__cuda_copy_after(q->stage[i], PSL_MEM_HOST, -1, t->vals, t->mem, t->dev,
+					  t->len * w->esz, q->stream);
 		if (rc)
 			return rc;
+	}
+	return 0;
+}
+
+/* GPU pull tensors are written after the caller's work queued so far. */
+static int mark_pulls(struct kvb *q)
+{
+	size_t i;
+	for (i = 0; i < q->b->npull; i++) {
+		const struct psl_kv_tensor *t = &q->b->pull[i];
+		if (t->mem == PSL_MEM_CUDA && t->len) {
+			q->mark_dev = t->dev;
+			return psl__cuda_mark(q->stream, t->dev, &q->mark);
+		}
 	}
 	return 0;
 }
@@ -236,6 +261,7 @@ static void kvb_free(struct kvb *q)
 	for (i = 0; q->stage && i < q->b->npush; i++)
 		psl__cuda_stage_put(q->stage[i]);
 	free(q->stage);
+	psl__cuda_mark_put(q->mark_dev, q->mark);
 	free(q->first);
 	free(q->left);
 	free(q);
@@ -298,7 +324,8 @@ int psl_kv_batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 	q = plan(w, b, flags, S, &rc);
 	if (!q)
 		return rc;
-	if ((rc = stage_pushes(w, q))) {
+	q->stream = atomic_load(&w->cuda_stream);
+	if ((rc = stage_pushes(w, q)) || (rc = mark_pulls(q))) {
 		kvb_free(q);
 		return rc;
 	}
@@ -471,7 +498,7 @@ int psl__kvb_recv_dest_locked(struct psl_kv_worker *w, struct psl__req *r,
 		return -ENOENT;
 	t = tensor_of(q, g->t, &push);
 	if (push || !t->vals || len > t->len * w->esz ||
-	    (t->mem == PSL_MEM_CUDA && !psl__cuda_direct()))
+	    (t->mem == PSL_MEM_CUDA && (!psl__cuda_direct() || !psl__cuda_mark_ready(q->mark))))
 		return -ENOENT;
 	g->lent = true;
 	r->loans++;
@@ -500,9 +527,10 @@ void psl__kvb_on_complete(struct psl_kv_worker *w, struct psl__req *r)
 		t = &q->b->pull[g->t - q->b->npush];
 		/* (the van may have received the values in place) */
 		if (!r->status && g->raw->segs[1].len && g->raw->segs[1].data != t->vals) {
-			int rc = psl__cuda_copy(t->vals, t->mem, t->dev, g->raw->segs[1].data,
-						g->raw->segs[1].mem_type, g->raw->segs[1].dev_id,
-						g->raw->segs[1].len);
+			int rc = psl__cuda_copy_on(t->vals, t->mem, t->dev, g->raw->segs[1].data,
+						   g->raw->segs[1].mem_type,
+						   g->raw->segs[1].dev_id, g->raw->segs[1].len,
+						   q->mark, q->stream);
 			if (rc)
 				r->status = rc;
 		}

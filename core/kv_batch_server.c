@@ -279,6 +279,11 @@ fail:
 	return rc;
 }
 
+int psl_kv_batch_server_set_cuda_stream(struct psl_kv_batch_server *s, void *stream)
+{
+	return s ? psl_kv_server_set_cuda_stream(s->kv, stream) : -EINVAL;
+}
+
 int psl_kv_batch_server_recv_buffer(struct psl_kv_batch_server *s, int worker_rank,
 				    uint64_t key, void *buf, size_t len, enum psl_mem_type mem,
 				    int dev)

@@ -51,6 +51,7 @@ struct psl_kv_server {
 	void (*on_finalize)(struct psl_kv_server *s, void *arg);
 	void *fin_arg;
 	struct regtab *regs; /* NULL until a buffer is registered */
+	_Atomic(void *) cuda_stream; /* the caller's stream of its GPU buffers */
 };
 
 atomic_int psl__kv_recv_regs;
@@ -197,6 +198,7 @@ struct kv_req {
 	int reply_to; /* the sender's id (pub.meta.sender names its group) */
 	struct psl__office *office; /* the server node it came to */
 	atomic_int refs; /* 1, plus one per psl_kv_request_hold */
+	void *stream; /* the server's CUDA stream when it came */
 };
 
 /* Request records are kept for reuse (at most 256, process-wide): steady
@@ -327,8 +329,17 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 		/* CUDA values the van cannot take (or that the caller does not
 		 * keep: psl_kv_respond) are staged in pinned memory; after that
 		 * copy nothing of the caller's is referenced */
+		if (vmem == PSL_MEM_CUDA && vb && !copy && psl__cuda_direct() &&
+		    (rc = psl__kv_cuda_ready(q->stream, res->dev))) {
+			/* (the van reads it itself: after the caller's work) */
+			if (done && (!cp || cp->user_done != done))
+				PSL__USER_CALL(done(done_arg));
+			psl__kv_copy_put(cp); /* (calls done if it holds it) */
+			psl_kv_respond_error(&q->pub, rc);
+			return rc;
+		}
 		if (vmem == PSL_MEM_CUDA && vb && (copy || !psl__cuda_direct())) {
-			rc = psl__kv_stage(&cp, vals, res->dev, vb, &vals);
+			rc = psl__kv_stage(&cp, vals, res->dev, vb, q->stream, &vals);
 			if (rc) {
 				if (!copy && done && (!cp || cp->user_done != done))
 					PSL__USER_CALL(done(done_arg));
@@ -361,6 +372,14 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 	}
 	req_free(q);
 	return rc;
+}
+
+int psl_kv_server_set_cuda_stream(struct psl_kv_server *s, void *stream)
+{
+	if (!s)
+		return -EINVAL;
+	atomic_store(&s->cuda_stream, stream);
+	return 0;
 }
 
 int psl_kv_respond(struct psl_kv_request *req, const struct psl_kv *res)
@@ -424,6 +443,23 @@ static const void *aligned_frame(struct kv_req *q, const struct psl_van_rseg *s,
 	return dst;
 }
 
+/* A registered GPU buffer is written after the work queued so far on the
+ * server's stream (which may still read the last push), and that stream
+ * waits for the copy. */
+static int copy_into_registered(struct kv_req *q, const struct recv_reg *reg,
+				const struct psl_van_rseg *v)
+{
+	void *mark = NULL;
+	int rc = 0;
+	if (reg->mem == PSL_MEM_CUDA && q->stream != PSL_CUDA_STREAM_PER_THREAD)
+		rc = psl__cuda_mark(q->stream, reg->dev, &mark);
+	if (!rc)
+		rc = psl__cuda_copy_on(reg->buf, reg->mem, reg->dev, v->data, v->mem_type,
+				       v->dev_id, v->len, mark, q->stream);
+	psl__cuda_mark_put(reg->dev, mark);
+	return rc;
+}
+
 /* A push of one key from a worker that registered a buffer for it: its
  * values are put there (copied, unless the van received them in place) and
  * the request's kv points there. 0, 1 when there is no registration, or
@@ -454,8 +490,7 @@ static int into_registered(struct psl_kv_server *s, struct kv_req *q,
 		return -EMSGSIZE;
 	}
 	if (v->data != reg.buf)
-		rc = psl__cuda_copy(reg.buf, reg.mem, reg.dev, v->data, v->mem_type, v->dev_id,
-				    v->len);
+		rc = copy_into_registered(q, &reg, v);
 	if (rc) {
 		snprintf(why, whylen, "its values could not be copied into the receive buffer "
 			 "registered for key %llu (%s)", (unsigned long long)key, psl_strerror(rc));
@@ -493,6 +528,7 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 	q->app_id = c->app_id;
 	q->dt = s->dt;
 	q->esz = s->esz;
+	q->stream = atomic_load(&s->cuda_stream);
 	q->sid = m->sid;
 	q->reply_to = m->sender;
 	q->office = c->office;

@@ -24,9 +24,12 @@ struct slice {
 enum { KIND_PULL = PSL__KV_PULL, KIND_TRIGGER = PSL__KV_TRIGGER };
 
 /* Where a request's buffers are: the caller's values (user_*), what is sent
- * (send_mem: host once staged) and the pull destination (out_*). */
+ * (send_mem: host once staged) and the pull destination (out_*); the
+ * caller's CUDA stream and, for a pull into GPU memory, the mark of the
+ * work queued there before the call (written only after it). */
 struct mem_of {
 	int user_mem, user_dev, send_mem, out_mem, out_dev;
+	void *stream, *mark;
 };
 
 /* Per-request state of a pull: where the answers go. */
@@ -43,6 +46,8 @@ struct pull {
 		size_t k0, k1;
 		struct psl_van_rmsg *raw;
 		bool lent; /* the van writes this server's values into out->vals */
+		void *stage; /* or into this pinned buffer (out->vals is on a GPU) */
+		size_t stage_len;
 	} part[];
 };
 
@@ -281,8 +286,13 @@ static struct psl_van_cache pull_cache = PSL_VAN_CACHE_INIT(256, PULL_BYTES(PULL
 
 static void pull_free(struct pull *p)
 {
-	if (p)
-		psl_van_cache_put(&pull_cache, p, PULL_BYTES(p->nservers));
+	int i;
+	if (!p)
+		return;
+	for (i = 0; i < p->nservers; i++)
+		psl__cuda_stage_put(p->part[i].stage);
+	psl__cuda_mark_put(p->mo.out_dev, p->mo.mark);
+	psl_van_cache_put(&pull_cache, p, PULL_BYTES(p->nservers));
 }
 
 static struct pull *pull_new(const struct job *j, const struct slice *sl, int S)
@@ -335,6 +345,7 @@ static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 			rc = -ENOMEM;
 			goto out;
 		}
+		j->mo.mark = NULL; /* the pull's now */
 		if (j->cp)
 			atomic_fetch_add(&j->cp->refs, 1); /* held until completion */
 		if ((ops & OP_PUSH) && psl__po.cfg.resend) {
@@ -508,6 +519,7 @@ static int do_request(struct psl_kv_worker *w, const struct psl_kv *kv, const ui
 	if ((j.nkeys && !j.keys) || (j.nvals && !j.vals))
 		return -EINVAL;
 	j.mo.out_dev = j.mo.user_dev = -1;
+	j.mo.stream = atomic_load(&w->cuda_stream);
 	if ((kv && kv->mem != PSL_MEM_HOST) || (out && out->mem != PSL_MEM_HOST)) {
 		/* the call's name, for the error */
 		static const char *const name[2][4] = {
@@ -537,14 +549,22 @@ static int do_request(struct psl_kv_worker *w, const struct psl_kv *kv, const ui
 	 * caller keeps them (z-forms); else they are staged in pinned memory:
 	 * the one copy a push makes anyway */
 	if (j.mo.send_mem == PSL_MEM_CUDA && j.nkeys && j.nvals && (copy || !psl__cuda_direct())) {
-		rc = psl__kv_stage(&j.cp, j.vals, j.mo.user_dev, j.nvals * w->esz, &j.vals);
-		if (rc) {
-			psl__kv_copy_put(j.cp);
-			return rc;
-		}
+		rc = psl__kv_stage(&j.cp, j.vals, j.mo.user_dev, j.nvals * w->esz, j.mo.stream,
+				   &j.vals);
 		j.mo.send_mem = PSL_MEM_HOST;
+	} else if (j.mo.send_mem == PSL_MEM_CUDA && j.nkeys && j.nvals) {
+		/* the van reads the GPU buffer itself: once the caller's work is done */
+		rc = psl__kv_cuda_ready(j.mo.stream, j.mo.user_dev);
 	}
-	return submit(&j, ops, cb, arg);
+	if (!rc && j.mo.out_mem == PSL_MEM_CUDA && j.nkeys)
+		rc = psl__cuda_mark(j.mo.stream, j.mo.out_dev, &j.mo.mark);
+	if (rc) {
+		psl__kv_copy_put(j.cp);
+		return rc;
+	}
+	rc = submit(&j, ops, cb, arg);
+	psl__cuda_mark_put(j.mo.out_dev, j.mo.mark); /* (if no pull took it) */
+	return rc;
 }
 
 int psl_kv_push(struct psl_kv_worker *w, const struct psl_kv *kv, int cmd, psl_kv_cb cb,
@@ -569,6 +589,14 @@ int psl_kv_zpull(struct psl_kv_worker *w, const uint64_t *keys, size_t num_keys,
 		 struct psl_kv_out *out, int cmd, psl_kv_cb cb, void *arg)
 {
 	return do_request(w, NULL, keys, num_keys, out, OP_PULL, false, cmd, cb, arg);
+}
+
+int psl_kv_worker_set_cuda_stream(struct psl_kv_worker *w, void *stream)
+{
+	if (!w)
+		return -EINVAL;
+	atomic_store(&w->cuda_stream, stream);
+	return 0;
 }
 
 int psl_kv_pushpull(struct psl_kv_worker *w, const struct psl_kv *kv, struct psl_kv_out *out,
@@ -749,10 +777,11 @@ static void kvw_on_complete(struct psl__customer *c, struct psl__req *r)
 		if (!r->status) {
 			/* (the van may have received the values in place) */
 			if (bytes && raw->segs[1].data != (char *)p->out->vals + off * w->esz) {
-				int rc = psl__cuda_copy((char *)p->out->vals + off * w->esz,
-							p->mo.out_mem, p->mo.out_dev,
-							raw->segs[1].data, raw->segs[1].mem_type,
-							raw->segs[1].dev_id, bytes);
+				int rc = psl__cuda_copy_on((char *)p->out->vals + off * w->esz,
+							   p->mo.out_mem, p->mo.out_dev,
+							   raw->segs[1].data, raw->segs[1].mem_type,
+							   raw->segs[1].dev_id, bytes, p->mo.mark,
+							   p->mo.stream);
 				if (rc)
 					r->status = rc;
 			}
@@ -776,10 +805,33 @@ static void kvw_on_complete(struct psl__customer *c, struct psl__req *r)
 	r->priv = NULL;
 }
 
+/* A pinned buffer of len bytes for server rank's answer (the pull's until
+ * it is freed), as the van's destination. 0 or -errno. */
+static int lend_stage(struct pull *p, int rank, size_t len, struct psl_van_dest *dest)
+{
+	int rc = -ENOMEM;
+	if (p->part[rank].stage && p->part[rank].stage_len < len) {
+		psl__cuda_stage_put(p->part[rank].stage);
+		p->part[rank].stage = NULL;
+	}
+	if (!p->part[rank].stage) {
+		p->part[rank].stage = psl__cuda_stage_get(len, p->mo.out_dev, &rc);
+		if (!p->part[rank].stage)
+			return rc;
+		p->part[rank].stage_len = len;
+	}
+	dest->data = p->part[rank].stage;
+	dest->mem_type = PSL_MEM_HOST;
+	dest->dev_id = -1;
+	return 0;
+}
+
 /* The van asks where a pull answer's values should go: straight into the
  * caller's out->vals when this answer's place there is known before it
  * arrives (it comes first: no server before it has keys of the request)
- * and it fits. The request cannot complete until the loan comes back. */
+ * and it fits; for out->vals in GPU memory that the van cannot write (or
+ * not yet: the caller's earlier work still runs), a pinned buffer. The
+ * request cannot complete until the loan comes back. */
 static int kvw_recv_dest(struct psl__customer *c, const struct psl__meta *m, uint32_t seg,
 			 size_t len, struct psl_van_dest *dest)
 {
@@ -813,21 +865,28 @@ static int kvw_recv_dest(struct psl__customer *c, const struct psl__meta *m, uin
 		goto out;
 	if (!p || p->kind != KIND_PULL || !psl__req_awaits_locked(c, r, m->sender) || rank < 0 ||
 	    rank >= p->nservers || p->part[rank].raw || p->part[rank].lent ||
-	    len > p->out->cap * w->esz || !p->out->vals ||
-	    (p->mo.out_mem == PSL_MEM_CUDA && !psl__cuda_direct()))
+	    len > p->out->cap * w->esz || !p->out->vals)
 		goto out;
-	for (i = 0; i < rank; i++)
-		if (p->part[i].k1 != p->part[i].k0)
+	if (p->mo.out_mem == PSL_MEM_CUDA &&
+	    (!psl__cuda_direct() || !psl__cuda_mark_ready(p->mo.mark))) {
+		/* the GPU buffer cannot be lent (yet): a pinned one, from which
+		 * the ordered copy on completion is a fast one */
+		if ((rc = lend_stage(p, rank, len, dest)))
 			goto out;
+	} else {
+		for (i = 0; i < rank; i++)
+			if (p->part[i].k1 != p->part[i].k0)
+				goto out;
+		dest->data = p->out->vals;
+		dest->mem_type = p->mo.out_mem;
+		dest->dev_id = p->mo.out_dev;
+	}
 	p->part[rank].lent = true;
 	r->loans++;
 	l->hdr.put = worker_loan_put;
 	l->c = c;
 	l->r = r;
 	l->rank = rank;
-	dest->data = p->out->vals;
-	dest->mem_type = p->mo.out_mem;
-	dest->dev_id = p->mo.out_dev;
 	dest->loan = l;
 	l = NULL;
 	rc = 0;

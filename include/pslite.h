@@ -186,6 +186,29 @@ enum psl_mem_type {
 };
 #endif
 
+/*
+ * Ordering with the caller's CUDA work. A GPU buffer given to pslite
+ * belongs to a CUDA stream of the caller's (a cudaStream_t, passed as
+ * void *): pslite reads a pushed (or a server's answered) buffer only after
+ * the work queued on that stream before the call, and writes a pulled one
+ * only after it too; the caller's work queued on that stream after the
+ * request completes sees the pulled values (pslite's own stream waits for
+ * the caller's through events, never a device-wide synchronisation). The
+ * stream of a worker's or a server's buffers is set with
+ * psl_kv_worker_set_cuda_stream, psl_kv_server_set_cuda_stream or
+ * psl_kv_batch_server_set_cuda_stream and holds for the calls made after
+ * it; by default it is the legacy default stream (PSL_CUDA_STREAM_LEGACY),
+ * which also orders after every blocking stream's work. With PyTorch pass
+ * torch.cuda.current_stream().cuda_stream (the Python layer does).
+ * PSL_CUDA_STREAM_PER_THREAD is the calling thread's per-thread default
+ * stream (cudaStreamPerThread); PSL_CUDA_STREAM_NONE orders nothing: the
+ * caller promises the data is ready (StepMesh's need_event = false). A
+ * stream must be of the buffer's device.
+ */
+#define PSL_CUDA_STREAM_LEGACY ((void *)0)
+#define PSL_CUDA_STREAM_PER_THREAD ((void *)2)
+#define PSL_CUDA_STREAM_NONE ((void *)-1)
+
 /* One line about the CUDA runtime and its devices in buf ("runtime 12.4
  * (libcudart.so.12), driver 12.6, 1 device; 0: NVIDIA H100 ...") and the
  * number of devices, or a negative errno with buf saying why there is
@@ -281,6 +304,10 @@ PSL_EXPORT int psl_kv_pushpull(struct psl_kv_worker *w, const struct psl_kv *kv,
 			       struct psl_kv_out *out, int cmd, psl_kv_cb cb, void *arg);
 PSL_EXPORT int psl_kv_zpushpull(struct psl_kv_worker *w, const struct psl_kv *kv,
 				struct psl_kv_out *out, int cmd, psl_kv_cb cb, void *arg);
+/* The CUDA stream the worker's GPU buffers belong to, for the requests
+ * made after this call (see "Ordering with the caller's CUDA work" above;
+ * default PSL_CUDA_STREAM_LEGACY). 0, or -EINVAL for w NULL. */
+PSL_EXPORT int psl_kv_worker_set_cuda_stream(struct psl_kv_worker *w, void *stream);
 /* Wait for request ts; returns its status (0, or the error it failed with). A
  * timestamp that completed long ago returns 0. Errors of note: -EHOSTDOWN or
  * -ECONNRESET or -ETIMEDOUT (a server it needs was lost), -ENOLINK (this node
@@ -329,6 +356,11 @@ PSL_EXPORT void psl_kv_server_free(struct psl_kv_server *s);
 PSL_EXPORT int psl_kv_server_on_finalize(struct psl_kv_server *s,
 					 void (*cb)(struct psl_kv_server *s, void *arg),
 					 void *arg);
+
+/* The CUDA stream the server's GPU buffers belong to (responses from GPU
+ * memory, registered GPU receive buffers), for the calls made after this
+ * one; default PSL_CUDA_STREAM_LEGACY. 0, or -EINVAL for s NULL. */
+PSL_EXPORT int psl_kv_server_set_cuda_stream(struct psl_kv_server *s, void *stream);
 
 /* Answer req. res is NULL for a push; for a pull, the keys, values and
  * (optional) lens to send back, copied before return. Frees req. */
@@ -472,6 +504,9 @@ PSL_EXPORT void psl_kv_batch_server_free(struct psl_kv_batch_server *s);
 PSL_EXPORT int psl_kv_batch_server_recv_buffer(struct psl_kv_batch_server *s, int worker_rank,
 					       uint64_t key, void *buf, size_t len,
 					       enum psl_mem_type mem, int dev);
+/* psl_kv_server_set_cuda_stream for a batch server: the stream its
+ * answers from GPU tensors and its GPU receive buffers belong to. */
+PSL_EXPORT int psl_kv_batch_server_set_cuda_stream(struct psl_kv_batch_server *s, void *stream);
 /* Blocks until a batch is complete (queue mode): 0 and *req set, -ETIMEDOUT
  * after timeout_ms (< 0: no limit), -ESHUTDOWN once the node finalizes. */
 PSL_EXPORT int psl_kv_batch_next(struct psl_kv_batch_server *s, int timeout_ms,

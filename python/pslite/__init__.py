@@ -152,6 +152,9 @@ def _declare(lib):
         "psl_kv_batch_respond_error": (c_int, [c_vp, ctypes.c_uint64, c_int]),
         "psl_kv_batch_server_recv_buffer": (c_int, [c_vp, c_int, ctypes.c_uint64, c_vp, c_sz,
                                                     c_int, c_int]),
+        "psl_kv_worker_set_cuda_stream": (c_int, [c_vp, c_vp]),
+        "psl_kv_server_set_cuda_stream": (c_int, [c_vp, c_vp]),
+        "psl_kv_batch_server_set_cuda_stream": (c_int, [c_vp, c_vp]),
     }
     for name, (res, args) in sigs.items():
         f = getattr(lib, name)
@@ -325,6 +328,36 @@ def _torch_view(t, size, writable):
     return cbuf, nbytes // size
 
 
+# PSL_CUDA_STREAM_NONE: no ordering, the data is ready (need_event=False)
+_STREAM_NONE = (1 << (8 * ctypes.sizeof(ctypes.c_void_p))) - 1
+
+
+def _cuda_stream(cbufs, need_event=True):
+    """The CUDA stream that the CUDA tensors among the views cbufs belong
+    to, as pslite takes it (include/pslite.h): PyTorch's current stream of
+    their device (its cuda_stream; 0, the default stream, is pslite's
+    default too), or PSL_CUDA_STREAM_NONE when need_event is false
+    (StepMesh's meaning: the caller says the data is ready). None when no
+    view is on a GPU: nothing to set."""
+    dev = next((c.dev for c in cbufs if isinstance(c, _DevBuf)), None)
+    if dev is None:
+        return None
+    if not need_event:
+        return ctypes.c_void_p(_STREAM_NONE)
+    import torch
+    return ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream or None)
+
+
+def _with_stream(mu, set_stream, obj, stream, call):
+    """call(), with obj's CUDA stream set to stream first when it is not
+    None; mu keeps the setting and the call together."""
+    if stream is None:
+        return call()
+    with mu:
+        _check("set_cuda_stream", set_stream(obj, stream))
+        return call()
+
+
 def _view(buf, size, writable, dtype=None):
     """buf's memory as a ctypes array, zero-copy where buf is writable, and
     its number of values: any buffer-protocol object or a CPU torch tensor."""
@@ -381,6 +414,14 @@ class KVWorker:
         _check("KVWorker", _lib().psl_kv_worker_new(app_id, customer_id, self._dt,
                                                     ctypes.byref(self._w)))
         self._held = {}
+        self._mu = threading.Lock()
+
+    def _ordered(self, cbufs, call, need_event=True):
+        """call() ordered with PyTorch's current stream when a CUDA tensor
+        is among cbufs (pslite reads and writes it after the work queued
+        there, and that stream's later work sees what a pull wrote)."""
+        return _with_stream(self._mu, _lib().psl_kv_worker_set_cuda_stream, self._w,
+                            _cuda_stream(cbufs, need_event), call)
 
     def _out(self, out):
         cbuf, n = _view(out, self._size, True, self._dtname)
@@ -388,21 +429,22 @@ class KVWorker:
 
     def push(self, keys, vals, lens=None, cmd=0):
         kv = _make_kv(keys, vals, lens, self._size, self._dtname)
-        return _check("push", _lib().psl_kv_push(self._w, ctypes.byref(kv), cmd, None, None))
+        return _check("push", self._ordered([kv._buf], lambda: _lib().psl_kv_push(
+            self._w, ctypes.byref(kv), cmd, None, None)))
 
     def pull(self, keys, out, cmd=0):
         karr = _keys(keys)
         o, refs = self._out(out)
-        ts = _check("pull", _lib().psl_kv_pull(self._w, karr, len(keys), ctypes.byref(o), cmd,
-                                              None, None))
+        ts = _check("pull", self._ordered([refs], lambda: _lib().psl_kv_pull(
+            self._w, karr, len(keys), ctypes.byref(o), cmd, None, None)))
         self._held[ts] = (o, refs, out)
         return ts
 
     def pushpull(self, keys, vals, out, lens=None, cmd=0):
         kv = _make_kv(keys, vals, lens, self._size, self._dtname)
         o, refs = self._out(out)
-        ts = _check("pushpull", _lib().psl_kv_pushpull(self._w, ctypes.byref(kv),
-                                                      ctypes.byref(o), cmd, None, None))
+        ts = _check("pushpull", self._ordered([kv._buf, refs], lambda: _lib().psl_kv_pushpull(
+            self._w, ctypes.byref(kv), ctypes.byref(o), cmd, None, None)))
         self._held[ts] = (o, refs, out)
         return ts
 
@@ -435,8 +477,8 @@ class Request:
     timestamp, keys (a list), vals (bytes, the pushed values), lens (list or
     None). Answer it exactly once: respond() or respond_error()."""
 
-    def __init__(self, ptr, size, dtype=None):
-        self._p, self._size, self._dtname = ptr, size, dtype
+    def __init__(self, ptr, size, dtype=None, server=None):
+        self._p, self._size, self._dtname, self._server = ptr, size, dtype, server
         m, kv = ptr.contents.meta, ptr.contents.kv
         self.cmd, self.push, self.pull = m.cmd, m.push, m.pull
         self.sender, self.timestamp = m.sender, m.timestamp
@@ -458,7 +500,13 @@ class Request:
             rc = _lib().psl_kv_respond(self._p, None)
         else:
             kv = _make_kv(keys, vals, lens, self._size, self._dtname)
-            rc = _lib().psl_kv_respond(self._p, ctypes.byref(kv))
+            p = self._p
+            if self._server is None:
+                rc = _lib().psl_kv_respond(p, ctypes.byref(kv))
+            else:  # a CUDA tensor: read after PyTorch's current stream's work
+                rc = _with_stream(self._server._mu, _lib().psl_kv_server_set_cuda_stream,
+                                  self._server._s, _cuda_stream([kv._buf]),
+                                  lambda: _lib().psl_kv_respond(p, ctypes.byref(kv)))
         self._p = None
         _check("respond", rc)
 
@@ -483,11 +531,12 @@ class KVServer:
         self._handler = handler
         self._cb = _HANDLER(self._call)
         self._s = ctypes.c_void_p()
+        self._mu = threading.Lock()
         _check("KVServer", _lib().psl_kv_server_new(app_id, _DTYPES[dtype][0], self._cb, None,
                                                     ctypes.byref(self._s)))
 
     def _call(self, _s, req, _arg):
-        r = Request(req, self.size, self.dtype)
+        r = Request(req, self.size, self.dtype, self)
         try:
             self._handler(self, r)
         except Exception as e:  # the worker must hear of it, not hang
@@ -553,14 +602,18 @@ class AFWorker:
         self._flags = 1 if broadcast else 0
         self._held = {}
 
-    def push_pull(self, push_tensors, push_keys, pull_tensors, pull_keys, cmd=0):
+    def push_pull(self, push_tensors, push_keys, pull_tensors, pull_keys, cmd=0,
+                  need_event=True):
         """Start one batch; returns a handle for wait(). The tensors (any
-        buffer; pull ones writable) must stay alive and unchanged until then."""
+        buffer; pull ones writable) must stay alive and unchanged until then.
+        CUDA tensors are read and written after the work queued so far on
+        PyTorch's current stream, whose later work sees the pulled values;
+        need_event=False (StepMesh's) skips that: they are ready."""
         push, r1 = _tensors(push_tensors, push_keys, self._size, False, "push", self._dtname)
         pull, r2 = _tensors(pull_tensors, pull_keys, self._size, True, "pull", self._dtname)
         b = _Batch(push, len(push_keys), pull, len(pull_keys))
-        ts = _check("push_pull", _lib().psl_kv_batch_pushpull(self._kv._w, ctypes.byref(b), cmd,
-                                                             self._flags, None, None))
+        ts = _check("push_pull", self._kv._ordered(r1 + r2, lambda: _lib().psl_kv_batch_pushpull(
+            self._kv._w, ctypes.byref(b), cmd, self._flags, None, None), need_event))
         self._held[ts] = (b, push, pull, r1, r2, push_tensors, pull_tensors)
         return ts
 
@@ -617,6 +670,7 @@ class AFServer:
         self._size, self._dtname = _DTYPES[dtype][1], dtype
         self._s = ctypes.c_void_p()
         self._regs = {}
+        self._mu = threading.Lock()
         _check("AFServer", _lib().psl_kv_batch_server_new(app_id, _DTYPES[dtype][0], max_tensors,
                                                           None, None, ctypes.byref(self._s)))
 
@@ -644,11 +698,16 @@ class AFServer:
         ptr = cbuf.ptr if isinstance(cbuf, _DevBuf) else ctypes.addressof(cbuf)
         self._regs[(worker_rank, key)] = (buf, ptr, cbuf)
 
-    def respond(self, tensors, batch):
-        """Answer batch with one tensor per pull key, in the batch's order."""
+    def respond(self, tensors, batch, need_event=True):
+        """Answer batch with one tensor per pull key, in the batch's order.
+        CUDA tensors are read after the work queued so far on PyTorch's
+        current stream; need_event=False (StepMesh's) says they are ready."""
         keys = [k for k, _ in batch.pull]
-        arr, _ = _tensors(tensors, keys, self._size, False, "respond", self._dtname)
-        _check("respond", _lib().psl_kv_batch_respond(self._s, batch.id, arr, len(keys)))
+        arr, refs = _tensors(tensors, keys, self._size, False, "respond", self._dtname)
+        _check("respond", _with_stream(
+            self._mu, _lib().psl_kv_batch_server_set_cuda_stream, self._s,
+            _cuda_stream(refs, need_event),
+            lambda: _lib().psl_kv_batch_respond(self._s, batch.id, arr, len(keys))))
 
     def respond_error(self, batch, errno_value):
         _check("respond_error", _lib().psl_kv_batch_respond_error(self._s, batch.id,

@@ -15,7 +15,9 @@ gives each pushed tensor as a flat uint8 torch tensor (bytes without torch):
 view it with ``t.view(dtype).reshape(shape)``, as pslite's wire carries no
 dtype or shape. CUDA tensors are taken as they are (by device pointer:
 pslite stages them through pinned host memory where the van cannot move
-GPU memory); the server's tensors are host memory.
+GPU memory), ordered with PyTorch's current stream as StepMesh's
+need_event says (push_pull: True by default, respond: False); the server's
+tensors are host memory.
 """
 
 import time
@@ -44,10 +46,13 @@ def init():
 
 
 def push_pull(push_tensors, push_keys, pull_tensors, pull_keys, need_event=True):
-    """Send one batch to the FFN servers; returns the handle for wait()."""
-    del need_event  # (StepMesh's CUDA event: no GPU path here)
+    """Send one batch to the FFN servers; returns the handle for wait().
+    need_event (StepMesh's): CUDA tensors are read and written after the
+    work queued so far on PyTorch's current stream; False: they are ready,
+    nothing is waited for."""
     return _state["worker"].push_pull(list(push_tensors), list(push_keys),
-                                      list(pull_tensors), list(pull_keys))
+                                      list(pull_tensors), list(pull_keys),
+                                      need_event=need_event)
 
 
 def wait(handler, timeout_ms=10000):
@@ -158,9 +163,11 @@ def get_batch():
 
 
 def respond(tensors, handler, need_event=False):
-    """Answer a batch with one tensor per pull key, in the batch's order."""
-    del need_event
-    _state["server"].respond(list(tensors), handler)
+    """Answer a batch with one tensor per pull key, in the batch's order.
+    need_event (StepMesh's, False by default as there): CUDA tensors are
+    read after the work queued so far on PyTorch's current stream; without
+    it the caller says they are ready."""
+    _state["server"].respond(list(tensors), handler, need_event=need_event)
 
 
 def respond_vec(ret_buffer, tensors_vec, handler_vec):
@@ -169,8 +176,9 @@ def respond_vec(ret_buffer, tensors_vec, handler_vec):
     if len(tensors_vec) != len(handler_vec):
         raise ValueError("respond_vec: %d tensors for %d handlers"
                          % (len(tensors_vec), len(handler_vec)))
-    for t, h in zip(tensors_vec, handler_vec):
-        respond([ret_buffer[0:t.shape[0]].contiguous()], h)
+    for i, (t, h) in enumerate(zip(tensors_vec, handler_vec)):
+        # (one buffer: ordering the first answer orders them all, as StepMesh does)
+        respond([ret_buffer[0:t.shape[0]].contiguous()], h, need_event=(i == 0))
 
 
 def barrier(include_server, include_worker, instance_barrier=True):

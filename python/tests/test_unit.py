@@ -4,6 +4,8 @@ import array
 import ctypes
 import os
 import sys
+import threading
+import types
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
 import pslite  # noqa: E402
@@ -88,6 +90,44 @@ def test_cuda_tensor_view():
     assert (arr[0].mem, arr[0].dev, arr[0].vals, arr[0].len) == (1, 1, t.data_ptr(), 8)
     # the C structs' layout: two ints after the last pointer-sized field
     assert ctypes.sizeof(_Kv) == 48 and ctypes.sizeof(_Tensor) == 40
+
+
+def test_cuda_stream():
+    """A call with a CUDA tensor is ordered with PyTorch's current stream of
+    the tensor's device; need_event=False is PSL_CUDA_STREAM_NONE; host
+    buffers set no stream. (A stand-in torch module: no GPU here.)"""
+    from pslite import _cuda_stream, _with_stream, _STREAM_NONE
+    asked = []
+
+    def current_stream(dev):
+        asked.append(dev)
+        return types.SimpleNamespace(cuda_stream=0x5000 + dev)
+
+    fake = types.ModuleType("torch")
+    fake.cuda = types.SimpleNamespace(current_stream=current_stream)
+    saved = sys.modules.get("torch")
+    sys.modules["torch"] = fake
+    try:
+        dbuf, _ = _view(_CudaLike(), 4, True)
+        hbuf, _ = _view(bytearray(8), 4, True)
+        assert _cuda_stream([hbuf, dbuf]).value == 0x5001 and asked == [1]
+        assert _cuda_stream([dbuf], need_event=False).value == _STREAM_NONE
+        assert _cuda_stream([hbuf]) is None
+        fake.cuda.current_stream = lambda dev: types.SimpleNamespace(cuda_stream=0)
+        assert _cuda_stream([dbuf]).value is None  # torch's default stream: pslite's default
+    finally:
+        if saved is None:
+            del sys.modules["torch"]
+        else:
+            sys.modules["torch"] = saved
+    seen = []
+    mu = threading.Lock()
+    setter = lambda obj, st: seen.append((obj, st.value)) or 0  # noqa: E731
+    assert _with_stream(mu, setter, "w", types.SimpleNamespace(value=7),
+                        lambda: seen.append("call") or 3) == 3
+    assert seen == [("w", 7), "call"]
+    seen.clear()
+    assert _with_stream(mu, setter, "w", None, lambda: 4) == 4 and seen == []
 
 
 def test_fserver_recv_buffer():

@@ -15,6 +15,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda_abi.h"
+#include "pslite.h"
 
 static void test_numbers(void **state)
 {
@@ -29,6 +30,10 @@ static void test_numbers(void **state)
 	assert_int_equal(CU_D2D, cudaMemcpyDeviceToDevice);
 	assert_int_equal(CU_STREAM_NON_BLOCKING, cudaStreamNonBlocking);
 	assert_int_equal(CU_MEMTYPE_DEVICE, cudaMemoryTypeDevice);
+	assert_int_equal(CU_ERR_NOT_READY, cudaErrorNotReady);
+	assert_int_equal(CU_EVENT_DISABLE_TIMING, cudaEventDisableTiming);
+	assert_int_equal(CU_HOST_ALLOC_PORTABLE, cudaHostAllocPortable);
+	assert_ptr_equal(PSL_CUDA_STREAM_PER_THREAD, (void *)cudaStreamPerThread);
 	assert_int_equal(CU_MEMTYPE_MANAGED, cudaMemoryTypeManaged);
 }
 

@@ -1,0 +1,49 @@
+#!/bin/sh
+# Issue 30's ordering cases with PyTorch on a real GPU (tests/gpu/gpu_order.py:
+# a slow kernel then push; a queued reader then pull; a server answering
+# from a tensor a kernel writes; a side stream; an AF batch), over each van
+# given (default zmq). Skips with one line (exit 77) without torch or a GPU
+# that torch sees, which is every CI machine; with torch but no GPU it
+# first runs the script on CPU tensors (GPU_ORDER_DEVICE=cpu) and fails if
+# that fails.
+#   tests/gpu/gpu_order.sh [VAN...]
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
+set -u
+b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
+s=${PSL_SRCDIR:?}
+# PSL_PYTHON, else the first of python3 on PATH and Debian's that has torch
+py=
+for p in ${PSL_PYTHON:-$(command -v python3) /usr/bin/python3}; do
+	[ -x "$p" ] && "$p" -c 'import torch' 2>/dev/null && { py=$p; break; }
+done
+[ -n "$py" ] || { echo "gpu_order.sh: SKIP: no python3 with torch (PSL_PYTHON names one)"; exit 77; }
+lib=${PSLITE_LIB:-$b/.libs/libpslite.so}
+log=$(mktemp "${TMPDIR:-/tmp}/pslite-gpuorder.XXXXXX")
+trap 'rm -f "$log"' EXIT
+[ $# -gt 0 ] || set -- zmq
+# job VAN [ENV...]: gpu_order.py in a job; 0 when the worker said OK
+job() {
+	van=$1
+	shift
+	env PSLITE_LIB="$lib" PYTHONPATH="$s/python:$s/python/tests" DMLC_NODE_HOST=127.0.0.1 "$@" \
+		timeout -k 10 200 "$b/tools/pslite-run" -s 1 -w 1 --van "$van" --timeout 180 -- \
+		"$py" "$s/tests/gpu/gpu_order.py" >"$log" 2>&1
+	rc=$?
+	grep "gpu_order" "$log"
+	[ $rc -eq 0 ] && grep -q "gpu_order worker: OK" "$log" && return 0
+	tail -n 30 "$log" >&2
+	echo "gpu_order.sh ($van): pslite-run exited $rc, no OK from the worker" >&2
+	return 1
+}
+if ! "$py" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() else 3)'; then
+	# no GPU: the script's dry run on CPU tensors keeps it working
+	job "$1" GPU_ORDER_DEVICE=cpu >/dev/null || exit 1
+	echo "gpu_order.sh: SKIP: torch ($py) sees no GPU (the dry run on CPU tensors passed)"
+	exit 77
+fi
+fail=0
+for van in "$@"; do
+	job "$van" || fail=1
+done
+[ $fail -eq 0 ] && echo "gpu_order.sh: OK"
+exit $fail
