@@ -105,6 +105,20 @@ static const char *reason(const struct psl__ctl_sent *s, int status, char *buf, 
 	return buf;
 }
 
+/* A send that the van cancelled because this node is closing it (the last
+ * barrier's releases still in flight when the scheduler finalizes): nobody
+ * waits for it any more. */
+static bool shutting_down(int status)
+{
+	bool closing;
+	if (status != -ECANCELED && status != -ESHUTDOWN)
+		return false;
+	pthread_mutex_lock(&po.mu);
+	closing = po.state == PSL__FINALIZING || po.state == PSL__STOPPED;
+	pthread_mutex_unlock(&po.mu);
+	return closing;
+}
+
 void psl__control_sent(const struct psl__ctl_sent *s, int status)
 {
 	char what[96], to[128], why[400];
@@ -115,6 +129,11 @@ void psl__control_sent(const struct psl__ctl_sent *s, int status)
 	}
 	if (!status)
 		return;
+	if (shutting_down(status)) {
+		PSL_DBG("a %s message to node %d was cancelled by this node's shutdown",
+			psl__cmd_name(s->cmd), s->recver);
+		return;
+	}
 	what_desc(s->cmd, s, what, sizeof(what));
 	psl__node_desc(s->recver, to, sizeof(to));
 	reason(s, status, why, sizeof(why));
