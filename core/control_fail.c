@@ -105,16 +105,39 @@ static const char *reason(const struct psl__ctl_sent *s, int status, char *buf, 
 	return buf;
 }
 
-/* A send that the van cancelled because this node is closing it (the last
- * barrier's releases still in flight when the scheduler finalizes): nobody
- * waits for it any more. */
-static bool shutting_down(int status)
+/* Node: its registration did not go. The start fails with that (and says
+ * it at ERROR, postoffice.c) after a grace in which the van's own reason
+ * (another van answered, a refused secret) may come and win. */
+static void registration_failed(int status, const char *what, const char *why)
+{
+	pthread_mutex_lock(&po.mu);
+	if (!po.reg_send_err) {
+		po.reg_send_err = status;
+		po.reg_send_at_ms = psl__now_ms();
+		snprintf(po.reg_send_msg, sizeof(po.reg_send_msg),
+			 "cannot contact the scheduler at %s:%d (DMLC_PS_ROOT_URI, "
+			 "DMLC_PS_ROOT_PORT): cannot send it %s: %s",
+			 po.cfg.root_uri, po.cfg.root_port, what, why);
+	}
+	pthread_cond_broadcast(&po.cv);
+	pthread_mutex_unlock(&po.mu);
+}
+
+/* A send nobody waits for any more: the final barrier was released (the
+ * peer may have left as soon as it had its release, before the van saw this
+ * send complete), or the van cancelled it because this node is closing. A
+ * node's request of its final barrier is judged by the barrier's waiting
+ * loop instead (barrier.c: its release may be on its way while the
+ * scheduler, released, already left). */
+static bool shutting_down(const struct psl__ctl_sent *s, int status)
 {
 	bool closing;
-	if (status != -ECANCELED && status != -ESHUTDOWN)
-		return false;
 	pthread_mutex_lock(&po.mu);
-	closing = po.state == PSL__FINALIZING || po.state == PSL__STOPPED;
+	closing = po.final_released ||
+		  (po.leaving && po.role != PSL_SCHEDULER && s->group == PSL_GROUP_ALL &&
+		   s->cmd == PSL_CMD_INSTANCE_BARRIER) ||
+		  ((status == -ECANCELED || status == -ESHUTDOWN) &&
+		   (po.state == PSL__FINALIZING || po.state == PSL__STOPPED));
 	pthread_mutex_unlock(&po.mu);
 	return closing;
 }
@@ -129,9 +152,9 @@ void psl__control_sent(const struct psl__ctl_sent *s, int status)
 	}
 	if (!status)
 		return;
-	if (shutting_down(status)) {
-		PSL_DBG("a %s message to node %d was cancelled by this node's shutdown",
-			psl__cmd_name(s->cmd), s->recver);
+	if (shutting_down(s, status)) {
+		PSL_DBG("a %s message to node %d did not go at the job's end: %s",
+			psl__cmd_name(s->cmd), s->recver, strerror(-status));
 		return;
 	}
 	what_desc(s->cmd, s, what, sizeof(what));
@@ -142,11 +165,7 @@ void psl__control_sent(const struct psl__ctl_sent *s, int status)
 		return;
 	}
 	if (po.role != PSL_SCHEDULER && s->cmd == PSL_CMD_ADD_NODE) {
-		/* the start fails with it, and says it at ERROR (postoffice.c) */
-		psl__start_failed(status,
-				  "cannot contact the scheduler at %s:%d (DMLC_PS_ROOT_URI, "
-				  "DMLC_PS_ROOT_PORT): cannot send it %s: %s",
-				  po.cfg.root_uri, po.cfg.root_port, what, why);
+		registration_failed(status, what, why);
 		return;
 	}
 	PSL_ERR("cannot send %s to %s: %s", what, to, why);

@@ -440,6 +440,11 @@ static int wait_node_list(void)
 			po.start_err = -ECONNRESET;
 			break;
 		}
+		if (po.reg_send_err && now - po.reg_send_at_ms >= ABORT_GRACE_MS) {
+			snprintf(po.start_msg, sizeof(po.start_msg), "%s", po.reg_send_msg);
+			po.start_err = po.reg_send_err;
+			break;
+		}
 		if (!po.peers[1].up && now - t0 > po.cfg.connect_timeout_s * 1000LL) {
 			snprintf(po.start_msg, sizeof(po.start_msg),
 				 "cannot reach the scheduler at %s:%d (DMLC_PS_ROOT_URI, "
@@ -519,6 +524,8 @@ static void teardown(void)
 	po.barrier_msg[0] = 0;
 	po.start_err = 0;
 	po.start_msg[0] = 0;
+	po.reg_send_err = 0;
+	po.reg_send_msg[0] = 0;
 	po.refused[0] = 0;
 	po.leaving = false;
 	po.final_released = false;

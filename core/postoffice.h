@@ -80,6 +80,11 @@ struct psl__office {
 	atomic_bool resend_live;
 	int start_err; /* set when registration failed */
 	char start_msg[768];
+	/* a node's registration whose send failed: the start fails with it
+	 * after a grace, unless the van says why first (another van, a secret) */
+	int reg_send_err;
+	int64_t reg_send_at_ms;
+	char reg_send_msg[768];
 	char refused[256]; /* scheduler: the last registration it refused, and why */
 
 	/* barriers, node side */
