@@ -33,5 +33,8 @@ void psl__control_reset(void);
 
 int psl__timer_start(void);
 void psl__timer_stop(void);
+/* Starts the timer thread if it does not run (a deadline was set with the
+ * job's timers off). 0 or -errno. */
+int psl__timer_need(void);
 
 #endif

@@ -6,6 +6,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "customer.h"
 #include "log.h"
 #include "postoffice.h"
@@ -18,6 +19,8 @@ struct held {
 	struct psl_van_rmsg *raw;
 	int cid;
 	size_t bytes;
+	int64_t since; /* psl__now_ms() when held */
+	bool warned;
 	struct held *next;
 };
 
@@ -51,6 +54,8 @@ static int lookup_cid(const struct psl__meta *m)
 	/* as ps-lite: workers route by (app, customer), others by (app, app) */
 	return psl__po.role == PSL_WORKER ? m->customer_id : m->app_id;
 }
+
+static void drain(struct psl__customer *c);
 
 static struct psl__customer *find_locked(int app_id, int cid)
 {
@@ -144,11 +149,9 @@ void psl__customer_remove(struct psl__customer *c)
 	struct psl__customer **pp;
 
 	/* wait while c is still registered: the answers (or the node-lost
-	 * failures) its outstanding requests wait for must reach it */
-	pthread_mutex_lock(&c->mu);
-	while (c->pending > 0)
-		pthread_cond_wait(&c->cv, &c->mu);
-	pthread_mutex_unlock(&c->mu);
+	 * failures, or their deadlines) its outstanding requests wait for must
+	 * reach it; those a caller gave up waiting for are cancelled at once */
+	drain(c);
 
 	pthread_mutex_lock(&reg_mu);
 	for (pp = &reg_of(c)->customers; *pp; pp = &(*pp)->next) {
@@ -191,6 +194,16 @@ void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw)
 		c->ops->on_msg(c, m, raw);
 		return;
 	}
+	if (!m->request) {
+		/* a response outlives its customer only when that was freed
+		 * (requests cancelled): nobody can take it */
+		pthread_mutex_unlock(&reg_mu);
+		PSL_DBG("dropped a response from node %d for app %d customer %d: no such "
+			"customer on this node (freed)",
+			m->sender, m->app_id, cid);
+		psl__raw_release(raw);
+		return;
+	}
 	h = malloc(sizeof(*h));
 	if (!h) {
 		pthread_mutex_unlock(&reg_mu);
@@ -207,6 +220,8 @@ void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw)
 	h->bytes = raw->meta_len;
 	for (i = 0; i < raw->nseg; i++)
 		h->bytes += raw->segs[i].len;
+	h->since = psl__now_ms();
+	h->warned = false;
 	h->next = NULL;
 	*R.held_tail = h;
 	R.held_tail = &h->next;
@@ -287,48 +302,314 @@ void psl__customer_drop_held(void)
 	}
 }
 
-struct lost {
-	struct psl__customer *c;
-	struct psl__req *r;
+/* Requests a sweep completed, to finish outside the locks. */
+struct lost_list {
+	struct {
+		struct psl__customer *c;
+		struct psl__req *r;
+	} *v;
+	size_t n, cap;
 };
+
+/* With c->mu held: decides whether r fails now; true when it completed. */
+typedef bool (*sweep_fn)(struct psl__customer *c, struct psl__req *r, void *ctx);
+
+static bool list_push(struct lost_list *l, struct psl__customer *c, struct psl__req *r)
+{
+	if (l->n == l->cap) {
+		size_t cap = l->cap ? l->cap * 2 : 64;
+		void *nv = realloc(l->v, cap * sizeof(*l->v));
+		if (!nv)
+			return false;
+		l->v = nv;
+		l->cap = cap;
+	}
+	l->v[l->n].c = c;
+	l->v[l->n].r = r;
+	l->n++;
+	return true;
+}
+
+static void sweep_customer(struct psl__customer *c, sweep_fn fn, void *ctx, struct lost_list *l)
+{
+	uint32_t i;
+
+	pthread_mutex_lock(&c->mu);
+	for (i = 0; i < c->cap; i++) {
+		struct psl__req *r = c->ring[i];
+		if (!r || r->state != PSL__REQ_PENDING || !fn(c, r, ctx))
+			continue;
+		if (!list_push(l, c, r))
+			r->state = PSL__REQ_PENDING; /* cannot record it: leave it pending */
+	}
+	pthread_mutex_unlock(&c->mu);
+}
+
+static void list_finish(struct lost_list *l)
+{
+	size_t i;
+	for (i = 0; i < l->n; i++)
+		psl__req_finish(l->v[i].c, l->v[i].r);
+	free(l->v);
+}
+
+struct node_lost {
+	int id, err;
+};
+
+static bool lost_one(struct psl__customer *c, struct psl__req *r, void *ctx)
+{
+	struct node_lost *nl = ctx;
+	if (nl->id > 0)
+		return psl__req_answer_locked(c, r, nl->id, nl->err);
+	return psl__req_fail_locked(c, r, nl->err); /* every request: shutting down */
+}
 
 void psl__customers_node_lost(int id, int err)
 {
+	struct node_lost nl = {id, err};
+	struct lost_list l = {0};
 	struct psl__customer *c;
-	struct lost *list = NULL;
-	size_t n = 0, cap = 0, i;
 
 	pthread_mutex_lock(&reg_mu);
-	for (c = R.customers; c; c = c->next) {
-		pthread_mutex_lock(&c->mu);
-		for (i = 0; i < c->cap; i++) {
-			struct psl__req *r = c->ring[i];
-			if (!r || r->state != PSL__REQ_PENDING)
-				continue;
-			if (id > 0 ? !psl__req_answer_locked(c, r, id, err) : false)
-				continue;
-			if (id <= 0 && !psl__req_fail_locked(c, r, err))
-				continue; /* every request: shutting down */
-			if (n == cap) {
-				struct lost *nl;
-				cap = cap ? cap * 2 : 64;
-				nl = realloc(list, cap * sizeof(*list));
-				if (!nl) {
-					/* cannot record it: leave it pending */
-					r->state = PSL__REQ_PENDING;
-					continue;
-				}
-				list = nl;
-			}
-			list[n].c = c;
-			list[n].r = r;
-			n++;
-		}
-		pthread_mutex_unlock(&c->mu);
-	}
+	for (c = R.customers; c; c = c->next)
+		sweep_customer(c, lost_one, &nl, &l);
 	pthread_mutex_unlock(&reg_mu);
-	for (i = 0; i < n; i++)
-		psl__req_finish(list[i].c, list[i].r);
-	free(list);
+	list_finish(&l);
 }
 
+/* Requests past their deadline, per customer. */
+struct expiry {
+	int64_t now;
+	int n, ts, node;
+};
+
+static bool expire_one(struct psl__customer *c, struct psl__req *r, void *ctx)
+{
+	struct expiry *e = ctx;
+	if (!r->deadline || e->now < r->deadline)
+		return false;
+	r->deadline = 0; /* once */
+	if (!e->n++) {
+		e->ts = r->ts;
+		e->node = psl__req_first_owing_locked(c, r);
+	}
+	return psl__req_fail_locked(c, r, -ETIMEDOUT);
+}
+
+static void expire_customer(struct psl__customer *c, int64_t now, struct lost_list *l)
+{
+	struct expiry e = {.now = now};
+	char d[96];
+
+	sweep_customer(c, expire_one, &e, l);
+	if (!e.n)
+		return;
+	if (e.node)
+		psl__node_desc(e.node, d, sizeof(d));
+	else
+		snprintf(d, sizeof(d), "the van (its buffers are still lent)");
+	PSL_WARN("request %d of app %d customer %d%s got no answer from %s within %d ms: %s "
+		 "with ETIMEDOUT; a slow handler needs a longer deadline "
+		 "(psl_kv_worker_set_timeout, PS_REQUEST_TIMEOUT in seconds)",
+		 e.ts, c->app_id, c->customer_id, e.n > 1 ? " (and others)" : "", d,
+		 c->timeout_ms, e.n > 1 ? "they fail" : "it fails");
+}
+
+static void expire_requests(int64_t now)
+{
+	struct lost_list l = {0};
+	struct psl__customer *c;
+
+	pthread_mutex_lock(&reg_mu);
+	for (c = R.customers; c; c = c->next)
+		expire_customer(c, now, &l);
+	pthread_mutex_unlock(&reg_mu);
+	list_finish(&l);
+}
+
+static bool cancel_given_up(struct psl__customer *c, struct psl__req *r, void *ctx)
+{
+	(void)ctx;
+	return r->gave_up && psl__req_fail_locked(c, r, -ECANCELED);
+}
+
+/* With c->mu held: waits at most a second on c->cv (monotonic clock). */
+static void wait_1s_locked(struct psl__customer *c)
+{
+	struct timespec dl;
+	clock_gettime(CLOCK_MONOTONIC, &dl);
+	dl.tv_sec += 1;
+	pthread_cond_timedwait(&c->cv, &c->mu, &dl);
+}
+
+/* Waits for c's outstanding requests: those a caller gave up on are
+ * cancelled, the others end by their answer or their deadline. */
+static void drain(struct psl__customer *c)
+{
+	bool told = false;
+
+	for (;;) {
+		struct lost_list l = {0};
+		int pending;
+
+		sweep_customer(c, cancel_given_up, NULL, &l);
+		expire_customer(c, psl__now_ms(), &l);
+		list_finish(&l);
+		pthread_mutex_lock(&c->mu);
+		if (c->pending > 0)
+			wait_1s_locked(c);
+		pending = c->pending;
+		pthread_mutex_unlock(&c->mu);
+		if (!pending)
+			return;
+		if (!told)
+			PSL_WARN("freeing app %d customer %d: waiting for %d outstanding "
+				 "request(s) (%s)",
+				 c->app_id, c->customer_id, pending,
+				 c->timeout_ms > 0 ? "at most until their deadline"
+						   : "no deadline: set one with "
+						     "psl_kv_worker_set_timeout or PS_REQUEST_TIMEOUT");
+		told = true;
+	}
+}
+
+/* ----------------------------------------- messages held too long -- */
+
+/* With reg_mu held: the app ids of this node's customers, for messages. */
+static void apps_locked(char *buf, size_t len)
+{
+	struct psl__customer *c;
+	size_t off = 0;
+
+	buf[0] = 0;
+	for (c = R.customers; c && off + 16 < len; c = c->next)
+		off += (size_t)snprintf(buf + off, len - off, "%s%d", off ? ", " : "", c->app_id);
+	if (!off)
+		snprintf(buf, len, "none");
+}
+
+static const char *held_what(const struct held *h)
+{
+	if (h->m.simple_app)
+		return "SimpleApp";
+	return psl__po.role == PSL_SERVER ? "KV server" : "customer";
+}
+
+/* With reg_mu held: warns once of messages held for warn_ms or more. */
+static void held_warn_locked(int64_t now, int64_t warn_ms, int timeout_s)
+{
+	struct held *h, *first = NULL;
+	char apps[128], d[96];
+	int n = 0;
+
+	for (h = R.held_head; h; h = h->next) {
+		if (h->warned || now - h->since < warn_ms)
+			continue;
+		h->warned = true;
+		if (!n++)
+			first = h;
+	}
+	if (!first)
+		return;
+	apps_locked(apps, sizeof(apps));
+	PSL_WARN("holding %d message(s) since %lld ms, the first from %s for app %d customer %d: "
+		 "this node has no %s for app %d (its customers' apps: %s); create a KV server "
+		 "for app %d on this node (psl_kv_server_new) or use the app id it has%s",
+		 n, (long long)(now - first->since), psl__node_desc(first->m.sender, d, sizeof(d)),
+		 first->m.app_id, first->m.customer_id, held_what(first), first->m.app_id, apps,
+		 first->m.app_id, timeout_s > 0 ? "; requests held for PS_HELD_TIMEOUT fail back "
+						  "to their sender" : "");
+}
+
+/* With reg_mu held: unlinks what was held for at least ms onto *out. */
+static int held_expire_locked(int64_t now, int64_t ms, struct held **out)
+{
+	struct held **pp = &R.held_head, *h, **tail = out;
+	int n = 0;
+
+	while ((h = *pp)) {
+		if (now - h->since < ms) {
+			pp = &h->next;
+			continue;
+		}
+		*pp = h->next;
+		R.nheld--;
+		R.held_bytes -= h->bytes;
+		h->next = NULL;
+		*tail = h;
+		tail = &h->next;
+		n++;
+	}
+	R.held_tail = &R.held_head;
+	for (h = R.held_head; h; h = h->next)
+		R.held_tail = &h->next;
+	return n;
+}
+
+/* Answers a KV request that found no customer with an error (docs/wire.md
+ * §10.5): its sender's request fails with -ENXIO. */
+static void held_fail_back(const struct held *h)
+{
+	struct psl__meta m;
+	char d[96];
+
+	psl__node_desc(h->m.sender, d, sizeof(d));
+	if (!h->m.request || h->m.simple_app) {
+		PSL_WARN("dropped a %s from %s for app %d customer %d: held %d s (PS_HELD_TIMEOUT) "
+			 "and no such customer was created on this node",
+			 h->m.simple_app ? "SimpleApp message" : "response", d, h->m.app_id,
+			 h->m.customer_id, psl__po.cfg.held_timeout_s);
+		return;
+	}
+	PSL_WARN("request %d from %s for app %d fails with ENXIO: held %d s (PS_HELD_TIMEOUT) "
+		 "and this node has no KV server for app %d; create a KV server for app %d on "
+		 "this node (psl_kv_server_new) or use the app id it has",
+		 h->m.timestamp, d, h->m.app_id, psl__po.cfg.held_timeout_s, h->m.app_id,
+		 h->m.app_id);
+	psl__meta_init(&m);
+	m.head = h->m.head;
+	m.app_id = h->m.app_id;
+	m.customer_id = h->m.customer_id;
+	m.timestamp = h->m.timestamp;
+	m.request = false;
+	m.push = h->m.push;
+	m.key = h->m.key;
+	m.addr = h->m.addr;
+	m.val_len = h->m.val_len;
+	m.sid = h->m.sid;
+	m.option = -ENXIO;
+	m.recver = h->m.sender;
+	psl__send(&m, NULL, 0, NULL);
+}
+
+static void held_tick(int64_t now)
+{
+	int timeout_s = psl__po.cfg.held_timeout_s;
+	int64_t warn_ms = 5000;
+	struct held *list = NULL, *h;
+
+	if (timeout_s > 0 && timeout_s * 1000 / 2 < warn_ms)
+		warn_ms = timeout_s * 1000 / 2;
+	pthread_mutex_lock(&reg_mu);
+	if (!R.held_head) {
+		pthread_mutex_unlock(&reg_mu);
+		return;
+	}
+	held_warn_locked(now, warn_ms, timeout_s);
+	if (timeout_s > 0)
+		held_expire_locked(now, (int64_t)timeout_s * 1000, &list);
+	pthread_mutex_unlock(&reg_mu);
+	while ((h = list)) {
+		list = h->next;
+		held_fail_back(h);
+		psl__raw_release(h->raw);
+		free(h);
+	}
+}
+
+void psl__customers_tick(int64_t now)
+{
+	expire_requests(now);
+	held_tick(now);
+}

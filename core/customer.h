@@ -44,6 +44,7 @@ struct psl__customer {
 	int nwords;   /* uint64 words per request bitmap */
 	int next_ts;
 	int pending;
+	int timeout_ms; /* deadline of new requests, 0 = none */
 	struct psl__req *free_list;
 	struct psl__customer *next;
 };
@@ -67,5 +68,9 @@ void psl__customers_finalize(void);
 void psl__customer_drop_held(void);
 /* Answers every request waiting on node id with err (node lost). */
 void psl__customers_node_lost(int id, int err);
+/* The timer's tick (now: psl__now_ms()): fails requests past their deadline
+ * with -ETIMEDOUT; warns of messages held for a missing customer and fails
+ * them back to their sender after PS_HELD_TIMEOUT. */
+void psl__customers_tick(int64_t now);
 
 #endif

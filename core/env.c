@@ -537,6 +537,12 @@ static int config_load(struct psl__config *c, int joint_role, char *err, size_t 
 	if ((rc = env_int("PS_BARRIER_WARN_S", 30, 0, 86400 * 7, &c->barrier_warn_s, err,
 			  errlen)))
 		return rc;
+	if ((rc = env_int("PS_REQUEST_TIMEOUT", 300, 0, 86400 * 7, &c->request_timeout_s, err,
+			  errlen)))
+		return rc;
+	if ((rc = env_int("PS_HELD_TIMEOUT", 30, 0, 86400 * 7, &c->held_timeout_s, err,
+			  errlen)))
+		return rc;
 	if ((rc = env_int("BYTEPS_ENABLE_MIXED_MODE", 0, 0, 1, &rs, err, errlen)))
 		return rc;
 	c->mixed_mode = rs != 0;

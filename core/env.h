@@ -33,6 +33,10 @@ struct psl__config {
 	int connect_timeout_s;	     /* PS_CONNECT_TIMEOUT */
 	int start_timeout_s;	     /* PS_START_TIMEOUT */
 	int barrier_warn_s;	     /* PS_BARRIER_WARN_S, 0 = off */
+	int request_timeout_s;	     /* PS_REQUEST_TIMEOUT: KV workers' default, 0 = off */
+	int held_timeout_s;	     /* PS_HELD_TIMEOUT: a message held for a missing
+				      * customer fails back after it, 0 = held until
+				      * finalize */
 	bool mixed_mode;	     /* BYTEPS_ENABLE_MIXED_MODE */
 	bool ipc;		     /* BYTEPS_ENABLE_IPC: shared memory with local peers */
 	int ipc_buf_mb;		     /* PS_IPC_BUF_MB: each ring to a local peer */

@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "control.h"
 #include "cuda.h"
 #include "customer.h"
 #include "kv.h"
@@ -724,6 +725,13 @@ static void kvw_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 	}
 	if (m->option < 0 && m->option >= -4095 && raw->nseg == 0) {
 		err = m->option; /* an error reply from a pslite server */
+		if (err == -ENXIO)
+			PSL_WARN("request %d of app %d fails with ENXIO: %s has no KV server for "
+				 "app %d (it held the request for PS_HELD_TIMEOUT); create a KV "
+				 "server for app %d on that node (psl_kv_server_new) or use the app "
+				 "id it has",
+				 m->timestamp, c->app_id, psl__node_desc(m->sender, d, sizeof(d)),
+				 c->app_id, c->app_id);
 	} else if (r->priv && ((struct pull *)r->priv)->kind == KIND_PULL) {
 		err = accept_pull(w, r->priv, m, raw, why, sizeof(why));
 		kept = err == 0;
@@ -954,6 +962,7 @@ int psl_kv_worker_new(int app_id, int customer_id, enum psl_dtype dtype,
 	}
 	w->dt = dtype;
 	w->esz = psl_dtype_size(dtype);
+	w->c.timeout_ms = psl__po.cfg.request_timeout_s * 1000;
 	rc = psl__customer_add(&w->c);
 	if (rc) {
 		PSL_WARN("psl_kv_worker_new: app %d customer %d already exists on this node",
@@ -964,6 +973,21 @@ int psl_kv_worker_new(int app_id, int customer_id, enum psl_dtype dtype,
 	}
 	*out = w;
 	return 0;
+}
+
+int psl_kv_worker_set_timeout(struct psl_kv_worker *w, int timeout_ms)
+{
+	int rc = 0;
+
+	if (!w || timeout_ms < 0)
+		return -EINVAL;
+	psl__enter(w->c.office);
+	if (timeout_ms > 0)
+		rc = psl__timer_need();
+	pthread_mutex_lock(&w->c.mu);
+	w->c.timeout_ms = timeout_ms;
+	pthread_mutex_unlock(&w->c.mu);
+	return rc;
 }
 
 void psl_kv_worker_free(struct psl_kv_worker *w)

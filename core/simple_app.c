@@ -200,6 +200,7 @@ int psl_simple_app_new(int app_id, int customer_id, psl_simple_handler on_reques
 		free(app);
 		return rc;
 	}
+	app->c.timeout_ms = psl__po.cfg.request_timeout_s * 1000;
 	app->on_request = on_request;
 	app->on_response = on_response;
 	app->arg = arg;

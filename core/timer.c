@@ -1,6 +1,8 @@
-/* The timer thread: heartbeats, resends and (on the scheduler) the watch of
- * long-waiting barriers, only when one of them is on (an idle node with none
- * has no thread). */
+/* The timer thread: heartbeats, resends, request deadlines
+ * (PS_REQUEST_TIMEOUT), messages held for a missing customer
+ * (PS_HELD_TIMEOUT) and (on the scheduler) the watch of long-waiting
+ * barriers, only when one of them is on (an idle node with none has no
+ * thread; with the defaults it wakes once a second). */
 #include "config.h"
 
 #include <errno.h>
@@ -42,6 +44,7 @@ static void *timer_main(void *arg)
 			psl__barrier_watch(now);
 		if (po.role == PSL_SCHEDULER)
 			psl__control_undeliv_tick();
+		psl__customers_tick(now);
 		pthread_mutex_lock(&po.mu);
 	}
 	pthread_mutex_unlock(&po.mu);
@@ -53,7 +56,8 @@ int psl__timer_start(void)
 	int rc;
 	/* nothing to time: no thread (an idle node stays idle); the scheduler
 	 * always has one, to tell nodes what it could not send them */
-	if (po.cfg.heartbeat_interval <= 0 && !po.cfg.resend && po.role != PSL_SCHEDULER)
+	if (po.cfg.heartbeat_interval <= 0 && !po.cfg.resend && po.role != PSL_SCHEDULER &&
+	    po.cfg.request_timeout_s <= 0 && po.cfg.held_timeout_s <= 0)
 		return 0;
 	po.timer_stop = false;
 	rc = pthread_create(&po.timer, NULL, timer_main, psl__cur);
@@ -61,6 +65,19 @@ int psl__timer_start(void)
 		return -rc;
 	po.timer_running = true;
 	return 0;
+}
+
+int psl__timer_need(void)
+{
+	int rc = 0;
+	pthread_mutex_lock(&po.mu);
+	if (!po.timer_running && po.state == PSL__READY) {
+		po.timer_stop = false;
+		rc = -pthread_create(&po.timer, NULL, timer_main, psl__cur);
+		po.timer_running = rc == 0;
+	}
+	pthread_mutex_unlock(&po.mu);
+	return rc;
 }
 
 void psl__timer_stop(void)

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "clock.h"
 #include "customer.h"
 #include "postoffice.h"
 
@@ -131,6 +132,8 @@ struct psl__req *psl__req_new_locked(struct psl__customer *c)
 	r->loans = 0;
 	r->parent = -1;
 	r->waiters = 0;
+	r->gave_up = false;
+	r->deadline = c->timeout_ms > 0 ? psl__now_ms() + c->timeout_ms : 0;
 	r->cb = NULL;
 	r->arg = NULL;
 	r->priv = NULL;
@@ -255,6 +258,15 @@ bool psl__req_fail_locked(struct psl__customer *c, struct psl__req *r, int err)
 	return settle(r);
 }
 
+int psl__req_first_owing_locked(struct psl__customer *c, const struct psl__req *r)
+{
+	int i;
+	for (i = 0; i < c->nwords * 64; i++)
+		if (r->bits[i / 64] >> (i % 64) & 1)
+			return i == 0 ? 1 : i + 7;
+	return 0;
+}
+
 int psl__req_wait(struct psl__customer *c, int ts)
 {
 	return psl__req_wait_ms(c, ts, -1);
@@ -292,6 +304,7 @@ int psl__req_wait_ms(struct psl__customer *c, int ts, int timeout_ms)
 			rc = pthread_cond_timedwait(&c->cv, &c->mu, &dl);
 		r->waiters--;
 		if (rc == ETIMEDOUT && r->state != PSL__REQ_DONE) {
+			r->gave_up = true;
 			st = -ETIMEDOUT; /* still pending: the caller may wait again */
 			break;
 		}

@@ -24,6 +24,10 @@ struct psl__req {
 		       * it cannot complete before they come back */
 	int parent;   /* ts of a request to notify on completion, or -1 */
 	int waiters;  /* threads in psl__req_wait for it */
+	bool gave_up; /* a psl__req_wait_ms timed out on it: freeing the
+		       * customer cancels it at once */
+	int64_t deadline; /* psl__now_ms() after which it fails with
+			   * -ETIMEDOUT (customer's timeout_ms), 0 = none */
 	psl_kv_cb cb;
 	void *arg;
 	void *priv; /* the app layer's per-request state */
@@ -67,5 +71,8 @@ int psl__req_wait_ms(struct psl__customer *c, int ts, int timeout_ms);
 /* With c->mu held: fails r with err whoever still owes it an answer (its
  * holds and loans stay). Same return as psl__req_answer_locked. */
 bool psl__req_fail_locked(struct psl__customer *c, struct psl__req *r, int err);
+/* With c->mu held: the node index whose answer r still waits for first, as a
+ * node id (1 the scheduler), or 0 when none. */
+int psl__req_first_owing_locked(struct psl__customer *c, const struct psl__req *r);
 
 #endif

@@ -276,7 +276,10 @@ struct psl_kv_worker;
 /* ps-lite's KVWorker<Val>(app_id, customer_id). */
 PSL_EXPORT int psl_kv_worker_new(int app_id, int customer_id, enum psl_dtype dtype,
 				 struct psl_kv_worker **out);
-/* Waits for the worker's outstanding requests, then frees it. */
+/* Waits for the worker's outstanding requests, then frees it. The wait is
+ * bounded by their deadline (psl_kv_worker_set_timeout); requests for which
+ * psl_kv_wait_timeout returned -ETIMEDOUT are cancelled at once (their
+ * callbacks run with -ECANCELED). A response that arrives later is dropped. */
 PSL_EXPORT void psl_kv_worker_free(struct psl_kv_worker *w);
 
 /*
@@ -562,6 +565,13 @@ PSL_EXPORT int psl_simple_request(struct psl_simple_app *app, int head, const vo
 PSL_EXPORT int psl_simple_respond(struct psl_simple_app *app, const struct psl_simple_msg *req,
 				  const void *body, size_t body_len);
 PSL_EXPORT int psl_simple_wait(struct psl_simple_app *app, int ts);
+
+/* The deadline of w's requests from now on: a request (push, pull,
+ * push-pull, batch) not complete timeout_ms after it was made fails with
+ * -ETIMEDOUT through its callback and psl_kv_wait, with a WARN naming the
+ * node that did not answer. 0 = no deadline. The default is PS_REQUEST_TIMEOUT
+ * (seconds, 300). 0, or -EINVAL for a negative timeout_ms. */
+PSL_EXPORT int psl_kv_worker_set_timeout(struct psl_kv_worker *w, int timeout_ms);
 
 #ifdef __cplusplus
 }

@@ -18,9 +18,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 
+#include "clock.h"
 #include "customer.h"
 #include "message.h"
 #include "postoffice.h"
@@ -747,6 +749,154 @@ static void test_held_bound(void **state)
 	assert_int_equal(g_released, g_delivered);
 }
 
+/* ------------------------------------------ no silent hang (issue 26) -- */
+
+/* A request for an app this server node does not have: a WARN naming the
+ * fix after a few seconds, then (PS_HELD_TIMEOUT) an error answer -ENXIO to
+ * its sender; the worker's request fails with ENXIO and says why. */
+static void test_held_fails_back(void **state)
+{
+	struct psl__meta m;
+	uint8_t buf[256];
+	size_t len;
+	struct capture c;
+	char *log;
+	int64_t t0 = psl__now_ms();
+	(void)state;
+
+	node_up_as(PSL_SERVER, 8, 1, 1);
+	psl__po.cfg.held_timeout_s = 30;
+	request_meta(&m, 21, false);
+	m.app_id = 7; /* no KV server for app 7 here */
+	len = psl__meta_encode(&m, buf);
+	deliver_raw(9, buf, len, 0, NULL, NULL);
+	capture_start(&c);
+	psl__customers_tick(t0 + 1000);
+	psl__customers_tick(t0 + 6000);
+	psl__customers_tick(t0 + 7000);
+	log = capture_end(&c);
+	assert_int_equal(count_lines_with(log, "this node has no KV server for app 7"), 1);
+	assert_contains(log, "create a KV server for app 7 on this node (psl_kv_server_new)");
+	assert_contains(log, "worker 0 (id 9");
+	free(log);
+	assert_int_equal(g_nsent, 0);
+	capture_start(&c);
+	psl__customers_tick(t0 + 31000);
+	log = capture_end(&c);
+	assert_contains(log, "request 21 from worker 0 (id 9");
+	assert_contains(log, "fails with ENXIO");
+	free(log);
+	assert_int_equal(g_nsent, 1);
+	assert_int_equal(g_sent[0].to, 9);
+	assert_false(g_sent[0].m.request);
+	assert_int_equal(g_sent[0].m.app_id, 7);
+	assert_int_equal(g_sent[0].m.timestamp, 21);
+	assert_int_equal(g_sent[0].m.option, -ENXIO);
+	assert_int_equal(g_sent[0].nseg, 0);
+	assert_int_equal(g_released, g_delivered);
+	psl__po.cfg.held_timeout_s = 0;
+}
+
+static void test_worker_gets_enxio(void **state)
+{
+	struct psl_kv_worker *w;
+	uint64_t key = 3;
+	uint8_t v = 1;
+	struct psl_kv kv = {&key, 1, &v, 1, NULL, PSL_MEM_HOST, 0};
+	struct capture c;
+	char *log;
+	int ts;
+	(void)state;
+
+	node_up(1);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_UINT8, &w), 0);
+	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
+	capture_start(&c);
+	reply(&g_sent[0], -ENXIO, 0, NULL, NULL);
+	log = capture_end(&c);
+	assert_contains(log, "has no KV server for app 0");
+	assert_contains(log, "psl_kv_server_new");
+	free(log);
+	assert_int_equal(psl_kv_wait(w, ts), -ENXIO);
+	psl_kv_worker_free(w);
+}
+
+/* A request nobody answers fails with -ETIMEDOUT at its deadline, through
+ * its callback and wait; a late answer is dropped. */
+static void test_request_deadline(void **state)
+{
+	struct psl_kv_worker *w;
+	uint64_t key = 3;
+	uint8_t v = 1;
+	struct psl_kv kv = {&key, 1, &v, 1, NULL, PSL_MEM_HOST, 0};
+	struct capture c;
+	char *log;
+	int ts;
+	(void)state;
+
+	node_up(1);
+	memset(g_cb_calls, 0, sizeof(g_cb_calls));
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_UINT8, &w), 0);
+	assert_int_equal(psl_kv_worker_set_timeout(w, -1), -EINVAL);
+	assert_int_equal(psl_kv_worker_set_timeout(w, 2000), 0);
+	ts = psl_kv_push(w, &kv, 0, count_cb, NULL);
+	psl__customers_tick(psl__now_ms() + 1000);
+	assert_int_equal(psl_kv_wait_timeout(w, ts, 0), -ETIMEDOUT); /* still pending */
+	assert_int_equal(g_cb_calls[ts], 0);
+	capture_start(&c);
+	psl__customers_tick(psl__now_ms() + 2100);
+	log = capture_end(&c);
+	assert_contains(log, "got no answer from server 0 (id 8");
+	assert_contains(log, "within 2000 ms");
+	free(log);
+	assert_int_equal(g_cb_calls[ts], 1);
+	assert_int_equal(g_cb_status[ts], -ETIMEDOUT);
+	assert_int_equal(psl_kv_wait(w, ts), -ETIMEDOUT);
+	capture_start(&c);
+	reply(&g_sent[0], 0, 0, NULL, NULL); /* late */
+	log = capture_end(&c);
+	free(log);
+	assert_int_equal(g_cb_calls[ts], 1);
+	psl_kv_worker_free(w);
+}
+
+/* The worker is freed after psl_kv_wait_timeout gave up on a request that
+ * has no deadline: free returns (the request is cancelled), and an answer
+ * that comes after is dropped without touching the freed worker. */
+static void *free_worker(void *arg)
+{
+	psl_kv_worker_free(arg);
+	return NULL;
+}
+
+static void test_free_cancels(void **state)
+{
+	struct psl_kv_worker *w;
+	uint64_t key = 3;
+	uint8_t v = 1;
+	struct psl_kv kv = {&key, 1, &v, 1, NULL, PSL_MEM_HOST, 0};
+	pthread_t th;
+	int ts, i, done = 0;
+	(void)state;
+
+	node_up(1);
+	memset(g_cb_calls, 0, sizeof(g_cb_calls));
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_UINT8, &w), 0);
+	assert_int_equal(psl_kv_worker_set_timeout(w, 0), 0);
+	ts = psl_kv_push(w, &kv, 0, count_cb, NULL);
+	assert_int_equal(psl_kv_wait_timeout(w, ts, 10), -ETIMEDOUT);
+	assert_int_equal(pthread_create(&th, NULL, free_worker, w), 0);
+	for (i = 0; i < 300 && !done; i++) { /* at most 3 s */
+		usleep(10000);
+		done = g_cb_calls[ts] == 1;
+	}
+	assert_true(done); /* (the old code blocked here for ever) */
+	pthread_join(th, NULL);
+	assert_int_equal(g_cb_status[ts], -ECANCELED);
+	reply(&g_sent[0], 0, 0, NULL, NULL); /* late: no customer, dropped */
+	assert_int_equal(g_released, g_delivered);
+}
+
 /* ------------------------------------------------- STEPMESH_BIND_CPU_CORE -- */
 
 struct bind_probe {
@@ -812,7 +962,9 @@ int main(void)
 		T(test_pull_in_place),	    T(test_server_held_request),
 		T(test_server_frame_checks), T(test_server_responses),
 		T(test_simple_app),	    T(test_held_bound),
-		T(test_bind_receive_thread),
+		T(test_bind_receive_thread), T(test_held_fails_back),
+		T(test_worker_gets_enxio),  T(test_request_deadline),
+		T(test_free_cancels),
 	};
 	return cmocka_run_group_tests_name("kv", tests, NULL, NULL);
 }
