@@ -69,8 +69,15 @@ if "$py" -c 'import torch' 2>/dev/null; then
 	job 2 "bench/fserver_latency.py --iters 300 --report 150" \
 		"fserver_latency worker [01]: OK, 300 steps" "fserver latency benchmark"
 	grep "fserver_latency worker .* p50" "$log"
+	# StepMesh's test_fserver.py logic with CPU torch tensors: the server
+	# gets float32 [1, 8192] tensors, answers sum(batch), workers allclose
+	job 1 "python/tests/fserver_dtype_job.py torch" "fserver_dtype worker [01]: OK" "fserver dtype torch"
 else
 	echo "python_job.sh $van: torch not installed (apt-get install python3-torch): fserver case skipped"
+fi
+# the same with numpy arrays on both sides
+if "$py" -c 'import numpy' 2>/dev/null; then
+	job 1 "python/tests/fserver_dtype_job.py numpy" "fserver_dtype worker [01]: OK" "fserver dtype numpy"
 fi
 # instance groups of 2: 2 server and 4 worker processes, one per instance
 DMLC_GROUP_SIZE=2 job 1 job.py "python worker [01]: OK (van $van)" "groups of 2" 4
