@@ -33,7 +33,7 @@ __all__ = [
     "is_server", "is_scheduler", "rank", "node_id", "num_workers", "num_servers",
     "group_size", "instance", "instance_rank",
     "van_name", "cuda_describe", "job_lost", "KVWorker", "KVServer", "Request", "AFWorker", "AFServer", "Batch",
-    "as_tensor",
+    "as_tensor", "server_key_range", "server_rank_to_id", "worker_rank_to_id", "id_to_rank",
 ]
 
 SERVER, WORKER, SCHEDULER, JOINT = 0, 1, 2, 3  # JOINT: DMLC_ROLE=joint
@@ -130,6 +130,10 @@ def _declare(lib):
         "psl_num_workers": (c_int, []), "psl_num_servers": (c_int, []),
         "psl_group_size": (c_int, []), "psl_my_instance": (c_int, []),
         "psl_my_instance_rank": (c_int, []),
+        "psl_server_rank_to_id": (c_int, [c_int]), "psl_worker_rank_to_id": (c_int, [c_int]),
+        "psl_id_to_rank": (c_int, [c_int]),
+        "psl_server_key_range": (c_int, [c_int, ctypes.POINTER(ctypes.c_uint64),
+                                         ctypes.POINTER(ctypes.c_uint64)]),
         "psl_strerror": (ctypes.c_char_p, [c_int]),
         "psl_van_name": (ctypes.c_char_p, []),
         "psl_cuda_describe": (c_int, [ctypes.c_char_p, c_sz]),
@@ -254,6 +258,32 @@ def num_workers():
 
 def num_servers():
     return _lib().psl_num_servers()
+
+
+def server_key_range(server_rank):
+    """(begin, end): the keys [begin, end) server server_rank holds, as
+    ps-lite splits the 64-bit key space evenly ((2**64-1)//num_servers()
+    each): small integer keys all go to server 0. Raises PsliteError for a
+    rank that is no server's (or before start)."""
+    b, e = ctypes.c_uint64(), ctypes.c_uint64()
+    _check("server_key_range(%d)" % server_rank,
+           _lib().psl_server_key_range(server_rank, ctypes.byref(b), ctypes.byref(e)))
+    return b.value, e.value
+
+
+def server_rank_to_id(r):
+    """The node id of server rank r (ps-lite's ServerRankToID)."""
+    return _lib().psl_server_rank_to_id(r)
+
+
+def worker_rank_to_id(r):
+    """The node id of worker rank r (ps-lite's WorkerRankToID)."""
+    return _lib().psl_worker_rank_to_id(r)
+
+
+def id_to_rank(node):
+    """The rank of node id node (ps-lite's IDtoRank)."""
+    return _lib().psl_id_to_rank(node)
 
 
 def van_name():
