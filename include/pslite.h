@@ -398,6 +398,21 @@ PSL_EXPORT int psl_kv_server_recv_buffer(struct psl_kv_server *s, int worker_ran
 PSL_EXPORT int psl_kv_request_hold(struct psl_kv_request *req);
 PSL_EXPORT void psl_kv_request_release(struct psl_kv_request *req);
 
+/* ps-lite's KVServerDefaultHandle as a ready server: a push stores its values
+ * per key (PSL_KV_STORE_SUM: added to what the key holds, element by
+ * element, the first push of a key stored as it is; PSL_KV_STORE_OVERWRITE:
+ * replaces it), a pull answers each key's values (with lens where keys hold
+ * different counts). A pull of a key never pushed fails with -ENOENT, a sum
+ * of another length than the key holds with -EINVAL (both logged, naming the
+ * key). SUM takes the integer and float32/64 dtypes. */
+enum psl_kv_store_mode { PSL_KV_STORE_SUM = 0, PSL_KV_STORE_OVERWRITE = 1 };
+struct psl_kv_store;
+PSL_EXPORT int psl_kv_store_new(int app_id, enum psl_dtype dtype, enum psl_kv_store_mode mode,
+				struct psl_kv_store **out);
+/* Stops serving (psl_kv_server_free: after psl_finalize, as for any
+ * server) and frees what it stored. */
+PSL_EXPORT void psl_kv_store_free(struct psl_kv_store *st);
+
 /* ------------------------------------------------------- batch (AF) -- */
 
 /*

@@ -33,7 +33,7 @@ __all__ = [
     "is_server", "is_scheduler", "rank", "node_id", "num_workers", "num_servers",
     "group_size", "instance", "instance_rank",
     "van_name", "cuda_describe", "job_lost", "KVWorker", "KVServer", "Request", "AFWorker", "AFServer", "Batch",
-    "as_tensor", "server_key_range", "server_rank_to_id", "worker_rank_to_id", "id_to_rank",
+    "as_tensor", "KVStoreServer", "server_key_range", "server_rank_to_id", "worker_rank_to_id", "id_to_rank",
 ]
 
 SERVER, WORKER, SCHEDULER, JOINT = 0, 1, 2, 3  # JOINT: DMLC_ROLE=joint
@@ -148,6 +148,8 @@ def _declare(lib):
         "psl_kv_wait_timeout": (c_int, [c_vp, c_int, c_int]),
         "psl_kv_server_new": (c_int, [c_int, c_int, _HANDLER, c_vp, ctypes.POINTER(c_vp)]),
         "psl_kv_server_free": (None, [c_vp]),
+        "psl_kv_store_new": (c_int, [c_int, c_int, c_int, ctypes.POINTER(c_vp)]),
+        "psl_kv_store_free": (None, [c_vp]),
         "psl_kv_respond": (c_int, [ctypes.POINTER(_Req), ctypes.POINTER(_Kv)]),
         "psl_kv_respond_error": (c_int, [ctypes.POINTER(_Req), c_int]),
         "psl_kv_batch_pushpull": (c_int, [c_vp, ctypes.POINTER(_Batch), c_int, c_int, c_vp,
@@ -584,6 +586,36 @@ class KVServer:
         if self._s:
             _lib().psl_kv_server_free(self._s)
             self._s = ctypes.c_void_p()
+
+
+class KVStoreServer:
+    """The common parameter server in one line (ps-lite's
+    KVServerDefaultHandle, in C): pushes are stored per key, summed
+    (mode "sum": added element by element) or replaced ("overwrite"); pulls
+    answer what each key holds. A pull of a key never pushed raises
+    PsliteError (ENOENT) at the worker. Close it after finalize()."""
+
+    _MODES = {"sum": 0, "overwrite": 1}
+
+    def __init__(self, app_id=0, dtype="float32", mode="sum"):
+        if dtype not in _DTYPES:
+            raise ValueError("dtype %r: one of %s" % (dtype, ", ".join(_DTYPES)))
+        if mode not in self._MODES:
+            raise ValueError("mode %r: \"sum\" or \"overwrite\"" % (mode,))
+        self._s = ctypes.c_void_p()
+        _check("KVStoreServer(dtype=%r, mode=%r)" % (dtype, mode), _lib().psl_kv_store_new(
+            app_id, _DTYPES[dtype][0], self._MODES[mode], ctypes.byref(self._s)))
+
+    def close(self):
+        if self._s:
+            _lib().psl_kv_store_free(self._s)
+            self._s = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
 
 
 # ------------------------------------------------- Attention-FFN batches --

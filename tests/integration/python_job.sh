@@ -5,7 +5,7 @@
 # against the sums, and bad inputs answered with exceptions (a read-only
 # pull buffer, a buffer too small for the answer, a wrong dtype, and with
 # python3-torch a non-contiguous tensor), CPU torch tensors pushed and pulled
-# zero-copy; before that the package's unit tests; then StepMesh's
+# zero-copy; the default server (python/tests/store_job.py); before that the package's unit tests; then StepMesh's
 # test_fserver shape (python/tests/af_job.py: 2 attention workers push three
 # tensors a step, the FFN server answers with their sum, 50 steps checked),
 # and with python3-torch the same through pslite.fserver, StepMesh's calls,
@@ -59,6 +59,10 @@ if "$py" -c 'import torch' 2>/dev/null && [ "$(grep -c "torch push/pull OK" "$lo
 	echo "python_job.sh $van: torch is installed but not both workers said 'torch push/pull OK'" >&2
 	exit 1
 fi
+# the default server (KVStoreServer, ps-lite's KVServerDefaultHandle in C),
+# 2 servers: pushes summed, or overwritten; a pull of an unknown key: ENOENT
+job 2 "python/tests/store_job.py sum" "store worker [01]: OK (sum)" "store sum"
+job 2 "python/tests/store_job.py overwrite" "store worker [01]: OK (overwrite)" "store overwrite"
 job 1 af_job.py "python af worker [01]: OK, 50 steps checked" af
 # StepMesh's test_fserver.py on pslite.fserver (bfloat16 torch tensors)
 if "$py" -c 'import torch' 2>/dev/null; then
