@@ -44,8 +44,18 @@ timeout 300 make -s -C "$b" install DESTDIR="$tmp/d" >"$tmp/log" 2>&1 ||
 init=$(cd "$tmp/d" && find . -path '*/pslite/__init__.py' | head -n 1)
 [ -n "$init" ] || fail "make install put no pslite/__init__.py under DESTDIR"
 dir=$(dirname "$(dirname "${init#.}")")
-searched "$py" "$dir" ||
-	fail "make install put the package in $dir, which $py does not import from (its sys.path: $("$py" -E -c 'import sys; print(sys.path)'))"
+# the directory the interpreter names for this prefix (python/pythondir.py)
+want=$("$py" -E "$s/python/pythondir.py" "$prefix" $(mkvar PSL_PYTHON_PREFIX_DEFAULT) 2>/dev/null |
+	sed "s|\${prefix}|$prefix|")
+[ "$want" = "$dir" ] || fail "make install put the package in $dir; $py says $want"
+# (a prefix that the interpreter searches nowhere, as make distcheck's: then
+# configure must have warned, naming PYTHONPATH)
+if ! searched "$py" "$dir"; then
+	"$py" -E "$s/python/pythondir.py" "$prefix" >/dev/null 2>"$tmp/warn"
+	grep -q "does not import from .*PYTHONPATH=" "$tmp/warn" ||
+		fail "make install put the package in $dir, which $py does not import from (its sys.path: $("$py" -E -c 'import sys; print(sys.path)'))"
+	echo "python_install.sh: prefix $prefix is not searched by $py; configure warns: $(cat "$tmp/warn")"
+fi
 imports "$py" "$dir" "$tmp/d" || fail "$py cannot import pslite from $tmp/d$dir"
 echo "python_install.sh: $py imports pslite from $dir"
 
