@@ -14,9 +14,12 @@ size_t psl_dtype_size(enum psl_dtype dt)
 	case PSL_INT8:
 	case PSL_UINT8:
 	case PSL_BYTES:
+	case PSL_BOOL:
 		return 1;
 	case PSL_INT16:
 	case PSL_UINT16:
+	case PSL_FLOAT16:
+	case PSL_BFLOAT16:
 		return 2;
 	case PSL_INT32:
 	case PSL_UINT32:

@@ -14,6 +14,7 @@
 #include "cuda.h"
 #include "customer.h"
 #include "kv.h"
+#include "kv_tensor.h"
 #include "log.h"
 #include "postoffice.h"
 #include "van_host.h"
@@ -136,6 +137,8 @@ static int check_batch(const struct psl_kv_worker *w, const struct psl_kv_batch 
 	for (i = 0; i < b->npush; i++) {
 		if ((b->push[i].len && !b->push[i].vals) || b->push[i].len > INT32_MAX)
 			return -EINVAL;
+		if ((rc = psl__tdesc_check(&b->push[i], w->esz, "psl_kv_batch_pushpull: push")))
+			return rc;
 		if ((rc = psl__cuda_check("psl_kv_batch_pushpull: a push tensor's vals",
 					  b->push[i].vals, b->push[i].len * w->esz, b->push[i].mem,
 					  b->push[i].dev)))
@@ -276,6 +279,7 @@ static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, in
 	const struct psl_kv_tensor *t = tensor_of(q, g->t, &push);
 	struct psl_van_seg segs[2];
 	struct psl__meta m;
+	char shape[PSL__TDESC_BODY];
 	int rc = psl__send_check(id);
 
 	if (rc)
@@ -286,6 +290,8 @@ static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, in
 	m.val_len = (int)t->len;
 	m.option = PSL_KV_BATCH_OPTION(count, idx);
 	psl__kv_meta_data(&m, w->dt, true, false);
+	if (push)
+		psl__tdesc_put(&m, w->dt, t, shape);
 	psl__kv_meta_dev(&m, push, t->mem, t->dev);
 	segs[0] = (struct psl_van_seg){&g->key, 8, PSL_MEM_HOST, -1, NULL};
 	if (push && q->stage && q->stage[g->t])
@@ -404,6 +410,14 @@ static struct bmsg *msg_of(struct kvb *q, const struct psl__meta *m)
 	return &q->msg[q->first[rank] + idx];
 }
 
+/* A pull answer's dtype and shape onto its pull tensor. */
+static void answer_tdesc(const struct psl__meta *m, size_t bytes, struct psl_kv_tensor *t)
+{
+	struct psl__tdesc d;
+	psl__tdesc_get(m, &d);
+	psl__tdesc_apply(&d, bytes, t);
+}
+
 bool psl__kvb_on_answer_locked(struct psl_kv_worker *w, struct psl__req *r,
 			       const struct psl__meta *m, struct psl_van_rmsg *raw, bool *kept)
 {
@@ -459,6 +473,7 @@ bool psl__kvb_on_answer_locked(struct psl_kv_worker *w, struct psl__req *r,
 		}
 		nv = raw->segs[1].len / w->esz;
 		q->b->pull[g->t - q->b->npush].received = nv;
+		answer_tdesc(m, raw->segs[1].len, &q->b->pull[g->t - q->b->npush]);
 		if (nv > t->len) {
 			PSL_WARN("batch %d: %s sent %zu values for key %" PRIu64
 				 ", the pull buffer holds %zu: the batch fails with EMSGSIZE",

@@ -17,6 +17,7 @@
 #include "log.h"
 #include "postoffice.h"
 #include "pslite.h"
+#include "kv_tensor.h"
 
 struct bat {
 	struct psl_kv_batch_req pub;
@@ -33,6 +34,7 @@ struct psl_kv_batch_server {
 	struct psl_kv_server *kv;
 	struct psl__office *office; /* the server node kv belongs to */
 	size_t max;
+	size_t esz; /* bytes of one value of its dtype */
 	psl_kv_batch_cb cb;
 	void *arg;
 	pthread_mutex_t mu;
@@ -88,7 +90,7 @@ static void unqueue(struct psl_kv_batch_server *s, struct bat *b)
 }
 
 /* b is complete: build its tensors. */
-static int bat_build(struct bat *b)
+static int bat_build(struct bat *b, size_t esz)
 {
 	size_t np = 0, nq = 0;
 	int i;
@@ -102,11 +104,14 @@ static int bat_build(struct bat *b)
 		const struct psl_kv_request *q = b->reqs[i];
 		struct psl_kv_tensor *t;
 		if (q->meta.push) {
+			struct psl__tdesc d;
 			t = &b->tensors[nq++];
 			t->vals = q->kv.vals;
 			t->len = q->kv.num_vals;
 			t->mem = q->kv.mem; /* (a registered receive buffer's) */
 			t->dev = q->kv.dev;
+			psl__kv_request_tdesc(q, &d);
+			psl__tdesc_apply(&d, t->len * esz, t);
 		} else {
 			t = &b->tensors[np + (size_t)i - nq];
 			t->vals = NULL;
@@ -194,7 +199,7 @@ static void on_request(struct psl_kv_server *kv, struct psl_kv_request *req, voi
 	b->reqs[idx] = req;
 	if (++b->got == b->count) {
 		unlink_bat(&s->partial, b);
-		rc = bat_build(b);
+		rc = bat_build(b, s->esz);
 		if (rc) {
 			pthread_mutex_unlock(&s->mu);
 			bat_fail(b, rc);
@@ -258,6 +263,7 @@ int psl_kv_batch_server_new(int app_id, enum psl_dtype dtype, size_t max_tensors
 	if (!s)
 		return -ENOMEM;
 	s->max = max_tensors ? max_tensors : PSL_KV_BATCH_MAX;
+	s->esz = psl_dtype_size(dtype);
 	s->cb = cb;
 	s->arg = arg;
 	pthread_mutex_init(&s->mu, NULL);
@@ -393,6 +399,10 @@ static int respond(struct psl_kv_batch_server *s, uint64_t id, const struct psl_
 			 id);
 		return -ENOENT;
 	}
+	for (j = 0; j < nout; j++)
+		if ((rc = psl__tdesc_check(&out[j], s->esz, "psl_kv_batch_respond: "
+					   "an answer")))
+			goto unlock;
 	match = calloc(b->pub.npull + 1, sizeof(*match));
 	used = calloc(nout + 1, sizeof(*used));
 	if (!match || !used) {
@@ -440,6 +450,7 @@ static int respond(struct psl_kv_batch_server *s, uint64_t id, const struct psl_
 			const struct psl_kv_tensor *t = &out[match[j]];
 			struct psl_kv res = {.keys = &t->key, .num_keys = 1, .vals = t->vals,
 					     .num_vals = t->len, .mem = t->mem, .dev = t->dev};
+			psl__kv_request_answer_tdesc(q, t);
 			if (copy) {
 				rc = psl_kv_respond(q, &res);
 			} else {

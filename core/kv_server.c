@@ -12,6 +12,7 @@
 #include "cuda.h"
 #include "customer.h"
 #include "kv.h"
+#include "kv_tensor.h"
 #include "log.h"
 #include "postoffice.h"
 #include "pslite/van_util.h"
@@ -199,6 +200,8 @@ struct kv_req {
 	struct psl__office *office; /* the server node it came to */
 	atomic_int refs; /* 1, plus one per psl_kv_request_hold */
 	void *stream; /* the server's CUDA stream when it came */
+	struct psl__tdesc in;	/* what the meta said of the values */
+	struct psl_kv_tensor out; /* dtype and shape its answer says (batches) */
 };
 
 /* Request records are kept for reuse (at most 256, process-wide): steady
@@ -220,6 +223,19 @@ static void req_free(struct kv_req *q)
 	psl__raw_release(q->raw);
 	free(q->aligned);
 	psl_van_cache_put(&req_pool, q, sizeof(*q));
+}
+
+void psl__kv_request_tdesc(const struct psl_kv_request *req, struct psl__tdesc *d)
+{
+	*d = ((const struct kv_req *)req)->in;
+}
+
+void psl__kv_request_answer_tdesc(struct psl_kv_request *req, const struct psl_kv_tensor *t)
+{
+	struct kv_req *q = (struct kv_req *)req;
+	q->out.dtype = t->dtype;
+	q->out.ndim = t->ndim;
+	memcpy(q->out.shape, t->shape, sizeof(q->out.shape));
 }
 
 static void response_meta(const struct kv_req *q, struct psl__meta *m)
@@ -270,6 +286,7 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 {
 	struct psl__meta m;
 	struct psl_van_seg segs[3];
+	char shape[PSL__TDESC_BODY];
 	struct psl__kv_copy *cp = NULL;
 	uint32_t n = 0;
 	int rc, vmem = PSL_MEM_HOST;
@@ -356,6 +373,8 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 		if (!vb)
 			vmem = PSL_MEM_HOST; /* nothing of the GPU's is sent */
 		psl__kv_meta_data(&m, q->dt, true, lb != 0);
+		if (!lb)
+			psl__tdesc_put(&m, q->dt, &q->out, shape);
 		psl__kv_meta_dev(&m, true, res->mem, res->dev);
 		segs[n++] = (struct psl_van_seg){keys, kb, PSL_MEM_HOST, -1, NULL};
 		segs[n++] = (struct psl_van_seg){vals, vb, vmem, vmem ? res->dev : -1, NULL};
@@ -532,6 +551,7 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 	q->sid = m->sid;
 	q->reply_to = m->sender;
 	q->office = c->office;
+	psl__tdesc_get(m, &q->in);
 	q->pub.meta = (struct psl_kv_meta){
 		.cmd = m->head,
 		.push = m->push,

@@ -236,6 +236,11 @@ enum psl_dtype {
 	PSL_FLOAT32 = 9,
 	PSL_FLOAT64 = 10,
 	PSL_BYTES = 11, /* char / opaque bytes: ps-lite's OTHER */
+	/* pslite's own numbers (C++ ps-lite has none for them): a batch
+	 * tensor's element type (struct psl_kv_tensor's dtype) */
+	PSL_FLOAT16 = 12,
+	PSL_BFLOAT16 = 13,
+	PSL_BOOL = 14,
 };
 
 /* Size in bytes of one value of type dt, 0 if dt is unknown. */
@@ -396,6 +401,21 @@ PSL_EXPORT int psl_kv_server_recv_buffer(struct psl_kv_server *s, int worker_ran
 PSL_EXPORT int psl_kv_request_hold(struct psl_kv_request *req);
 PSL_EXPORT void psl_kv_request_release(struct psl_kv_request *req);
 
+/* ps-lite's KVServerDefaultHandle as a ready server: a push stores its values
+ * per key (PSL_KV_STORE_SUM: added to what the key holds, element by
+ * element, the first push of a key stored as it is; PSL_KV_STORE_OVERWRITE:
+ * replaces it), a pull answers each key's values (with lens where keys hold
+ * different counts). A pull of a key never pushed fails with -ENOENT, a sum
+ * of another length than the key holds with -EINVAL (both logged, naming the
+ * key). SUM takes the integer and float32/64 dtypes. */
+enum psl_kv_store_mode { PSL_KV_STORE_SUM = 0, PSL_KV_STORE_OVERWRITE = 1 };
+struct psl_kv_store;
+PSL_EXPORT int psl_kv_store_new(int app_id, enum psl_dtype dtype, enum psl_kv_store_mode mode,
+				struct psl_kv_store **out);
+/* Stops serving (psl_kv_server_free: after psl_finalize, as for any
+ * server) and frees what it stored. */
+PSL_EXPORT void psl_kv_store_free(struct psl_kv_store *st);
+
 /* ------------------------------------------------------- batch (AF) -- */
 
 /*
@@ -423,7 +443,15 @@ PSL_EXPORT void psl_kv_request_release(struct psl_kv_request *req);
  *                         num_servers).
  */
 
-/* One tensor: a key and len values of the worker's (or server's) dtype. */
+/* Most dimensions a batch tensor's shape carries. */
+#define PSL_KV_MAX_DIMS 8
+
+/* One tensor: a key and len values of the worker's (or server's) dtype.
+ * dtype and shape describe the tensor (StepMesh carries them in the meta):
+ * a push's and an answer's travel with it, and a server's push tensors and a
+ * worker's pull tensors (on completion) have the sender's. dtype 0: the
+ * worker's (server's) dtype; ndim 0: flat. A shape must cover exactly
+ * len values of the worker's dtype (-EINVAL otherwise). */
 struct psl_kv_tensor {
 	uint64_t key;
 	void *vals;
@@ -431,6 +459,9 @@ struct psl_kv_tensor {
 	size_t received;  /* pull: how many values arrived (set on completion) */
 	enum psl_mem_type mem; /* where vals lives (0: host) */
 	int dev;	  /* its CUDA device ordinal for PSL_MEM_CUDA */
+	enum psl_dtype dtype;	/* element type, 0: the worker's or server's */
+	int ndim;		/* dimensions in shape, 0 to PSL_KV_MAX_DIMS */
+	int64_t shape[PSL_KV_MAX_DIMS];
 };
 
 /* Monotonic nanosecond timestamps (CLOCK_MONOTONIC) of one batch. */

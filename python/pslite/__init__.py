@@ -33,6 +33,7 @@ __all__ = [
     "is_server", "is_scheduler", "rank", "node_id", "num_workers", "num_servers",
     "group_size", "instance", "instance_rank",
     "van_name", "cuda_describe", "job_lost", "KVWorker", "KVServer", "Request", "AFWorker", "AFServer", "Batch",
+    "as_tensor", "KVStoreServer", "server_key_range", "server_rank_to_id", "worker_rank_to_id", "id_to_rank",
 ]
 
 SERVER, WORKER, SCHEDULER, JOINT = 0, 1, 2, 3  # JOINT: DMLC_ROLE=joint
@@ -43,7 +44,10 @@ _DTYPES = {
     "int8": (1, 1), "int16": (2, 2), "int32": (3, 4), "int64": (4, 8),
     "uint8": (5, 1), "uint16": (6, 2), "uint32": (7, 4), "uint64": (8, 8),
     "float32": (9, 4), "float64": (10, 8), "bytes": (11, 1),
+    "float16": (12, 2), "bfloat16": (13, 2), "bool": (14, 1),
 }
+_DTYPE_NAMES = {v[0]: k for k, v in _DTYPES.items()}
+_MAX_DIMS = 8  # PSL_KV_MAX_DIMS
 
 
 class PsliteError(RuntimeError):
@@ -126,6 +130,10 @@ def _declare(lib):
         "psl_num_workers": (c_int, []), "psl_num_servers": (c_int, []),
         "psl_group_size": (c_int, []), "psl_my_instance": (c_int, []),
         "psl_my_instance_rank": (c_int, []),
+        "psl_server_rank_to_id": (c_int, [c_int]), "psl_worker_rank_to_id": (c_int, [c_int]),
+        "psl_id_to_rank": (c_int, [c_int]),
+        "psl_server_key_range": (c_int, [c_int, ctypes.POINTER(ctypes.c_uint64),
+                                         ctypes.POINTER(ctypes.c_uint64)]),
         "psl_strerror": (ctypes.c_char_p, [c_int]),
         "psl_van_name": (ctypes.c_char_p, []),
         "psl_cuda_describe": (c_int, [ctypes.c_char_p, c_sz]),
@@ -140,6 +148,8 @@ def _declare(lib):
         "psl_kv_wait_timeout": (c_int, [c_vp, c_int, c_int]),
         "psl_kv_server_new": (c_int, [c_int, c_int, _HANDLER, c_vp, ctypes.POINTER(c_vp)]),
         "psl_kv_server_free": (None, [c_vp]),
+        "psl_kv_store_new": (c_int, [c_int, c_int, c_int, ctypes.POINTER(c_vp)]),
+        "psl_kv_store_free": (None, [c_vp]),
         "psl_kv_respond": (c_int, [ctypes.POINTER(_Req), ctypes.POINTER(_Kv)]),
         "psl_kv_respond_error": (c_int, [ctypes.POINTER(_Req), c_int]),
         "psl_kv_batch_pushpull": (c_int, [c_vp, ctypes.POINTER(_Batch), c_int, c_int, c_vp,
@@ -250,6 +260,32 @@ def num_workers():
 
 def num_servers():
     return _lib().psl_num_servers()
+
+
+def server_key_range(server_rank):
+    """(begin, end): the keys [begin, end) server server_rank holds, as
+    ps-lite splits the 64-bit key space evenly ((2**64-1)//num_servers()
+    each): small integer keys all go to server 0. Raises PsliteError for a
+    rank that is no server's (or before start)."""
+    b, e = ctypes.c_uint64(), ctypes.c_uint64()
+    _check("server_key_range(%d)" % server_rank,
+           _lib().psl_server_key_range(server_rank, ctypes.byref(b), ctypes.byref(e)))
+    return b.value, e.value
+
+
+def server_rank_to_id(r):
+    """The node id of server rank r (ps-lite's ServerRankToID)."""
+    return _lib().psl_server_rank_to_id(r)
+
+
+def worker_rank_to_id(r):
+    """The node id of worker rank r (ps-lite's WorkerRankToID)."""
+    return _lib().psl_worker_rank_to_id(r)
+
+
+def id_to_rank(node):
+    """The rank of node id node (ps-lite's IDtoRank)."""
+    return _lib().psl_id_to_rank(node)
 
 
 def van_name():
@@ -552,11 +588,59 @@ class KVServer:
             self._s = ctypes.c_void_p()
 
 
+class KVStoreServer:
+    """The common parameter server in one line (ps-lite's
+    KVServerDefaultHandle, in C): pushes are stored per key, summed
+    (mode "sum": added element by element) or replaced ("overwrite"); pulls
+    answer what each key holds. A pull of a key never pushed raises
+    PsliteError (ENOENT) at the worker. Close it after finalize()."""
+
+    _MODES = {"sum": 0, "overwrite": 1}
+
+    def __init__(self, app_id=0, dtype="float32", mode="sum"):
+        if dtype not in _DTYPES:
+            raise ValueError("dtype %r: one of %s" % (dtype, ", ".join(_DTYPES)))
+        if mode not in self._MODES:
+            raise ValueError("mode %r: \"sum\" or \"overwrite\"" % (mode,))
+        self._s = ctypes.c_void_p()
+        _check("KVStoreServer(dtype=%r, mode=%r)" % (dtype, mode), _lib().psl_kv_store_new(
+            app_id, _DTYPES[dtype][0], self._MODES[mode], ctypes.byref(self._s)))
+
+    def close(self):
+        if self._s:
+            _lib().psl_kv_store_free(self._s)
+            self._s = ctypes.c_void_p()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+
 # ------------------------------------------------- Attention-FFN batches --
 
 class _Tensor(ctypes.Structure):
     _fields_ = [("key", ctypes.c_uint64), ("vals", ctypes.c_void_p), ("len", ctypes.c_size_t),
-                ("received", ctypes.c_size_t), ("mem", ctypes.c_int), ("dev", ctypes.c_int)]
+                ("received", ctypes.c_size_t), ("mem", ctypes.c_int), ("dev", ctypes.c_int),
+                ("dtype", ctypes.c_int), ("ndim", ctypes.c_int),
+                ("shape", ctypes.c_int64 * _MAX_DIMS)]
+
+    def describe(self, buf):
+        """buf's dtype and shape (numpy arrays, torch tensors) into the
+        tensor, so that they travel with it; other buffers go flat."""
+        name, shape = _dtype_name(buf), getattr(buf, "shape", None)
+        if name in _DTYPES and name != "bytes":
+            self.dtype = _DTYPES[name][0]
+            if shape is not None and 0 < len(shape) <= _MAX_DIMS:
+                self.ndim = len(shape)
+                for i, d in enumerate(shape):
+                    self.shape[i] = int(d)
+
+    def described(self):
+        """(dtype name or None, shape tuple or None) the tensor carries."""
+        shape = tuple(self.shape[i] for i in range(self.ndim)) if self.ndim else None
+        return _DTYPE_NAMES.get(self.dtype), shape
 
 
 class _Times(ctypes.Structure):
@@ -587,6 +671,7 @@ def _tensors(bufs, keys, size, writable, what, dtype=None):
         refs.append(cbuf)
         arr[i].key, arr[i].len = k, n
         arr[i].vals = _vptr(cbuf)
+        arr[i].describe(b)
         arr[i].mem, arr[i].dev = _mem(cbuf)
     return arr, refs
 
@@ -631,7 +716,9 @@ class AFWorker:
         t = held[0].times
         return {"submit_ns": t.submit_ns, "sent_ns": t.sent_ns, "answered_ns": t.answered_ns,
                 "completed_ns": t.completed_ns,
-                "received": [held[2][i].received for i in range(held[0].npull)]}
+                "received": [held[2][i].received for i in range(held[0].npull)],
+                # the answers' dtype names and shapes, as their server sent them
+                "described": [held[2][i].described() for i in range(held[0].npull)]}
 
     def close(self):
         self._kv.close()
@@ -641,13 +728,16 @@ class AFWorker:
 class Batch:
     """A whole batch from one worker, as AFServer.get_batch() gives it: id,
     sender, cmd, push (a list of (key, bytes)), pull (a list of (key, room in
-    values)). Answer once with AFServer.respond()."""
+    values)), described (per push: the worker's (dtype name, shape), None
+    where it gave none), tensors() (the pushes as arrays of those dtypes and
+    shapes). Answer once with AFServer.respond()."""
 
     def __init__(self, req, size, regs=None):
         r = req.contents
         self.id, self.sender, self.cmd = r.id, r.sender, r.cmd
         rank = (r.sender - 9) // 2  # a worker group's rank (its id is 9 + 2 x rank)
         self.push = []
+        self.described = [r.push[i].described() for i in range(r.npush)]
         for i in range(r.npush):
             t, n = r.push[i], r.push[i].len * size
             reg = (regs or {}).get((rank, t.key))
@@ -658,6 +748,34 @@ class Batch:
             else:
                 self.push.append((t.key, ctypes.string_at(t.vals, n) if n else b""))
         self.pull = [(r.pull[i].key, r.pull[i].len) for i in range(r.npull)]
+
+    def tensors(self, kind="numpy"):
+        """The pushes as numpy arrays (kind "numpy") or torch tensors ("torch")
+        of the dtype and shape each worker pushed (flat uint8 where it gave
+        none), copies except for a push in a registered torch buffer."""
+        return [as_tensor(d, desc, kind) for (_, d), desc in zip(self.push, self.described)]
+
+
+def as_tensor(data, desc, kind="numpy"):
+    """bytes (or a uint8 torch tensor) as an array of desc = (dtype name,
+    shape): kind "numpy" or "torch"; flat uint8 where desc names no dtype."""
+    name, shape = desc
+    name = name or "uint8"
+    if kind == "torch":
+        import torch
+        if hasattr(data, "data_ptr"):
+            t = data.view(torch.uint8)
+        else:
+            t = torch.frombuffer(bytearray(data), dtype=torch.uint8) if len(data) else \
+                torch.empty(0, dtype=torch.uint8)
+        t = t.view(getattr(torch, name))
+    else:
+        import numpy
+        if hasattr(data, "data_ptr"):
+            data = data.numpy()
+        t = numpy.frombuffer(bytearray(data), dtype=numpy.uint8).view(
+            "bool" if name == "bool" else name)
+    return t.reshape(shape) if shape is not None else t
 
 
 class AFServer:

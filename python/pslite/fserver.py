@@ -10,10 +10,11 @@ written against StepMesh (``import pslite.fserver as f``):
     f.stop()
 
 Tensors are moved as bytes, zero-copy (CPU torch tensors, numpy arrays or
-any writable buffer, any dtype, bfloat16 included). A server's get_batch()
-gives each pushed tensor as a flat uint8 torch tensor (bytes without torch):
-view it with ``t.view(dtype).reshape(shape)``, as pslite's wire carries no
-dtype or shape. CUDA tensors are taken as they are (by device pointer:
+any writable buffer, any dtype, bfloat16 included), with their dtype and
+shape in the message's meta, as StepMesh does. A server's get_batch() gives
+each pushed tensor as a torch tensor of the dtype and shape the worker
+pushed (a numpy array without torch, bytes without either; flat uint8 for a
+buffer with no dtype, such as a bytearray). CUDA tensors are taken as they are (by device pointer:
 pslite stages them through pinned host memory where the van cannot move
 GPU memory), ordered with PyTorch's current stream as StepMesh's
 need_event says (push_pull: True by default, respond: False); the server's
@@ -91,13 +92,26 @@ def fetch_trace(handler):
     return [submit, sent, sent, sent, sent, sent, answered, completed]
 
 
-def _as_tensor(data):
-    try:
-        import torch
-    except ImportError:
-        return data
-    return torch.frombuffer(bytearray(data), dtype=torch.uint8) if data else \
-        torch.empty(0, dtype=torch.uint8)
+# What get_batch gives pushed tensors as: "torch", "numpy", or None: torch
+# where it imports, else numpy, else bytes.
+TENSOR_KIND = None
+
+
+def _kind():
+    if TENSOR_KIND:
+        return TENSOR_KIND
+    for kind in ("torch", "numpy"):
+        try:
+            __import__(kind)
+            return kind
+        except ImportError:
+            pass
+    return None
+
+
+def _as_tensor(data, desc):
+    kind = _kind()
+    return pslite.as_tensor(data, desc, kind) if kind else data
 
 
 def register_recv_buffer(tensor, worker_ranks, push_keys):
@@ -106,7 +120,7 @@ def register_recv_buffer(tensor, worker_ranks, push_keys):
     chunks, and chunk i receives the push of key push_keys[i] from worker
     rank worker_ranks[i], straight from the van where it places data
     (ucx, fabric, ibverbs), else copied there by pslite on arrival;
-    get_batch() gives the chunk (flat uint8, the pushed bytes)."""
+    get_batch() gives the chunk, viewed as the pushed dtype and shape."""
     if len(worker_ranks) == 0 or len(worker_ranks) != len(push_keys):
         raise ValueError("register_recv_buffer: %d ranks for %d keys (one rank per key, "
                          "at least one)" % (len(worker_ranks), len(push_keys)))
@@ -126,21 +140,22 @@ def register_recv_buffer(tensor, worker_ranks, push_keys):
             _state["server"].register_recv_buffer(c, int(r), int(k))
 
 
-def _into(rank, key, data):
-    """The push of (rank, key): its registered chunk filled with data, else
-    a new tensor (or the bytes without torch)."""
+def _into(rank, key, data, desc):
+    """The push of (rank, key), of the dtype and shape desc: its registered
+    chunk filled with data, else a new tensor (or the bytes without torch
+    and numpy)."""
     chunk = _state["recv"].get((rank, key))
     if chunk is None:
-        return _as_tensor(data)
+        return _as_tensor(data, desc)
     if hasattr(data, "data_ptr") and data.data_ptr() == chunk.data_ptr():
-        return data  # pslite put it there
+        return pslite.as_tensor(data, desc, "torch")  # pslite put it there
     import torch
     if len(data) > chunk.numel():
         raise ValueError("worker %d pushed %d bytes for key %d, its registered receive "
                          "buffer holds %d" % (rank, len(data), key, chunk.numel()))
     if data:
         chunk[:len(data)].copy_(torch.frombuffer(bytearray(data), dtype=torch.uint8))
-    return chunk[:len(data)]
+    return pslite.as_tensor(chunk[:len(data)], desc, "torch")
 
 
 def get_batch():
@@ -158,7 +173,8 @@ def get_batch():
         wid = 9 + 2 * rank  # worker group rank's node id (docs/wire.md section 3)
         b = next(x for x in queued if x.sender == wid)
         queued.remove(b)
-        out.append((b, [_into(rank, k, d) for k, d in b.push], [k for k, _ in b.push]))
+        out.append((b, [_into(rank, k, d, desc) for (k, d), desc in zip(b.push, b.described)],
+                    [k for k, _ in b.push]))
     return out
 
 

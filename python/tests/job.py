@@ -46,6 +46,19 @@ def worker():
         assert pslite.instance_rank() == r * g + pslite.instance(), "instance rank"
         print("python worker %d: instance %d of %d, instance rank %d"
               % (r, pslite.instance(), g, pslite.instance_rank()), flush=True)
+    # the node queries: ps-lite's key ranges and rank <-> id mappings
+    S = pslite.num_servers()
+    q = (2**64 - 1) // S
+    for i in range(S):
+        assert pslite.server_key_range(i) == (q * i, q * (i + 1)), pslite.server_key_range(i)
+        assert pslite.id_to_rank(pslite.server_rank_to_id(i)) == i, "server rank %d" % i
+    assert pslite.id_to_rank(pslite.worker_rank_to_id(r)) == r, "worker rank %d" % r
+    assert pslite.is_worker() and not pslite.is_scheduler()
+    try:
+        pslite.server_key_range(S)
+        raise AssertionError("server_key_range(%d) of %d servers did not raise" % (S, S))
+    except pslite.PsliteError:
+        pass
     w = pslite.KVWorker()
     base = [float(i + 1) for i in range(len(KEYS) * PER_KEY)]
     mine = array.array("f", [(r + 1) * x for x in base])

@@ -88,8 +88,9 @@ def test_cuda_tensor_view():
     assert (kv.mem, kv.dev, kv.vals, kv.num_vals) == (1, 1, t.data_ptr(), 8)
     arr, refs = _tensors([t], [5], 4, True, "pull")
     assert (arr[0].mem, arr[0].dev, arr[0].vals, arr[0].len) == (1, 1, t.data_ptr(), 8)
-    # the C structs' layout: two ints after the last pointer-sized field
-    assert ctypes.sizeof(_Kv) == 48 and ctypes.sizeof(_Tensor) == 40
+    # the C structs' layout: two ints after the last pointer-sized field,
+    # then the tensor's dtype, ndim and 8 int64 dimensions
+    assert ctypes.sizeof(_Kv) == 48 and ctypes.sizeof(_Tensor) == 112
 
 
 def test_cuda_stream():
@@ -140,11 +141,30 @@ def test_fserver_recv_buffer():
     assert "one rank per key" in raises(ValueError, f.register_recv_buffer, t, [0, 1], [5])
     assert "split evenly" in raises(ValueError, f.register_recv_buffer, t, [0] * 5, [1, 2, 3, 4, 5])
     f.register_recv_buffer(t, [0, 0, 1], [7, 8, 7])
-    got = f._into(1, 7, b"\x01\x02\x03\x04")
+    got = f._into(1, 7, b"\x01\x02\x03\x04", (None, None))
     assert got.data_ptr() == t.data_ptr() + 8 and t.view(torch.uint8)[8:].tolist() == [1, 2, 3, 4]
-    assert "holds 4" in raises(ValueError, f._into, 0, 8, b"12345")
-    assert f._into(2, 7, b"ab").tolist() == [97, 98]  # not registered: a new tensor
+    assert "holds 4" in raises(ValueError, f._into, 0, 8, b"12345", (None, None))
+    assert f._into(2, 7, b"ab", (None, None)).tolist() == [97, 98]  # not registered: a new tensor
+    # the worker's dtype and shape (StepMesh's test_fserver: float32 tensors)
+    one = f._into(2, 7, b"\x00\x00\x80\x3f" * 2, ("float32", (1, 2)))
+    assert one.dtype == torch.float32 and tuple(one.shape) == (1, 2) and one.tolist() == [[1.0, 1.0]]
+    reg = f._into(1, 7, b"\x00\x00\x80\x3f", ("float32", (1,)))
+    assert reg.data_ptr() == t.data_ptr() + 8 and reg.tolist() == [1.0]
     f._state["recv"].clear()
+
+
+def test_tensor_describe():
+    import numpy
+    from pslite import _Tensor, as_tensor
+    a = numpy.arange(6, dtype=numpy.float32).reshape(2, 3)
+    t = _Tensor()
+    t.describe(a)
+    assert t.described() == ("float32", (2, 3)), t.described()
+    back = as_tensor(a.tobytes(), t.described(), "numpy")
+    assert back.dtype == numpy.float32 and back.shape == (2, 3) and (back == a).all()
+    u = _Tensor()
+    u.describe(bytearray(4))
+    assert u.described() == (None, None)
 
 
 def test_api_surface():

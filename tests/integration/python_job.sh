@@ -5,7 +5,7 @@
 # against the sums, and bad inputs answered with exceptions (a read-only
 # pull buffer, a buffer too small for the answer, a wrong dtype, and with
 # python3-torch a non-contiguous tensor), CPU torch tensors pushed and pulled
-# zero-copy; before that the package's unit tests; then StepMesh's
+# zero-copy; the default server (python/tests/store_job.py); before that the package's unit tests; then StepMesh's
 # test_fserver shape (python/tests/af_job.py: 2 attention workers push three
 # tensors a step, the FFN server answers with their sum, 50 steps checked),
 # and with python3-torch the same through pslite.fserver, StepMesh's calls,
@@ -59,6 +59,10 @@ if "$py" -c 'import torch' 2>/dev/null && [ "$(grep -c "torch push/pull OK" "$lo
 	echo "python_job.sh $van: torch is installed but not both workers said 'torch push/pull OK'" >&2
 	exit 1
 fi
+# the default server (KVStoreServer, ps-lite's KVServerDefaultHandle in C),
+# 2 servers: pushes summed, or overwritten; a pull of an unknown key: ENOENT
+job 2 "python/tests/store_job.py sum" "store worker [01]: OK (sum)" "store sum"
+job 2 "python/tests/store_job.py overwrite" "store worker [01]: OK (overwrite)" "store overwrite"
 job 1 af_job.py "python af worker [01]: OK, 50 steps checked" af
 # StepMesh's test_fserver.py on pslite.fserver (bfloat16 torch tensors)
 if "$py" -c 'import torch' 2>/dev/null; then
@@ -69,8 +73,15 @@ if "$py" -c 'import torch' 2>/dev/null; then
 	job 2 "bench/fserver_latency.py --iters 300 --report 150" \
 		"fserver_latency worker [01]: OK, 300 steps" "fserver latency benchmark"
 	grep "fserver_latency worker .* p50" "$log"
+	# StepMesh's test_fserver.py logic with CPU torch tensors: the server
+	# gets float32 [1, 8192] tensors, answers sum(batch), workers allclose
+	job 1 "python/tests/fserver_dtype_job.py torch" "fserver_dtype worker [01]: OK" "fserver dtype torch"
 else
 	echo "python_job.sh $van: torch not installed (apt-get install python3-torch): fserver case skipped"
+fi
+# the same with numpy arrays on both sides
+if "$py" -c 'import numpy' 2>/dev/null; then
+	job 1 "python/tests/fserver_dtype_job.py numpy" "fserver_dtype worker [01]: OK" "fserver dtype numpy"
 fi
 # instance groups of 2: 2 server and 4 worker processes, one per instance
 DMLC_GROUP_SIZE=2 job 1 job.py "python worker [01]: OK (van $van)" "groups of 2" 4

@@ -24,6 +24,7 @@
 
 #include "clock.h"
 #include "customer.h"
+#include "kv_tensor.h"
 #include "message.h"
 #include "postoffice.h"
 #include "pslite.h"
@@ -636,6 +637,121 @@ static void test_server_responses(void **state)
 	psl_kv_server_free(srv);
 }
 
+/* ------------------------------------------- batch tensors, KV store -- */
+
+/* A batch message from worker 9: key with vals (push) or room (pull), the
+ * tensor's dtype and shape from t, message idx of count. */
+static void batch_msg(int ts, bool push, const struct psl_kv_tensor *t, size_t bytes, int count,
+		      int idx)
+{
+	struct psl__meta m;
+	char shape[PSL__TDESC_BODY];
+	const void *d[2] = {&t->key, push ? t->vals : NULL};
+	size_t l[2] = {8, push ? bytes : 0};
+	request_meta(&m, ts, push);
+	m.customer_id = 0;
+	m.option = PSL_KV_BATCH_OPTION(count, idx);
+	m.val_len = (int)bytes;
+	m.data_type_size = 2;
+	m.data_type[0] = 8;
+	m.data_type[1] = PSL_BYTES;
+	if (push)
+		psl__tdesc_put(&m, PSL_BYTES, t, shape);
+	deliver(9, &m, 2, d, l);
+}
+
+/* StepMesh's tensors through a batch server: a float32 [2, 2] push arrives
+ * as one, and a bfloat16 [4] answer carries its dtype and shape (issue 26
+ * case 7: they used to arrive as flat bytes). */
+static void test_batch_tensor_desc(void **state)
+{
+	struct psl_kv_batch_server *bs;
+	const struct psl_kv_batch_req *req;
+	float v[4] = {1, 2, 3, 4};
+	uint16_t half[4] = {1, 2, 3, 4};
+	struct psl_kv_tensor push = {.key = 7, .vals = v, .len = 16, .dtype = PSL_FLOAT32,
+				     .ndim = 2, .shape = {2, 2}};
+	struct psl_kv_tensor pull = {.key = 9, .len = 8};
+	struct psl_kv_tensor out = {.key = 9, .vals = half, .len = 8, .dtype = PSL_BFLOAT16,
+				    .ndim = 1, .shape = {4}};
+	struct psl__tdesc d;
+	const struct sent *s;
+	(void)state;
+
+	node_up_as(PSL_SERVER, 8, 1, 1);
+	assert_int_equal(psl_kv_batch_server_new(0, PSL_BYTES, 0, NULL, NULL, &bs), 0);
+	batch_msg(500, true, &push, 16, 2, 0);
+	batch_msg(500, false, &pull, 8, 2, 1);
+	assert_int_equal(psl_kv_batch_next(bs, 1000, &req), 0);
+	assert_int_equal(req->npush, 1);
+	assert_int_equal(req->push[0].dtype, PSL_FLOAT32);
+	assert_int_equal(req->push[0].ndim, 2);
+	assert_int_equal(req->push[0].shape[0], 2);
+	assert_int_equal(req->push[0].shape[1], 2);
+	assert_memory_equal(req->push[0].vals, v, 16);
+	/* a shape that does not cover the values is refused, naming it */
+	out.shape[0] = 5;
+	assert_int_equal(psl_kv_batch_respond(bs, req->id, &out, 1), -EINVAL);
+	out.shape[0] = 4;
+	assert_int_equal(psl_kv_batch_respond(bs, req->id, &out, 1), 0);
+	s = &g_sent[g_nsent - 1]; /* the pull's answer (the push's came first) */
+	assert_int_equal(s->m.timestamp, 500);
+	assert_false(s->m.push);
+	psl__tdesc_get(&s->m, &d);
+	assert_int_equal(d.dtype, PSL_BFLOAT16);
+	assert_int_equal(d.ndim, 1);
+	assert_int_equal(d.shape[0], 4);
+	psl_kv_batch_server_free(bs);
+}
+
+/* The default server (ps-lite's KVServerDefaultHandle): two pushes of key
+ * 5 summed, a pull answers the sum; overwrite keeps the last; an unknown
+ * key's pull fails with ENOENT. */
+static void store_push(int ts, bool push, const float *vals, size_t n)
+{
+	struct psl__meta m;
+	uint64_t key = 5;
+	const void *d[2] = {&key, vals};
+	size_t l[2] = {8, n * 4};
+	request_meta(&m, ts, push);
+	m.customer_id = 0;
+	deliver(9, &m, 2, d, l);
+}
+
+static void test_store(void **state)
+{
+	struct psl_kv_store *st;
+	float a[3] = {1, 2, 3}, b[3] = {10, 20, 30}, sum[3] = {11, 22, 33};
+	const struct sent *s;
+	struct psl__meta m;
+	uint64_t other = 6;
+	const void *d[2] = {&other, NULL};
+	size_t l[2] = {8, 0};
+	int mode;
+	(void)state;
+
+	node_up_as(PSL_SERVER, 8, 1, 1);
+	assert_int_equal(psl_kv_store_new(0, PSL_BFLOAT16, PSL_KV_STORE_SUM, &st), -EINVAL);
+	for (mode = PSL_KV_STORE_SUM; mode <= PSL_KV_STORE_OVERWRITE; mode++) {
+		assert_int_equal(psl_kv_store_new(0, PSL_FLOAT32, mode, &st), 0);
+		store_push(600, true, a, 3);
+		store_push(601, true, b, 3);
+		store_push(602, false, NULL, 0);
+		s = &g_sent[g_nsent - 1];
+		assert_int_equal(s->m.timestamp, 602);
+		assert_int_equal(s->nseg, 2);
+		assert_int_equal(s->len[1], 12);
+		assert_memory_equal(s->seg[1], mode == PSL_KV_STORE_SUM ? sum : b, 12);
+		request_meta(&m, 603, false);
+		m.customer_id = 0;
+		deliver(9, &m, 2, d, l);
+		s = &g_sent[g_nsent - 1];
+		assert_int_equal(s->m.timestamp, 603);
+		assert_int_equal(s->m.option, -ENOENT);
+		psl_kv_store_free(st);
+	}
+}
+
 /* ---------------------------------------------------------- SimpleApp -- */
 
 static int g_sa_resp;
@@ -964,7 +1080,8 @@ int main(void)
 		T(test_simple_app),	    T(test_held_bound),
 		T(test_bind_receive_thread), T(test_held_fails_back),
 		T(test_worker_gets_enxio),  T(test_request_deadline),
-		T(test_free_cancels),
+		T(test_free_cancels),	    T(test_batch_tensor_desc),
+		T(test_store),
 	};
 	return cmocka_run_group_tests_name("kv", tests, NULL, NULL);
 }

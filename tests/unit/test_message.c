@@ -544,8 +544,8 @@ static void test_bad_devices_and_types(void **state)
 	patch32(48, 3, "device type 3/");
 	patch32(56, 3, "device type 0/3");
 	patch32(56, -7, "/-7");
-	patch32(112 + 2, -1, "data type 0 is -1, expected 0 to 11");
-	patch32(112 + 2 + 4, 12, "data type 1 is 12, expected 0 to 11");
+	patch32(112 + 2, -1, "data type 0 is -1, expected 0 to 14");
+	patch32(112 + 2 + 4, 15, "data type 1 is 15, expected 0 to 14");
 	patch32(112 + 2 + 4, INT_MIN, "data type 1 is");
 }
 
