@@ -47,9 +47,11 @@ def worker(mode):
         want = [total * x for x in base]
         assert list(out) == want, "sum: %s, expected %s" % (list(out), want)
     else:
+        # each server keeps the last push it got, which may be another
+        # worker's on each server: every value is one worker's, never a sum
         factors = {(i + 1) for i in range(nw)}
-        f = out[0] / base[0]
-        assert f in factors and list(out) == [f * x for x in base], "overwrite: %s" % list(out)
+        got_f = [o / x for o, x in zip(out, base)]
+        assert all(f in factors for f in got_f), "overwrite: %s" % list(out)
     try:
         w.wait(w.pull([ks[0] + 2], array.array("f", [0.0] * N)))
         raise AssertionError("a pull of a key never pushed succeeded")
