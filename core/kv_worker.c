@@ -79,35 +79,31 @@ static int slice_keys(const uint64_t *keys, size_t nkeys, size_t nvals, const in
 
 	for (i = 1; i < nkeys; i++) {
 		if (keys[i - 1] > keys[i]) {
-			PSL_WARN("request rejected: keys must be sorted ascending, but key[%zu]=%" PRIu64
+			return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "request rejected: keys must be sorted ascending, but key[%zu]=%" PRIu64
 				 " > key[%zu]=%" PRIu64,
 				 i - 1, keys[i - 1], i, keys[i]);
-			return -EINVAL;
 		}
 	}
 	if (nkeys && !lens) {
 		k = nvals / nkeys;
 		if (k * nkeys != nvals) {
-			PSL_WARN("request rejected: %zu values for %zu keys is not a whole number per "
+			return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "request rejected: %zu values for %zu keys is not a whole number per "
 				 "key (pass lens for keys of different sizes)",
 				 nvals, nkeys);
-			return -EINVAL;
 		}
 	}
 	if (lens) {
 		size_t sum = 0;
 		for (i = 0; i < nkeys; i++) {
 			if (lens[i] < 0) {
-				PSL_WARN("request rejected: lens[%zu]=%d is negative", i, lens[i]);
-				return -EINVAL;
+				return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "request rejected: lens[%zu]=%d is negative", i, lens[i]);
 			}
 			sum += (size_t)lens[i];
 		}
 		if (sum != nvals) {
-			PSL_WARN("request rejected: lens add up to %zu values but %zu values were "
+			return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "request rejected: lens add up to %zu values but %zu values were "
 				 "given",
 				 sum, nvals);
-			return -EINVAL;
 		}
 	}
 	for (r = 0; r < S; r++) {
@@ -139,10 +135,9 @@ static int slice_keys(const uint64_t *keys, size_t nkeys, size_t nvals, const in
 	if (pos != nkeys) {
 		uint64_t b, e;
 		psl_server_key_range(S - 1, &b, &e);
-		PSL_WARN("request rejected: key %" PRIu64 " is beyond the last server's range "
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "request rejected: key %" PRIu64 " is beyond the last server's range "
 			 "(keys must be below %" PRIu64 " with %d server(s))",
 			 keys[pos], e, S);
-		return -EINVAL;
 	}
 	return 0;
 }
@@ -497,13 +492,16 @@ static int do_request(struct psl_kv_worker *w, const struct psl_kv *kv, const ui
 		      psl_kv_cb cb, void *arg)
 {
 	struct job j = {0};
-	int rc = check_ready(w);
-	if (rc)
+	int rc;
+
+	psl__clear_error();
+	if ((rc = check_ready(w)))
 		return rc;
 	if ((ops & OP_PUSH) && !kv)
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "request rejected: kv is NULL");
 	if ((ops & OP_PULL) && (!out || (out->cap && !out->vals)))
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "request rejected: out is NULL, or has a "
+				"capacity but no vals");
 	j.w = w;
 	j.cmd = cmd;
 	j.out = out;
@@ -518,7 +516,8 @@ static int do_request(struct psl_kv_worker *w, const struct psl_kv *kv, const ui
 		j.nkeys = nkeys;
 	}
 	if ((j.nkeys && !j.keys) || (j.nvals && !j.vals))
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "request rejected: %zu keys and %zu values, "
+				"but keys or vals is NULL", j.nkeys, j.nvals);
 	j.mo.out_dev = j.mo.user_dev = -1;
 	j.mo.stream = atomic_load(&w->cuda_stream);
 	if ((kv && kv->mem != PSL_MEM_HOST) || (out && out->mem != PSL_MEM_HOST)) {
@@ -947,11 +946,9 @@ int psl_kv_worker_new(int app_id, int customer_id, enum psl_dtype dtype,
 	psl__enter_role(PSL_WORKER);
 	if (psl__po.state != PSL__READY)
 		return -ESHUTDOWN;
-	if (psl__po.role != PSL_WORKER) {
-		PSL_WARN("psl_kv_worker_new: this node is a %s; KV workers run on workers",
-			 psl__role_name(psl__po.role));
-		return -EPERM;
-	}
+	if (psl__po.role != PSL_WORKER)
+		return PSL_FAIL(-EPERM, PSL_LOG_WARN, "psl_kv_worker_new: this node is a %s; KV "
+				"workers run on workers", psl__role_name(psl__po.role));
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
@@ -965,8 +962,8 @@ int psl_kv_worker_new(int app_id, int customer_id, enum psl_dtype dtype,
 	w->c.timeout_ms = psl__po.cfg.request_timeout_s * 1000;
 	rc = psl__customer_add(&w->c);
 	if (rc) {
-		PSL_WARN("psl_kv_worker_new: app %d customer %d already exists on this node",
-			 app_id, customer_id);
+		PSL_FAIL(rc, PSL_LOG_WARN, "psl_kv_worker_new: app %d customer %d already "
+			 "exists on this node", app_id, customer_id);
 		psl__customer_remove(&w->c);
 		free(w);
 		return rc;

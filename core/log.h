@@ -59,6 +59,25 @@ void psl__log_limited(struct psl__ratelimit *rl, int level, const char *fmt, ...
 			psl__log_limited(&psl__rl_, (level), __VA_ARGS__); \
 	} while (0)
 
+/*
+ * A public call's failure with a reason the user can fix: logs the reason at
+ * level (a WARN rate-limited per call site, like PSL_WARN) and keeps the
+ * same text as this thread's psl_last_error(), even when the line is not
+ * shown; evaluates to err. One line per site:
+ *   return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "DMLC_X=%s: expected ...", v);
+ */
+int psl__fail(struct psl__ratelimit *rl, int err, int level, const char *fmt, ...)
+	__attribute__((format(printf, 4, 5)));
+#define PSL_FAIL(err, level, ...)                                          \
+	__extension__({                                                    \
+		static struct psl__ratelimit psl__frl_;                    \
+		psl__fail(&psl__frl_, (err), (level), __VA_ARGS__);        \
+	})
+/* Sets this thread's psl_last_error() without logging (the line was logged
+ * already); psl__clear_error() empties it at the start of a public call. */
+void psl__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+void psl__clear_error(void);
+
 #define PSL_ERR(...) PSL_LOG(PSL_LOG_ERROR, __VA_ARGS__)
 /* Warnings are rate-limited per call site (PSL_LOG_RATE a second). */
 #define PSL_WARN(...) PSL_LOG_LIMITED(PSL_LOG_WARN, __VA_ARGS__)

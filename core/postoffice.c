@@ -551,7 +551,7 @@ static int start_node(int joint_role)
 
 	rc = psl__config_load_as(&po.cfg, joint_role, err, sizeof(err));
 	if (rc) {
-		PSL_ERR("%s", err);
+		PSL_FAIL(0, PSL_LOG_ERROR, "%s", err);
 		return rc;
 	}
 	psl__log_init(po.cfg.verbose);
@@ -580,7 +580,7 @@ static int start_node(int joint_role)
 
 	rc = psl__van_open(po.cfg.van, &po.lib, err, sizeof(err));
 	if (rc) {
-		PSL_ERR("%s: %s", psl__van_choice(&po.cfg, vc, sizeof(vc)), err);
+		PSL_FAIL(0, PSL_LOG_ERROR, "%s: %s", psl__van_choice(&po.cfg, vc, sizeof(vc)), err);
 		return rc;
 	}
 	psl__host_init(&po.host);
@@ -600,14 +600,15 @@ static int start_node(int joint_role)
 			/* the van said why, naming the setting: one ERROR line is enough */
 			PSL_INFO("%s: the van did not start (%s): see the van's message above",
 				 psl__van_choice(&po.cfg, vc, sizeof(vc)), psl_strerror(rc));
+			psl__set_error("%s", psl__van_last_error(err, sizeof(err)));
 		} else if (rc == -ENODEV) {
 			PSL_INFO("van '%s' (%s) found no device it can use on this machine",
 				 po.cfg.van, po.lib.path);
-			PSL_ERR("%s: the '%s' van cannot run here (no device): choose another "
+			PSL_FAIL(0, PSL_LOG_ERROR, "%s: the '%s' van cannot run here (no device): choose another "
 				"van with DMLC_ENABLE_RDMA (pslite-info lists them)",
 				psl__van_choice(&po.cfg, vc, sizeof(vc)), po.cfg.van);
 		} else {
-			PSL_ERR("%s: the van failed to start: %s",
+			PSL_FAIL(0, PSL_LOG_ERROR, "%s: the van failed to start: %s",
 				psl__van_choice(&po.cfg, vc, sizeof(vc)), psl_strerror(rc));
 		}
 		return rc;
@@ -655,12 +656,12 @@ static int start_node(int joint_role)
 	}
 	rc = po.lib.ops->bind(po.van, &breq, &bres);
 	if (rc == -EADDRINUSE) {
-		PSL_ERR("%s=%d: port %d on %s is already in use: choose a free port%s", port_var(),
+		PSL_FAIL(0, PSL_LOG_ERROR, "%s=%d: port %d on %s is already in use: choose a free port%s", port_var(),
 			po.cfg.port, po.cfg.port, po.cfg.node_host,
 			po.role == PSL_SCHEDULER ? "" : ", or leave DMLC_PORT unset");
 		return rc;
 	} else if (rc) {
-		PSL_ERR("cannot listen on %s:%d: %s (check %s)", po.cfg.node_host, po.cfg.port,
+		PSL_FAIL(0, PSL_LOG_ERROR, "cannot listen on %s:%d: %s (check %s)", po.cfg.node_host, po.cfg.port,
 			psl_strerror(rc),
 			po.role == PSL_SCHEDULER ? "DMLC_PS_ROOT_URI and DMLC_PS_ROOT_PORT"
 						 : "DMLC_NODE_HOST, DMLC_INTERFACE and DMLC_PORT");
@@ -700,10 +701,10 @@ static int start_node(int joint_role)
 			why = po.start_err;
 			pthread_mutex_unlock(&po.mu);
 			if (why) {
-				PSL_ERR("%s", po.start_msg);
+				PSL_FAIL(0, PSL_LOG_ERROR, "%s", po.start_msg);
 				return why;
 			}
-			PSL_ERR("cannot contact the scheduler at %s:%d (DMLC_PS_ROOT_URI, "
+			PSL_FAIL(0, PSL_LOG_ERROR, "cannot contact the scheduler at %s:%d (DMLC_PS_ROOT_URI, "
 				"DMLC_PS_ROOT_PORT): %s",
 				po.cfg.root_uri, po.cfg.root_port, psl_strerror(rc));
 			return rc;
@@ -725,7 +726,7 @@ static int finish_start(void)
 		rc = wait_node_list();
 	}
 	if (rc) {
-		PSL_ERR("%s", po.start_msg[0] ? po.start_msg : psl_strerror(rc));
+		PSL_FAIL(0, PSL_LOG_ERROR, "%s", po.start_msg[0] ? po.start_msg : psl_strerror(rc));
 		/* the nodes it reached wait for a node list or a release: they
 		 * fail now, with this reason, instead of at PS_START_TIMEOUT */
 		if (po.role == PSL_SCHEDULER)
@@ -792,6 +793,7 @@ int psl_start(int customer_id, bool do_barrier)
 {
 	int rc;
 
+	psl__clear_error();
 	pthread_mutex_lock(&start_mu);
 	if (psl__offices[0].state != PSL__READY) {
 		rc = start_offices();

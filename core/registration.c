@@ -31,10 +31,44 @@ struct reg_nonce {
 static struct reg_nonce *reg_nonces;
 static int nreg_nonces;
 
+/* A pslite node's view of the job's counts, in its registration's body
+ * (after the proof of PS_JOB_SECRET, if any): "pslite-counts S W G" with
+ * DMLC_NUM_SERVER, DMLC_NUM_WORKER and DMLC_GROUP_SIZE. C++ ps-lite ignores
+ * the body of an ADD_NODE; a registration without it is not checked. */
+#define COUNTS_TAG "pslite-counts "
+
+struct counts {
+	int s, w, g;
+};
+
+/* at the scheduler: nodes refused for other counts (refuse_other_counts) */
+static struct counts odd;
+static int nodd;
+
+static void counts_body(char *body, size_t len)
+{
+	size_t n = strlen(body);
+	snprintf(body + n, len - n, "%s" COUNTS_TAG "%d %d %d", n ? "|" : "",
+		 po.cfg.server_groups, po.cfg.worker_groups, po.cfg.group_size);
+}
+
+/* The counts a registration carries; false when it carries none. */
+static bool counts_of(const struct psl__meta *m, struct counts *c)
+{
+	char b[PSL__AUTH_BODY_MAX + 64];
+	const char *p;
+	if (!m->body || m->body_size <= 0 || m->body_size >= (int)sizeof(b))
+		return false;
+	memcpy(b, m->body, (size_t)m->body_size);
+	b[m->body_size] = 0;
+	p = strstr(b, COUNTS_TAG);
+	return p && sscanf(p + strlen(COUNTS_TAG), "%d %d %d", &c->s, &c->w, &c->g) == 3;
+}
+
 int psl__control_register(void)
 {
 	struct psl__meta m;
-	char body[PSL__AUTH_BODY_MAX];
+	char body[PSL__AUTH_BODY_MAX + 64] = "";
 	int rc;
 	psl__meta_init(&m);
 	m.cmd = PSL_CMD_ADD_NODE;
@@ -47,9 +81,10 @@ int psl__control_register(void)
 			return rc;
 		if ((rc = psl__auth_register_body(&po.me, po.nonce, body)))
 			return rc;
-		m.body = body;
-		m.body_size = (int)strlen(body);
 	}
+	counts_body(body, sizeof(body));
+	m.body = body;
+	m.body_size = (int)strlen(body);
 	return psl__send_control(&m, true);
 }
 
@@ -261,6 +296,7 @@ void psl__registration_reset(void)
 	pthread_mutex_lock(&told_mu);
 	ntold = 0;
 	pthread_mutex_unlock(&told_mu);
+	nodd = 0;
 }
 
 static void tell_refused(const struct psl__node *n, const char *fmt, ...)
@@ -301,6 +337,61 @@ static void tell_refused(const struct psl__node *n, const char *fmt, ...)
 	m.body = body;
 	m.body_size = (int)strlen(body);
 	psl__send_control(&m, true);
+}
+
+/* Nodes refused for counts that differ from the scheduler's: when all of
+ * them agree among themselves and as many came as their counts make a job,
+ * the scheduler is the one started with other counts. */
+
+/* "DMLC_NUM_SERVER=2 at the worker at h:p, but 1 at the scheduler at h:p" */
+static int counts_diff(const struct counts *c, const struct psl__node *n, char *buf, size_t len)
+{
+	const char *var = c->s != po.cfg.server_groups ? "DMLC_NUM_SERVER"
+			  : c->w != po.cfg.worker_groups ? "DMLC_NUM_WORKER"
+							  : "DMLC_GROUP_SIZE";
+	int here = c->s != po.cfg.server_groups ? po.cfg.server_groups
+		   : c->w != po.cfg.worker_groups ? po.cfg.worker_groups
+						   : po.cfg.group_size;
+	int there = c->s != po.cfg.server_groups ? c->s : c->w != po.cfg.worker_groups ? c->w : c->g;
+	return snprintf(buf, len, "%s=%d at the %s at %s:%d, but %s=%d at the scheduler at %s:%d",
+			var, there, psl__role_name(n->role), n->hostname, n->port, var, here,
+			po.cfg.root_uri, po.cfg.root_port);
+}
+
+/* Refuses a registration whose counts differ from the scheduler's; true if
+ * it did. */
+static bool refuse_other_counts(const struct psl__meta *m, const struct psl__node *n)
+{
+	struct counts c;
+	char why[300];
+	int want;
+
+	if (!counts_of(m, &c) || (c.s == po.cfg.server_groups && c.w == po.cfg.worker_groups &&
+				  c.g == po.cfg.group_size))
+		return false;
+	counts_diff(&c, n, why, sizeof(why));
+	PSL_ERR("refused the registration of the %s at %s:%d: %s: set the same value on every "
+		"node", psl__role_name(n->role), n->hostname, n->port, why);
+	tell_refused(n, "%s: set the same value on every node", why);
+	pthread_mutex_lock(&po.mu);
+	if (nodd == 0 || (odd.s == c.s && odd.w == c.w && odd.g == c.g)) {
+		odd = c;
+		nodd++;
+	} else {
+		nodd = -1; /* the refused nodes disagree among themselves too */
+	}
+	want = (c.s + c.w) * (c.g > 0 ? c.g : 1);
+	want = nodd >= want && po.nreg == 0 ? nodd : 0;
+	pthread_mutex_unlock(&po.mu);
+	if (want)
+		psl__start_failed(-EINVAL,
+				  "the scheduler's counts are the odd ones: all %d nodes that "
+				  "registered have DMLC_NUM_SERVER=%d DMLC_NUM_WORKER=%d "
+				  "DMLC_GROUP_SIZE=%d, but here DMLC_NUM_SERVER=%d DMLC_NUM_WORKER=%d "
+				  "DMLC_GROUP_SIZE=%d: set the same values on the scheduler",
+				  want, c.s, c.w, c.g, po.cfg.server_groups, po.cfg.worker_groups,
+				  po.cfg.group_size);
+	return true;
 }
 
 void psl__scheduler_add_node(const struct psl__meta *m)
@@ -349,6 +440,8 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 		}
 		pthread_mutex_unlock(&po.mu);
 	}
+	if (refuse_other_counts(m, n))
+		return;
 	pthread_mutex_lock(&po.mu);
 	if (po.state != PSL__STARTING || po.list_sent || po.nreg >= total) {
 		pthread_mutex_unlock(&po.mu);

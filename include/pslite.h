@@ -134,6 +134,18 @@ PSL_EXPORT int psl_server_key_range(int rank, uint64_t *begin, uint64_t *end);
 /* Text for an error code returned by any psl_ function. */
 PSL_EXPORT const char *psl_strerror(int err);
 
+/* Why the last psl_ call that failed on this thread failed, in the words of
+ * the WARN or ERROR line that names what to change ("DMLC_NUM_SERVER=2 at
+ * the server at 10.0.0.2:9001, but 1 at the scheduler", "request rejected:
+ * keys must be sorted ascending, ..."): set by the public function that
+ * failed with a reason the user can fix (start-up, KV and batch argument
+ * checks, server and worker creation), emptied at the start of psl_start
+ * and of every KV request, kept until then. "" when no such reason was
+ * recorded: psl_strerror() of the returned code is then all there is. The
+ * text belongs to the calling thread; it stays valid until its next psl_
+ * call. (pslite addition; ps-lite aborts with the reason instead.) */
+PSL_EXPORT const char *psl_last_error(void);
+
 /* Name of the van this node runs on ("zmq", "ucx", ...), NULL before start. */
 PSL_EXPORT const char *psl_van_name(void);
 

@@ -631,6 +631,9 @@ static void drain_dealer(struct psl_van *v, struct zpeer *p)
 /* Another van answered where a ZeroMQ peer was expected: connect once with
  * plain TCP and read its greeting ("PSLVAN1 <name>\n", see van.h) to name
  * it. Runs on the receive thread, only on this error path, bounded to 2 s. */
+/* how long the probe waits to connect, and for each read of a greeting */
+#define PROBE_MS 1000
+
 static void probe_greeting(const char *host, int port, char *name, size_t len)
 {
 	struct sockaddr_in a = {.sin_family = AF_INET, .sin_port = htons((uint16_t)port)};
@@ -649,12 +652,12 @@ static void probe_greeting(const char *host, int port, char *name, size_t len)
 	if (connect(fd, (struct sockaddr *)&a, sizeof(a)) != 0 && errno != EINPROGRESS)
 		goto out;
 	pf = (struct pollfd){fd, POLLOUT, 0};
-	if (poll(&pf, 1, 1000) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) || err)
+	if (poll(&pf, 1, PROBE_MS) != 1 || getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &elen) || err)
 		goto out;
 	while (got < sizeof(buf)) {
 		ssize_t n;
 		pf = (struct pollfd){fd, POLLIN, 0};
-		if (poll(&pf, 1, 1000) != 1)
+		if (poll(&pf, 1, PROBE_MS) != 1)
 			break;
 		n = read(fd, buf + got, sizeof(buf) - got);
 		if (n <= 0)
@@ -671,7 +674,7 @@ out:
 
 static void report_mismatch(struct psl_van *v, struct zpeer *p)
 {
-	char other[PSL_VAN_NAME_LEN_MAX + 1], detail[320];
+	char other[PSL_VAN_NAME_LEN_MAX + 1], detail[480];
 	if (p->mismatch_told)
 		return;
 	probe_greeting(p->host, p->port, other, sizeof(other));
@@ -682,9 +685,10 @@ static void report_mismatch(struct psl_van *v, struct zpeer *p)
 		snprintf(detail, sizeof(detail), "%s runs van '%s'", p->endpoint, other);
 	else
 		snprintf(detail, sizeof(detail),
-			 "%s accepted the TCP connection but did not answer the ZeroMQ handshake: "
-			 "it runs another van, or is no pslite or ps-lite node",
-			 p->endpoint);
+			 "%s accepted the TCP connection, then closed it or failed the ZeroMQ "
+			 "handshake, and sent no van greeting within %d s: it may be busy or "
+			 "exiting, or be no pslite/ZeroMQ node (another van, another program)",
+			 p->endpoint, PROBE_MS / 1000);
 	v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_MISMATCH, -EPROTO, detail);
 }
 

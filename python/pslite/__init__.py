@@ -51,12 +51,15 @@ _MAX_DIMS = 8  # PSL_KV_MAX_DIMS
 
 
 class PsliteError(RuntimeError):
-    """A pslite call failed; errno is the (positive) error number."""
+    """A pslite call failed; errno is the (positive) error number. The message
+    is the call's reason, psl_last_error() (the text of the log line that names
+    what to change), or psl_strerror(errno) where the call recorded none."""
 
-    def __init__(self, what, err):
+    def __init__(self, what, err, detail=None):
         self.errno = -err if err < 0 else err
-        msg = _lib().psl_strerror(-self.errno).decode(errors="replace")
-        super().__init__("%s: %s" % (what, msg))
+        self.strerror = _lib().psl_strerror(-self.errno).decode(errors="replace")
+        self.detail = detail
+        super().__init__("%s: %s" % (what, detail or self.strerror))
 
 
 # mem: where vals lives, PSL_MEM_HOST (0) or PSL_MEM_CUDA (1) on device dev
@@ -135,6 +138,7 @@ def _declare(lib):
         "psl_server_key_range": (c_int, [c_int, ctypes.POINTER(ctypes.c_uint64),
                                          ctypes.POINTER(ctypes.c_uint64)]),
         "psl_strerror": (ctypes.c_char_p, [c_int]),
+        "psl_last_error": (ctypes.c_char_p, []),
         "psl_van_name": (ctypes.c_char_p, []),
         "psl_cuda_describe": (c_int, [ctypes.c_char_p, c_sz]),
         "psl_kv_worker_new": (c_int, [c_int, c_int, c_int, ctypes.POINTER(c_vp)]),
@@ -173,7 +177,7 @@ def _declare(lib):
 
 def _check(what, rc):
     if rc < 0:
-        raise PsliteError(what, rc)
+        raise PsliteError(what, rc, _lib().psl_last_error().decode(errors="replace"))
     return rc
 
 

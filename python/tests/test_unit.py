@@ -167,6 +167,25 @@ def test_tensor_describe():
     assert u.described() == (None, None)
 
 
+def test_error_detail():
+    """A failed call's exception carries the reason that names the fix (issue
+    26, case 4), not only "Invalid argument"; needs the library (PSLITE_LIB)."""
+    import subprocess
+    try:
+        pslite._lib()
+    except OSError:
+        return
+    env = dict(os.environ, DMLC_ROLE="worker", DMLC_NUM_SERVER="abc", DMLC_NUM_WORKER="1",
+               DMLC_PS_ROOT_URI="127.0.0.1", DMLC_PS_ROOT_PORT="1",
+               PYTHONPATH=os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+    code = ("import pslite\ntry:\n    pslite.start()\nexcept pslite.PsliteError as e:\n"
+            "    print('ERR', e.errno, e)\n")
+    out = subprocess.run([sys.executable, "-c", code], env=env, timeout=60,
+                         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL).stdout.decode()
+    assert "ERR 22 start: DMLC_NUM_SERVER=abc: expected a positive integer" in out, out
+    assert "another van" not in pslite._lib().psl_strerror(-71).decode()
+
+
 def test_api_surface():
     for name in pslite.__all__:
         assert hasattr(pslite, name), name

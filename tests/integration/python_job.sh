@@ -47,10 +47,10 @@ job() {
 }
 # the package's unit tests (buffers, numpy, torch), by pytest where it is installed
 if "$py" -c 'import pytest' 2>/dev/null; then
-	"$py" -m pytest -q -p no:cacheprovider "$s/python/tests/test_unit.py" ||
+	PSLITE_LIB=$lib "$py" -m pytest -q -p no:cacheprovider "$s/python/tests/test_unit.py" ||
 		{ echo "python_job.sh $van: unit tests failed" >&2; exit 1; }
 else
-	"$py" "$s/python/tests/test_unit.py" || { echo "python_job.sh $van: unit tests failed" >&2; exit 1; }
+	PSLITE_LIB=$lib "$py" "$s/python/tests/test_unit.py" || { echo "python_job.sh $van: unit tests failed" >&2; exit 1; }
 fi
 job 2 job.py "python worker [01]: OK (van $van)" kv
 grep "numpy\|torch\|dtype\|tensor" "$log"

@@ -1068,6 +1068,37 @@ static void test_bind_receive_thread(void **state)
 	psl__po.cfg.bind = false;
 }
 
+/* A rejected call's reason is the caller's (psl_last_error), with the text
+ * of the WARN line, and a later call starts afresh (issue 26, case 4). */
+static void test_last_error(void **state)
+{
+	struct psl_kv_worker *w, *w2;
+	uint64_t keys[2] = {9, 3};
+	uint8_t v[2] = {1, 2};
+	struct psl_kv kv = {keys, 2, v, 2, NULL, PSL_MEM_HOST, 0};
+	(void)state;
+
+	node_up(1);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_UINT8, &w), 0);
+	assert_int_equal(psl_kv_push(w, &kv, 0, NULL, NULL), -EINVAL);
+	assert_non_null(strstr(psl_last_error(), "keys must be sorted ascending, but key[0]=9"));
+	kv.num_vals = 3;
+	keys[0] = 1;
+	assert_int_equal(psl_kv_push(w, &kv, 0, NULL, NULL), -EINVAL);
+	assert_non_null(strstr(psl_last_error(), "3 values for 2 keys"));
+	kv.num_vals = 2;
+	g_nsent = 0;
+	assert_int_equal(psl_kv_push(w, &kv, 0, NULL, NULL), 0);
+	assert_string_equal(psl_last_error(), "");
+	assert_int_equal(g_nsent, 1);
+	reply(&g_sent[0], 0, 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, 0), 0);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_UINT8, &w2), -EEXIST);
+	assert_non_null(strstr(psl_last_error(), "app 0 customer 0 already exists"));
+	assert_null(strstr(psl_strerror(-EPROTO), "another van"));
+	psl_kv_worker_free(w);
+}
+
 #define T(f) cmocka_unit_test_teardown(f, node_down)
 
 int main(void)
@@ -1081,7 +1112,7 @@ int main(void)
 		T(test_bind_receive_thread), T(test_held_fails_back),
 		T(test_worker_gets_enxio),  T(test_request_deadline),
 		T(test_free_cancels),	    T(test_batch_tensor_desc),
-		T(test_store),
+		T(test_store),		T(test_last_error),
 	};
 	return cmocka_run_group_tests_name("kv", tests, NULL, NULL);
 }
