@@ -1074,7 +1074,7 @@ static void test_last_error(void **state)
 {
 	struct psl_kv_worker *w, *w2;
 	uint64_t keys[2] = {9, 3};
-	uint8_t v[2] = {1, 2};
+	uint8_t v[4] = {1, 2, 3, 4}; /* room for the 3 values of the bad call */
 	struct psl_kv kv = {keys, 2, v, 2, NULL, PSL_MEM_HOST, 0};
 	(void)state;
 
