@@ -20,8 +20,11 @@ ulimit -c 0 2>/dev/null
 fail=0
 bad() { echo "nohang.sh: $*" >&2; fail=1; }
 CC=${CC:-cc}
+# a sanitizer build's library needs its runtime first in the program
+san=
+grep -q 'fsanitize=address' "$b/Makefile" 2>/dev/null && san="-fsanitize=address,undefined"
 build() { # name: $dir/name.c -> $dir/name
-	$CC -o "$dir/$1" "$dir/$1.c" -I"$src/include" -I"$b/include" -L"$b/.libs" -lpslite \
+	$CC $san -o "$dir/$1" "$dir/$1.c" -I"$src/include" -I"$b/include" -L"$b/.libs" -lpslite \
 		-Wl,-rpath,"$b/.libs" 2>"$dir/$1.cc" || { cat "$dir/$1.cc" >&2; bad "cannot build $1"; }
 }
 run() { # limit log args...: a job of 1 server and 1 worker
