@@ -29,6 +29,8 @@ struct held {
 #define HELD_MAX_BYTES ((size_t)1 << 30)
 
 static pthread_mutex_t reg_mu = PTHREAD_MUTEX_INITIALIZER;
+/* signalled when a customer's last dispatch in progress returns */
+static pthread_cond_t reg_cv = PTHREAD_COND_INITIALIZER;
 /* each node's customers and held messages, under reg_mu */
 static struct registry {
 	struct psl__customer *customers;
@@ -160,6 +162,10 @@ void psl__customer_remove(struct psl__customer *c)
 			break;
 		}
 	}
+	/* a receive thread that found c before it was unlinked (a late answer
+	 * to a cancelled request) may still be in its on_msg */
+	while (c->dispatching > 0)
+		pthread_cond_wait(&reg_cv, &reg_mu);
 	pthread_mutex_unlock(&reg_mu);
 	psl__tracker_free(c);
 	pthread_mutex_destroy(&c->mu);
@@ -190,8 +196,13 @@ void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw)
 	pthread_mutex_lock(&reg_mu);
 	c = find_locked(m->app_id, cid);
 	if (c) {
+		c->dispatching++;
 		pthread_mutex_unlock(&reg_mu);
 		c->ops->on_msg(c, m, raw);
+		pthread_mutex_lock(&reg_mu);
+		if (--c->dispatching == 0)
+			pthread_cond_broadcast(&reg_cv);
+		pthread_mutex_unlock(&reg_mu);
 		return;
 	}
 	if (!m->request) {

@@ -46,6 +46,7 @@ struct psl__customer {
 	int pending;
 	int timeout_ms; /* deadline of new requests, 0 = none */
 	struct psl__req *free_list;
+	int dispatching; /* receive threads in its on_msg (customer.c's reg_mu) */
 	struct psl__customer *next;
 };
 

@@ -17,6 +17,10 @@ for p in ${PSL_PYTHON:-$(command -v python3) /usr/bin/python3}; do
 	[ -x "$p" ] && "$p" -c 'import torch' 2>/dev/null && { py=$p; break; }
 done
 [ -n "$py" ] || { echo "gpu_order.sh: SKIP: no python3 with torch (PSL_PYTHON names one)"; exit 77; }
+if grep -q 'fsanitize=address' "$b/Makefile" 2>/dev/null; then
+	echo "gpu_order.sh: SKIP: sanitizer build (an instrumented libpslite.so cannot be loaded into python3 without preloading the sanitizer runtimes); the plain build runs it"
+	exit 77
+fi
 lib=${PSLITE_LIB:-$b/.libs/libpslite.so}
 log=$(mktemp "${TMPDIR:-/tmp}/pslite-gpuorder.XXXXXX")
 trap 'rm -f "$log"' EXIT
