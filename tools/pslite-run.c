@@ -66,25 +66,69 @@ static void on_signal(int sig)
 	g_signal = sig;
 }
 
+static const char usage_text[] =
+	"usage: pslite-run -s SERVERS -w WORKERS [--joint N] [--van NAME] [--port PORT]\n"
+	"                  [--host HOST]\n"
+	"                  [--timeout SECONDS] [--verbose N] [--keep-going]\n"
+	"                  [--hostfile FILE [--ssh-opts OPTS] [-x NAME[=VALUE]]...]\n"
+	"                  -- COMMAND [ARGS...]\n"
+	"       pslite-run --slurm|--mpi|--k8s [-s SERVERS | --servers-per-node N]\n"
+	"                  [--scheduler HOST] [--port PORT] [--world N] [--van NAME]\n"
+	"                  [--dry-run] -- COMMAND [ARGS...]\n"
+	"Starts a scheduler, SERVERS servers and WORKERS workers on this machine (or\n"
+	"over ssh on the hosts of FILE), each running COMMAND with the ps-lite\n"
+	"environment of its role; with --slurm, --mpi or --k8s, runs COMMAND as the\n"
+	"role of this task of a job that srun, mpirun or Kubernetes started.\n";
+
+static const char options_text[] =
+	"Options (pslite-run --help):\n"
+	"  -s N, -w N        servers and workers (DMLC_NUM_SERVER, DMLC_NUM_WORKER);\n"
+	"                    required unless --joint; with a launcher -s defaults to\n"
+	"                    (tasks-1)/2\n"
+	"  --joint N, -j N   N processes more with DMLC_ROLE=joint, each a server and a\n"
+	"                    worker (one machine, no instance groups); default 0\n"
+	"  --van NAME        DMLC_ENABLE_RDMA for every node (zmq, ucx, fabric,\n"
+	"                    ibverbs, ...); default: the environment's, else zmq\n"
+	"  --port PORT       the scheduler's port (DMLC_PS_ROOT_PORT); default: a free\n"
+	"                    port on this machine, DMLC_PS_ROOT_PORT or 9091 with\n"
+	"                    --hostfile and --mpi/--k8s, a port from the job id with\n"
+	"                    --slurm\n"
+	"  --host HOST       the address the nodes use on this machine; default\n"
+	"                    127.0.0.1\n"
+	"  --timeout S       end the whole job after S seconds (exit 124); default:\n"
+	"                    no limit\n"
+	"  --verbose N       PS_VERBOSE for every node (1 set-up, 2 every message);\n"
+	"                    default: the environment's\n"
+	"  --keep-going      when a node fails, let the others go on; default: end\n"
+	"                    them\n"
+	"  --hostfile FILE   start the nodes over ssh on the hosts of FILE (one per\n"
+	"                    line, optional slots=N); default: all on this machine\n"
+	"  --ssh-opts OPTS   more ssh options (also PSLITE_SSH_OPTS); default none\n"
+	"  -x NAME[=VALUE]   pass NAME (this environment's value, or VALUE) to the\n"
+	"                    remote nodes; repeatable\n"
+	"  --slurm, --mpi, --k8s  be the task of a job the launcher started\n"
+	"  --servers-per-node N   with a launcher: N servers on every machine instead\n"
+	"                    of -s; default off\n"
+	"  --scheduler HOST  with a launcher: the scheduler's host; default: the\n"
+	"                    first node (Slurm), DMLC_PS_ROOT_URI, this host (one\n"
+	"                    machine)\n"
+	"  --world N         with --mpi/--k8s: the task count when the launcher does\n"
+	"                    not say it (PSLITE_WORLD_SIZE)\n"
+	"  --dry-run         print where each role would run, start nothing\n"
+	"See docs/launch.md.\n";
+
 static int usage(void)
 {
-	fprintf(stderr,
-		"usage: pslite-run -s SERVERS -w WORKERS [--joint N] [--van NAME] [--port PORT]\n"
-		"                  [--host HOST]\n"
-		"                  [--timeout SECONDS] [--verbose N] [--keep-going]\n"
-		"                  [--hostfile FILE [--ssh-opts OPTS] [-x NAME[=VALUE]]...]\n"
-		"                  -- COMMAND [ARGS...]\n"
-		"       pslite-run --slurm|--mpi|--k8s [-s SERVERS | --servers-per-node N]\n"
-		"                  [--scheduler HOST] [--port PORT] [--world N] [--van NAME]\n"
-		"                  [--dry-run] -- COMMAND [ARGS...]\n"
-		"Starts a scheduler, SERVERS servers and WORKERS workers on this machine (or\n"
-		"over ssh on the hosts of FILE), each running COMMAND with the ps-lite\n"
-		"environment of its role; with --slurm, --mpi or --k8s, runs COMMAND as the\n"
-		"role of this task of a job that srun, mpirun or Kubernetes started.\n"
-		"--joint N: N processes more with DMLC_ROLE=joint, each a server and a worker\n"
-		"(-s and -w may then be left out; one machine, no instance groups).\n"
-		"See docs/launch.md.\n");
+	fprintf(stderr, "%s--help explains every option and its default. See docs/launch.md.\n",
+		usage_text);
 	return 2;
+}
+
+/* pslite-run --help: the usage and every option with its default. */
+static int help(void)
+{
+	printf("%s%s", usage_text, options_text);
+	return 0;
 }
 
 static long parse_pos(const char *opt, const char *v, long max)
@@ -790,6 +834,9 @@ int main(int argc, char **argv)
 		if (!strcmp(argv[i], "--")) {
 			cmd = i + 1;
 			break;
+		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
+			rc = help();
+			goto out;
 		} else if (!strcmp(argv[i], "-s") && i + 1 < argc) {
 			S = parse_pos("-s", argv[++i], 16000);
 		} else if (!strcmp(argv[i], "-w") && i + 1 < argc) {
