@@ -231,6 +231,10 @@ void psl__ipc_start(void)
 		IPC.marker[0] = 0;
 	}
 	pthread_mutex_unlock(&IPC.mu);
+	PSL_INFO("BYTEPS_ENABLE_IPC=1: data of %d bytes or more to a node on this machine that "
+		 "has it on too goes through shared memory (a %d MiB ring per peer in " IPC_DIR
+		 "); each peer is named when its first message takes it",
+		 po.cfg.ipc_min_bytes, po.cfg.ipc_buf_mb);
 	PSL_DBG("IPC on: marker %s", IPC.marker);
 }
 
@@ -305,7 +309,11 @@ static void ring_open(struct ring *r, int id)
 	}
 	r->size = size;
 	r->state = 1;
-	PSL_DBG("IPC to node %d: ring %s, %zu MiB", id, r->name, size >> 20);
+	{
+		char who[128];
+		PSL_INFO("IPC: data to %s goes through shared memory (ring %s, %zu MiB)",
+			 psl__node_desc(id, who, sizeof(who)), r->name, size >> 20);
+	}
 	return;
 fail:
 	r->state = -1;

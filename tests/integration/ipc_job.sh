@@ -33,11 +33,14 @@ rc=$?
 n=$(grep -c "pslite-bench summary: push_pull .* 0 errors, data checked" "$log")
 [ "$n" -eq 2 ] || bad "bench: $n of 2 workers checked their data without errors"
 for w in 0 1; do
-	n=$(grep "^\[worker $w\]" "$log" | grep -c "IPC to node [0-9]*: ring")
+	n=$(grep "^\[worker $w\]" "$log" | grep -c "IPC: data to .* goes through shared memory (ring ")
 	[ "$n" -eq 2 ] || bad "bench: worker $w opened $n rings to the 2 servers, expected 2"
-	n=$(grep "^\[server $w\]" "$log" | grep -c "IPC to node [0-9]*: ring")
+	n=$(grep "^\[server $w\]" "$log" | grep -c "IPC: data to .* goes through shared memory (ring ")
 	[ "$n" -eq 2 ] || bad "bench: server $w opened $n rings to the 2 workers, expected 2"
 done
+# every node says at INFO that IPC is on (ps-lite prints whether it is)
+n=$(grep -c "INFO: BYTEPS_ENABLE_IPC=1: data of [0-9]* bytes or more to a node on this machine" "$log")
+[ "$n" -ge 4 ] || bad "bench: $n of the 4 servers and workers said at INFO that IPC is on"
 [ $fail -eq 0 ] || { echo "----- bench -----" >&2; grep -v "DEBUG" "$log" | tail -n 30 >&2; }
 
 f0=$fail

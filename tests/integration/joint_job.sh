@@ -69,7 +69,7 @@ BYTEPS_ENABLE_IPC=1 PS_VERBOSE=1 timeout -k 5 200 "$b/tools/pslite-run" -s 1 -w 
 	--van "$van" --timeout 180 -- "$b/tests/integration/kvtest" >"$log" 2>&1 ||
 	say "pslite-run -s 1 -w 1 -j 1 exited $?"
 for r in server worker; do
-	grep -q "^\[joint 0\] .* $r [01]\] DEBUG: IPC to node" "$log" ||
+	grep -q "^\[joint 0\] .* $r [01]\] INFO: IPC: data to .* goes through shared memory" "$log" ||
 		say "mixed: the joint process's $r sent nothing by IPC"
 done
 need "$log" "mixed" 2 "kvtest server [01]: OK ([1-9][0-9]* requests)"
