@@ -667,12 +667,14 @@ static int start_node(int joint_role)
 						 : "DMLC_NODE_HOST, DMLC_INTERFACE and DMLC_PORT");
 		return rc;
 	}
-	po.me.port = bres.port;
-	po.me.first_port = bres.port;
+	pthread_mutex_lock(&po.mu); /* (a scheduler's van may be registering nodes) */
 	po.me.addr_len = bres.addr_len > PSL_VAN_ADDR_MAX ? PSL_VAN_ADDR_MAX : bres.addr_len;
 	memcpy(po.me.addr, bres.addr, po.me.addr_len);
+	po.me.first_port = bres.port;
+	po.me.port = bres.port;
 	if (po.role == PSL_SCHEDULER)
 		po.peers[1].node = po.me;
+	pthread_mutex_unlock(&po.mu);
 	PSL_INFO("%s listening on %s:%d, van %s (%s)", psl__role_name(po.role), po.me.hostname,
 		 po.me.port, po.lib.ops->name, po.lib.ops->version ? po.lib.ops->version : "");
 

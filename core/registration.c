@@ -203,6 +203,23 @@ static int assign_ids(void)
 	return 0;
 }
 
+/* The van may hand up registrations before its bind returned to start-up
+ * (postoffice.c), and bind's result is the scheduler's own entry of the
+ * list: wait for it, bounded (ucx_shm_data.sh: a node list whose scheduler
+ * had port 0). */
+static void wait_bound(void)
+{
+	int64_t until = psl__now_ms() + 10000;
+	pthread_mutex_lock(&po.mu);
+	while (!po.me.port && psl__now_ms() < until) {
+		struct timespec ts = {0, 5 * 1000000L};
+		pthread_mutex_unlock(&po.mu);
+		nanosleep(&ts, NULL);
+		pthread_mutex_lock(&po.mu);
+	}
+	pthread_mutex_unlock(&po.mu);
+}
+
 /* Scheduler: every node registered; connect to each, send them the list. */
 static void broadcast_node_list(void)
 {
@@ -219,7 +236,10 @@ static void broadcast_node_list(void)
 		return;
 	}
 	memcpy(list, po.reg, sizeof(*list) * (size_t)total);
+	wait_bound();
+	pthread_mutex_lock(&po.mu);
 	list[total] = po.me; /* the scheduler comes last */
+	pthread_mutex_unlock(&po.mu);
 	for (i = 0; i < total; i++) {
 		rc = psl__control_connect(&po.reg[i], 1);
 		if (rc) {
