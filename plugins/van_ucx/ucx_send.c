@@ -68,21 +68,7 @@ void psl__ucx_send_finish(struct ucx_send *s)
 
 int psl__ucx_fail_unfinished(struct psl_van *v, int err)
 {
-	int n = 0;
-	for (;;) {
-		struct ucx_send *s;
-		void *cookie = NULL;
-		pthread_mutex_lock(&v->sends_mu);
-		for (s = v->sends; s && !cookie; s = s->lnext) {
-			cookie = s->cookie;
-			s->cookie = NULL;
-		}
-		pthread_mutex_unlock(&v->sends_mu);
-		if (!cookie)
-			return n;
-		v->host->send_done(v->host->ctx, cookie, err);
-		n++;
-	}
+	return psl__ucx_fail_posted(v, NULL, err);
 }
 
 int psl__ucx_fail_posted(struct psl_van *v, struct ucx_out *o, int err)
@@ -93,7 +79,7 @@ int psl__ucx_fail_posted(struct psl_van *v, struct ucx_out *o, int err)
 		void *cookie = NULL;
 		pthread_mutex_lock(&v->sends_mu);
 		for (s = v->sends; s && !cookie; s = s->lnext)
-			if (s->out == o) {
+			if (!o || s->out == o) {
 				cookie = s->cookie;
 				s->cookie = NULL;
 			}

@@ -361,7 +361,8 @@ int psl__ucx_post_deferred(struct psl_van *v);
 /* Tells the core now that every send posted on o failed with err: UCX may
  * never complete a rendezvous to a peer that is gone, even after its
  * endpoint's forced close (UCX 1.13 over rc_verbs); the requests finish
- * later, or at fini, without another send_done. Returns how many. */
+ * later, or at fini, without another send_done. Returns how many. o NULL:
+ * every send of the van. */
 int psl__ucx_fail_posted(struct psl_van *v, struct ucx_out *o, int err);
 /* fini, the worker no longer progressed: send_done(err) for every send UCX
  * did not complete (a rendezvous to a dead peer without peer error handling
