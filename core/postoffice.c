@@ -422,6 +422,22 @@ static int wait_registrations(void)
 
 #define ABORT_GRACE_MS 1000
 
+/* Server or worker: contacting the scheduler failed at once. The van's
+ * reason for it may still be on its way from its thread: wait for it up to
+ * grace_ms. Returns it (po.start_msg says it) or 0. */
+static int van_reason_within(int64_t grace_ms)
+{
+	int64_t end = psl__now_ms() + grace_ms;
+	int why;
+
+	pthread_mutex_lock(&po.mu);
+	while (!po.start_err && psl__now_ms() < end)
+		wait_ms(20);
+	why = po.start_err;
+	pthread_mutex_unlock(&po.mu);
+	return why;
+}
+
 /* Server or worker: reach the scheduler, register, wait for the list. */
 static int wait_node_list(void)
 {
@@ -697,11 +713,10 @@ static int start_node(int joint_role)
 			rc = psl__control_register();
 		if (rc) {
 			int why;
-			/* the van may have said why first (another van answered, a
-			 * refused secret): that reason, not the send's error */
-			pthread_mutex_lock(&po.mu);
-			why = po.start_err;
-			pthread_mutex_unlock(&po.mu);
+			/* the van may say why (another van answered, a refused
+			 * secret), just before or just after the send failed: that
+			 * reason, not the send's error */
+			why = van_reason_within(ABORT_GRACE_MS);
 			if (why) {
 				PSL_FAIL(0, PSL_LOG_ERROR, "%s", po.start_msg);
 				return why;
