@@ -1,0 +1,612 @@
+/*
+ * Unit tests for CUDA memory through the API, against the fake CUDA
+ * runtime over the fake van (cuda_fixture.h): ordering with the caller's
+ * CUDA work (the fake's streams run later, its kernels write and read after
+ * a delay) for pushes, pulls, responses and batches, the stream API,
+ * devices and contexts, the last-error slot, and which runtime is loaded.
+ */
+#define _GNU_SOURCE 1
+#include "config.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cmocka.h>
+
+#include "cuda.h"
+#include "customer.h"
+#include "message.h"
+#include "postoffice.h"
+#include "pslite.h"
+#include "resender.h"
+#include "van_host.h"
+#include "testutil.h"
+#include "fakevan.h"
+#include "cuda_fixture.h"
+
+/* ------------------------------------------------ ordering with the caller -- */
+
+
+#define NV 4096		      /* floats in the buffers below */
+#define SLOW_US 100000	      /* a kernel that takes 0.1 s */
+#define F1 0x3f800000u	      /* 1.0f */
+#define F2 0x40000000u	      /* 2.0f */
+#define F5 0x40a00000u	      /* 5.0f */
+
+/* A device buffer of NV floats, each v (a synchronous copy). */
+static void *dev_floats(float v)
+{
+	static float h[NV];
+	void *d;
+	int i;
+	for (i = 0; i < NV; i++)
+		h[i] = v;
+	assert_int_equal(psl_mem_alloc(PSL_MEM_CUDA, 0, sizeof(h), &d), 0);
+	assert_int_equal(((memcpy_fn)fake_sym("cudaMemcpy"))(d, h, sizeof(h), 1), 0);
+	return d;
+}
+
+/* All NV floats of device buffer d, read as cudaMemcpy does: after the
+ * work queued on the legacy default stream. */
+static void expect_dev(const void *d, float v)
+{
+	static float h[NV];
+	int i;
+	assert_int_equal(((memcpy_fn)fake_sym("cudaMemcpy"))(h, d, sizeof(h), 2), 0);
+	for (i = 0; i < NV; i++)
+		if (h[i] != v)
+			fail_msg("value %d is %g, expected %g", i, (double)h[i], (double)v);
+}
+
+static void expect_seg(const struct sent *s, int seg, float v)
+{
+	const float *h = (const float *)(const void *)s->seg[seg];
+	int i;
+	assert_int_equal(s->len[seg], NV * sizeof(float));
+	for (i = 0; i < NV; i++)
+		if (h[i] != v)
+			fail_msg("sent value %d is %g, expected %g", i, (double)h[i], (double)v);
+}
+
+/* Issue 30, case 1: a slow kernel on the caller's stream (the legacy
+ * default stream: none was set) writes the buffer, then a push from it:
+ * what is sent is the kernel's value. */
+static void test_order_push(void **state)
+{
+	uint64_t key = 1;
+	struct psl_kv_worker *w;
+	void *d;
+	int z;
+	(void)state;
+
+	node_up(1);
+	use_fake(NULL, NULL);
+	d = dev_floats(0);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
+	for (z = 0; z < 2; z++) {
+		struct psl_kv kv = {&key, 1, d, NV, NULL, PSL_MEM_CUDA, 0};
+		int ts;
+		assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, z ? F2 : F1, NV,
+									  SLOW_US, NULL),
+				 0);
+		ts = z ? psl_kv_zpush(w, &kv, 0, NULL, NULL) : psl_kv_push(w, &kv, 0, NULL, NULL);
+		assert_true(ts >= 0);
+		expect_seg(&g_sent[g_nsent - 1], 1, z ? 2.0f : 1.0f);
+		reply(&g_sent[g_nsent - 1], 0, NULL, NULL);
+		assert_int_equal(psl_kv_wait(w, ts), 0);
+	}
+	assert_int_equal(((query_fn)fake_sym("fake_cuda_query"))("device_syncs"), 0);
+	psl_kv_worker_free(w);
+	psl_mem_free(PSL_MEM_CUDA, 0, d);
+}
+
+/* The answer of a pull (or push-pull) of key into x: NV floats of 1.0. */
+static void answer_pull(const struct sent *s)
+{
+	static float v[NV];
+	uint64_t key = s->m.key ? s->m.key : 1;
+	int i;
+	for (i = 0; i < NV; i++)
+		v[i] = 1.0f;
+	if (s->nseg >= 1 && s->len[0] == 8)
+		memcpy(&key, s->seg[0], 8);
+	{
+		const void *data[2] = {&key, v};
+		size_t l[2] = {8, sizeof(v)};
+		reply(s, 2, data, l);
+	}
+}
+
+/* Issue 30, case 2: a reader queued on the caller's stream behind a slow
+ * kernel reads x while a pull into x is answered at once: the reader sees
+ * x's old value; the caller's work queued after completion sees the pulled
+ * one. For psl_kv_pull, psl_kv_zpull and psl_kv_pushpull. */
+static void test_order_pull(void **state)
+{
+	uint64_t key = 1;
+	struct psl_kv_worker *w;
+	void *x, *y, *src;
+	int form;
+	(void)state;
+
+	node_up(1);
+	use_fake(NULL, NULL);
+	src = dev_floats(3);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
+	for (form = 0; form < 3; form++) {
+		struct psl_kv_out out;
+		struct psl_kv kv = {&key, 1, src, NV, NULL, PSL_MEM_CUDA, 0};
+		int ts, i;
+		x = dev_floats(2);
+		y = dev_floats(0);
+		out = (struct psl_kv_out){x, NV, 0, NULL, PSL_MEM_CUDA, 0};
+		assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(y, x, NV * 4, SLOW_US,
+									  NULL),
+				 0);
+		clear_sent();
+		ts = form == 0	 ? psl_kv_pull(w, &key, 1, &out, 0, NULL, NULL)
+		     : form == 1 ? psl_kv_zpull(w, &key, 1, &out, 0, NULL, NULL)
+				 : psl_kv_pushpull(w, &kv, &out, 0, NULL, NULL);
+		assert_true(ts >= 0);
+		for (i = 0; i < g_nsent; i++)
+			if (g_sent[i].m.push)
+				reply(&g_sent[i], 0, NULL, NULL);
+			else
+				answer_pull(&g_sent[i]);
+		assert_int_equal(psl_kv_wait(w, ts), 0);
+		expect_dev(y, 2.0f); /* the reader: the old value */
+		assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(y, x, NV * 4, 0, NULL),
+				 0);
+		expect_dev(y, 1.0f); /* later work: the pulled one */
+		psl_mem_free(PSL_MEM_CUDA, 0, x);
+		psl_mem_free(PSL_MEM_CUDA, 0, y);
+	}
+	psl_kv_worker_free(w);
+	psl_mem_free(PSL_MEM_CUDA, 0, src);
+}
+
+/* A server answers from a GPU buffer that a slow kernel on its stream has
+ * just been asked to write: the worker gets the kernel's value
+ * (psl_kv_respond and psl_kv_zrespond). */
+static void test_order_respond(void **state)
+{
+	struct psl_kv_server *srv;
+	struct psl__meta m;
+	uint64_t key = 3;
+	const void *data[2] = {&key, NULL};
+	size_t l[2] = {8, 0};
+	void *d;
+	int i;
+	(void)state;
+
+	node_up_as(PSL_SERVER, 8, 1, 1);
+	use_fake(NULL, NULL);
+	d = dev_floats(0);
+	g_nreq = g_done = 0;
+	assert_int_equal(psl_kv_server_new(0, PSL_FLOAT32, keep_handler, NULL, &srv), 0);
+	for (i = 0; i < 2; i++) {
+		uint8_t buf[512];
+		size_t n;
+		psl__meta_init(&m);
+		m.app_id = 0;
+		m.timestamp = 70 + i;
+		m.request = true;
+		m.src_dev_type = m.dst_dev_type = PSL_DEV_CPU;
+		n = psl__meta_encode(&m, buf);
+		deliver_raw(9, buf, n, 2, data, l);
+	}
+	assert_int_equal(g_nreq, 2);
+	for (i = 0; i < 2; i++) {
+		struct psl_kv res = {&key, 1, d, NV, NULL, PSL_MEM_CUDA, 0};
+		assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, i ? F2 : F5, NV,
+									  SLOW_US, NULL),
+				 0);
+		if (i)
+			assert_int_equal(psl_kv_zrespond(g_req[i], &res, done_cb, NULL), 0);
+		else
+			assert_int_equal(psl_kv_respond(g_req[i], &res), 0);
+		expect_seg(&g_sent[g_nsent - 1], 1, i ? 2.0f : 5.0f);
+	}
+	psl_kv_server_free(srv);
+	psl_mem_free(PSL_MEM_CUDA, 0, d);
+}
+
+/* An AF batch: its GPU push tensor is read after the slow kernel that
+ * writes it, its GPU pull tensor written after the queued reader. */
+static void test_order_batch(void **state)
+{
+	void *dp, *dq, *y;
+	struct psl_kv_tensor push = {0}, pull = {0};
+	struct psl_kv_batch b = {0};
+	struct psl_kv_worker *w;
+	int ts, i;
+	(void)state;
+
+	node_up(1);
+	use_fake(NULL, NULL);
+	dp = dev_floats(0);
+	dq = dev_floats(2);
+	y = dev_floats(0);
+	push = (struct psl_kv_tensor){.key = 1, .vals = dp, .len = NV, .mem = PSL_MEM_CUDA};
+	pull = (struct psl_kv_tensor){.key = 2, .vals = dq, .len = NV, .mem = PSL_MEM_CUDA};
+	b = (struct psl_kv_batch){.push = &push, .npush = 1, .pull = &pull, .npull = 1};
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
+	assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(dp, F5, NV, SLOW_US, NULL), 0);
+	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(y, dq, NV * 4, SLOW_US, NULL),
+			 0);
+	ts = psl_kv_batch_pushpull(w, &b, 0, 0, NULL, NULL);
+	assert_true(ts >= 0);
+	assert_int_equal(g_nsent, 2);
+	for (i = 0; i < 2; i++) {
+		if (g_sent[i].m.push) {
+			expect_seg(&g_sent[i], 1, 5.0f);
+			reply(&g_sent[i], 0, NULL, NULL);
+		} else {
+			answer_pull(&g_sent[i]);
+		}
+	}
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	expect_dev(y, 2.0f);
+	expect_dev(dq, 1.0f);
+	psl_kv_worker_free(w);
+	psl_mem_free(PSL_MEM_CUDA, 0, dp);
+	psl_mem_free(PSL_MEM_CUDA, 0, dq);
+	psl_mem_free(PSL_MEM_CUDA, 0, y);
+}
+
+
+/* The stream set with psl_kv_worker_set_cuda_stream is the one waited
+ * for (a non-blocking stream, which the legacy one does not order);
+ * PSL_CUDA_STREAM_NONE waits for nothing; a van that takes GPU memory
+ * gets a pushed buffer once the stream's work is done, and is not lent a
+ * pull's buffer that a queued reader still reads. */
+static void test_stream_api(void **state)
+{
+	uint64_t key = 1;
+	struct psl_kv_worker *w;
+	struct psl_kv kv;
+	struct psl_kv_out out;
+	struct psl_van_dest dest;
+	uint8_t buf[256];
+	void *st, *d, *x, *y;
+	size_t n;
+	int ts;
+	(void)state;
+
+	node_up(1);
+	use_fake(NULL, NULL);
+	assert_int_equal(psl_kv_worker_set_cuda_stream(NULL, NULL), -EINVAL);
+	assert_int_equal(((mkstream_fn)fake_sym("cudaStreamCreateWithFlags"))(&st, 1), 0);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
+	assert_int_equal(psl_kv_worker_set_cuda_stream(w, st), 0);
+	d = dev_floats(0);
+	kv = (struct psl_kv){&key, 1, d, NV, NULL, PSL_MEM_CUDA, 0};
+
+	/* the worker's stream is waited for, the legacy one is not */
+	assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, F1, NV, SLOW_US, st), 0);
+	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
+	expect_seg(&g_sent[g_nsent - 1], 1, 1.0f);
+	reply(&g_sent[g_nsent - 1], 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, F2, NV, SLOW_US, NULL), 0);
+	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
+	expect_seg(&g_sent[g_nsent - 1], 1, 1.0f);
+	reply(&g_sent[g_nsent - 1], 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	expect_dev(d, 2.0f);
+
+	/* none: the data is said to be ready, nothing is waited for */
+	assert_int_equal(psl_kv_worker_set_cuda_stream(w, PSL_CUDA_STREAM_NONE), 0);
+	assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, F5, NV, SLOW_US, st), 0);
+	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
+	expect_seg(&g_sent[g_nsent - 1], 1, 2.0f);
+	reply(&g_sent[g_nsent - 1], 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamSynchronize"))(st), 0);
+
+	/* a van that takes GPU memory: the pointer once the work is done */
+	assert_int_equal(psl_kv_worker_set_cuda_stream(w, st), 0);
+	psl__po.caps.flags |= PSL_VAN_CAP_MEM_CUDA;
+	assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, F1, NV, SLOW_US, st), 0);
+	ts = psl_kv_zpush(w, &kv, 0, NULL, NULL);
+	assert_int_equal(g_sent[g_nsent - 1].mem[1], PSL_MEM_CUDA);
+	expect_seg(&g_sent[g_nsent - 1], 1, 1.0f);
+	reply(&g_sent[g_nsent - 1], 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+
+	/* ... and no loan of a pull buffer that a queued reader still reads */
+	x = dev_floats(2);
+	y = dev_floats(0);
+	out = (struct psl_kv_out){x, NV, 0, NULL, PSL_MEM_CUDA, 0};
+	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(y, x, NV * 4, SLOW_US, st), 0);
+	ts = psl_kv_zpull(w, &key, 1, &out, 0, NULL, NULL);
+	n = reply_meta(&g_sent[g_nsent - 1], 0, buf);
+	memset(&dest, 0, sizeof(dest));
+	assert_int_equal(psl__po.host.recv_dest(psl__po.host.ctx, 8, buf, n, 1, NV * 4, &dest), 0);
+	assert_int_equal(dest.mem_type, PSL_MEM_HOST); /* pinned, not x */
+	assert_ptr_not_equal(dest.data, x);
+	psl__po.host.recv_dest_put(psl__po.host.ctx, dest.loan, -EIO); /* (not written) */
+	answer_pull(&g_sent[g_nsent - 1]);
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamSynchronize"))(st), 0);
+	expect_dev(y, 2.0f);
+	expect_dev(x, 1.0f);
+	assert_int_equal(((query_fn)fake_sym("fake_cuda_query"))("device_syncs"), 0);
+
+	psl_kv_worker_free(w);
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamDestroy"))(st), 0);
+	psl_mem_free(PSL_MEM_CUDA, 0, d);
+	psl_mem_free(PSL_MEM_CUDA, 0, x);
+	psl_mem_free(PSL_MEM_CUDA, 0, y);
+}
+
+/* A server's stream (psl_kv_server_set_cuda_stream) is the one its
+ * responses from GPU memory wait for. */
+static void test_server_stream(void **state)
+{
+	struct psl_kv_server *srv;
+	struct psl__meta m;
+	uint64_t key = 3;
+	const void *data[2] = {&key, NULL};
+	size_t l[2] = {8, 0};
+	uint8_t buf[512];
+	size_t n;
+	void *st, *d;
+	(void)state;
+
+	node_up_as(PSL_SERVER, 8, 1, 1);
+	use_fake(NULL, NULL);
+	d = dev_floats(0);
+	g_nreq = 0;
+	assert_int_equal(((mkstream_fn)fake_sym("cudaStreamCreateWithFlags"))(&st, 1), 0);
+	assert_int_equal(psl_kv_server_new(0, PSL_FLOAT32, keep_handler, NULL, &srv), 0);
+	assert_int_equal(psl_kv_server_set_cuda_stream(NULL, st), -EINVAL);
+	assert_int_equal(psl_kv_server_set_cuda_stream(srv, st), 0);
+	psl__meta_init(&m);
+	m.app_id = 0;
+	m.timestamp = 80;
+	m.request = true;
+	m.src_dev_type = m.dst_dev_type = PSL_DEV_CPU;
+	n = psl__meta_encode(&m, buf);
+	deliver_raw(9, buf, n, 2, data, l);
+	assert_int_equal(g_nreq, 1);
+	{
+		struct psl_kv res = {&key, 1, d, NV, NULL, PSL_MEM_CUDA, 0};
+		assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, F5, NV, SLOW_US, st),
+				 0);
+		assert_int_equal(psl_kv_respond(g_req[0], &res), 0);
+		expect_seg(&g_sent[g_nsent - 1], 1, 5.0f);
+	}
+	psl_kv_server_free(srv);
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamDestroy"))(st), 0);
+	psl_mem_free(PSL_MEM_CUDA, 0, d);
+}
+
+/* ------------------------------------------------------ devices, errors -- */
+
+struct dev_job {
+	struct psl_kv_worker *w;
+	void *d;
+	int ts, step;
+};
+
+/* Thread bodies: step 0 is the caller (it chose device 1, as PyTorch
+ * does): allocation, push, pull; step 1 is a receive thread that never
+ * chose a device: it delivers the pull's answer. */
+static void *dev_thread(void *arg)
+{
+	struct dev_job *j = arg;
+	static struct psl_kv_out out;
+	uint64_t key = 1;
+	if (j->step == 0) {
+		struct psl_kv kv = {&key, 1, NULL, NV, NULL, PSL_MEM_CUDA, 1};
+		int ts;
+		assert_int_equal(((setdev_fn)fake_sym("cudaSetDevice"))(1), 0);
+		assert_int_equal(psl_mem_alloc(PSL_MEM_CUDA, 1, NV * 4, &j->d), 0);
+		kv.vals = j->d;
+		ts = psl_kv_push(j->w, &kv, 0, NULL, NULL);
+		assert_true(ts >= 0);
+		reply(&g_sent[g_nsent - 1], 0, NULL, NULL);
+		assert_int_equal(psl_kv_wait(j->w, ts), 0);
+		out = (struct psl_kv_out){j->d, NV, 0, NULL, PSL_MEM_CUDA, 1};
+		j->ts = psl_kv_zpull(j->w, &key, 1, &out, 0, NULL, NULL);
+		assert_true(j->ts >= 0);
+	} else {
+		answer_pull(&g_sent[g_nsent - 1]);
+	}
+	return NULL;
+}
+
+static void run_thread(struct dev_job *j, int step)
+{
+	pthread_t t;
+	j->step = step;
+	assert_int_equal(pthread_create(&t, NULL, dev_thread, j), 0);
+	assert_int_equal(pthread_join(t, NULL), 0);
+}
+
+/* A process that uses GPU 1 only (2 GPUs): pslite creates no context on
+ * GPU 0, neither in the caller's thread nor in a thread that never chose a
+ * device (issue 30's "restores device 0" risk). */
+static void test_device_context(void **state)
+{
+	struct dev_job j = {0};
+	(void)state;
+
+	node_up(1);
+	use_fake(NULL, "2");
+	assert_int_equal(psl_cuda_describe(NULL, 0), 2); /* (loads; no context) */
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &j.w), 0);
+	run_thread(&j, 0);
+	run_thread(&j, 1);
+	assert_int_equal(psl_kv_wait(j.w, j.ts), 0);
+	assert_int_equal(((query_fn)fake_sym("fake_cuda_query"))("contexts"), 2);
+	psl_kv_worker_free(j.w);
+	{
+		/* free it where it lives, from a thread on device 1 */
+		assert_int_equal(((setdev_fn)fake_sym("cudaSetDevice"))(1), 0);
+		psl_mem_free(PSL_MEM_CUDA, 1, j.d);
+	}
+	assert_int_equal(((query_fn)fake_sym("fake_cuda_query"))("contexts"), 2);
+}
+
+/* Errors pslite handles (a copy that fails, a freed buffer) are not left
+ * in the thread's last-error slot; a caller's own error pslite leaves. */
+static void test_last_error(void **state)
+{
+	uint64_t key = 1;
+	float v[4] = {1, 2, 3, 4};
+	struct psl_kv_worker *w;
+	struct psl_kv kv;
+	struct capture cap;
+	void *d;
+	int ts;
+	(void)state;
+
+	node_up(1);
+	use_fake("copy@3", NULL);
+	d = dev_copy_of(v, sizeof(v)); /* copy 1 */
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
+	kv = (struct psl_kv){&key, 1, d, 4, NULL, PSL_MEM_CUDA, 0};
+	ts = psl_kv_push(w, &kv, 0, NULL, NULL); /* copy 2 */
+	reply(&g_sent[0], 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	capture_start(&cap);
+	assert_int_equal(psl_kv_push(w, &kv, 0, NULL, NULL), -EIO); /* copy 3 fails */
+	free(capture_end(&cap));
+	assert_int_equal(((int_fn)fake_sym("cudaPeekAtLastError"))(), 0);
+
+	/* a freed buffer said to be CUDA memory */
+	psl_mem_free(PSL_MEM_CUDA, 0, d);
+	capture_start(&cap);
+	assert_int_equal(psl_kv_push(w, &kv, 0, NULL, NULL), -EINVAL);
+	free(capture_end(&cap));
+	assert_int_equal(((int_fn)fake_sym("cudaPeekAtLastError"))(), 0);
+
+	/* the caller's own error stays for the caller to see */
+	d = dev_copy_of(v, sizeof(v));
+	kv.vals = d;
+	use_fake(NULL, NULL);
+	psl_mem_free(PSL_MEM_CUDA, 0, d);
+	d = dev_copy_of(v, sizeof(v));
+	kv.vals = d;
+	assert_int_equal(((setdev_fn)fake_sym("cudaSetDevice"))(7), 101);
+	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
+	assert_true(ts >= 0);
+	reply(&g_sent[g_nsent - 1], 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	assert_int_equal(((int_fn)fake_sym("cudaPeekAtLastError"))(), 101);
+	assert_int_equal(((int_fn)fake_sym("cudaGetLastError"))(), 101);
+	psl_kv_worker_free(w);
+	psl_mem_free(PSL_MEM_CUDA, 0, d);
+}
+
+/* ------------------------------------------------------------ runtimes -- */
+
+static void copy_file(const char *from, const char *to)
+{
+	char buf[65536];
+	size_t n;
+	FILE *a = fopen(from, "rb"), *b = fopen(to, "wb");
+	assert_non_null(a);
+	assert_non_null(b);
+	while ((n = fread(buf, 1, sizeof(buf), a)) > 0)
+		assert_int_equal(fwrite(buf, 1, n, b), n);
+	fclose(a);
+	assert_int_equal(fclose(b), 0);
+}
+
+/* In a child: which runtime psl_cuda_describe finds; exits 0 when its line
+ * names want, 3 otherwise (printed). */
+static void child_expect_runtime(const char *want)
+{
+	char line[1024];
+	int n;
+	unsetenv("PS_CUDA_LIB");
+	psl__cuda_reset();
+	n = psl_cuda_describe(line, sizeof(line));
+	if (n == 1 && strstr(line, want))
+		_exit(0);
+	fprintf(stderr, "test_runtime_choice: %d, '%s' (expected 1 device and %s)\n", n, line,
+		want);
+	_exit(3);
+}
+
+static void run_child(void (*body)(const char *), const char *arg)
+{
+	int st;
+	pid_t pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0)
+		body(arg);
+	assert_int_equal(waitpid(pid, &st, 0), pid);
+	assert_true(WIFEXITED(st));
+	assert_int_equal(WEXITSTATUS(st), 0);
+}
+
+static void child_preloaded(const char *dir)
+{
+	char p[512];
+	snprintf(p, sizeof(p), "%s/libcudart.so.12", dir);
+	if (!dlopen(p, RTLD_NOW | RTLD_GLOBAL))
+		_exit(4);
+	child_expect_runtime(p);
+}
+
+static void child_old_driver(const char *dir)
+{
+	char p[512];
+	setenv("CUDA_HOME", dir, 1);
+	setenv("FAKE_CUDA_OLD_DRIVER", "/lib64/", 1);
+	snprintf(p, sizeof(p), "%s/lib/libcudart.so", dir);
+	child_expect_runtime(p);
+}
+
+/* The runtime already in the process (PyTorch's) is the one pslite uses;
+ * a runtime that needs a newer driver is passed over for the next. */
+static void test_runtime_choice(void **state)
+{
+	char dir[] = "/tmp/pslite-cudart.XXXXXX", p[512];
+	(void)state;
+
+	assert_non_null(mkdtemp(dir));
+	psl__cuda_reset();
+	snprintf(p, sizeof(p), "%s/libcudart.so.12", dir);
+	copy_file(FAKE_CUDART, p);
+	run_child(child_preloaded, dir);
+
+	snprintf(p, sizeof(p), "%s/lib64", dir);
+	assert_int_equal(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/lib", dir);
+	assert_int_equal(mkdir(p, 0700), 0);
+	snprintf(p, sizeof(p), "%s/lib64/libcudart.so", dir);
+	copy_file(FAKE_CUDART, p);
+	snprintf(p, sizeof(p), "%s/lib/libcudart.so", dir);
+	copy_file(FAKE_CUDART, p);
+	run_child(child_old_driver, dir);
+
+	snprintf(p, sizeof(p), "rm -rf '%s'", dir);
+	assert_int_equal(system(p), 0);
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		T(test_order_push), T(test_order_pull), T(test_order_respond), T(test_order_batch),
+		T(test_stream_api), T(test_server_stream),
+		T(test_device_context), T(test_last_error), T(test_runtime_choice),
+	};
+	return cmocka_run_group_tests_name("cuda order", tests, NULL, NULL);
+}
