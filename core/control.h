@@ -26,8 +26,10 @@ void psl__control_forget_node(int id);
  * it had asked for the final barrier (or that barrier was released); on
  * other nodes, this node is in its final barrier. */
 bool psl__control_node_leaving(int id);
-/* Scheduler: tell every live node that node id was lost. */
-void psl__control_announce_lost(int id);
+/* Scheduler: tell every live node that node id was lost, and why. */
+void psl__control_announce_lost(int id, const char *why);
+/* Says at PS_VERBOSE=1 how this node's heartbeats are set (heartbeat.c). */
+void psl__heartbeat_say(void);
 /* Frees the scheduler's registration and barrier state. */
 void psl__control_reset(void);
 
