@@ -2,9 +2,12 @@
 # A frozen server over one van, with heartbeats:
 #   frozen.sh VAN
 # pslite-bench on 1 scheduler, 1 server, 1 worker with PS_HEARTBEAT_INTERVAL=1
-# PS_HEARTBEAT_TIMEOUT=6; 2 s after the worker started its loop the server is
+# PS_HEARTBEAT_TIMEOUT=6 (with FROZEN_HB=default: neither set, heartbeats as
+# they are by default, and the job must end within the default timeout plus
+# FROZEN_SLACK s); 2 s after the worker started its loop the server is
 # frozen (SIGSTOP) and never resumed. The heartbeats declare it lost: the worker's requests must fail at
-# once, the barriers (the scheduler's final one included) end with an error,
+# once, with a line naming the setting (PS_HEARTBEAT_TIMEOUT),
+# the barriers (the scheduler's final one included) end with an error,
 # and the scheduler and the worker exit non-zero, all while the server stays
 # frozen (it is killed at the end), and neither crashes on its way out (dies
 # of a signal, or prints a crash report: libfabric's psm provider catches
@@ -26,7 +29,15 @@ cleanup() {
 }
 trap cleanup EXIT
 
-PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=6 FROZEN_DIR=$dir \
+if [ "${FROZEN_HB:-}" = default ]; then
+	unset PS_HEARTBEAT_INTERVAL PS_HEARTBEAT_TIMEOUT
+	limit=$((20 + ${FROZEN_SLACK:-12})) # the default PS_HEARTBEAT_TIMEOUT, README
+else
+	PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=6
+	export PS_HEARTBEAT_INTERVAL PS_HEARTBEAT_TIMEOUT
+	limit=90
+fi
+FROZEN_DIR=$dir \
 timeout -k 10 150 "$b/tools/pslite-run" -s 1 -w 1 --van "$van" --timeout 140 --keep-going -- \
 	sh -c 'if [ "$DMLC_ROLE" = server ]; then echo $$ >"$FROZEN_DIR/server.pid"; exec "$@"; fi
 		"$@"; rc=$?; echo "EXIT $rc"; exit $rc' \
@@ -66,7 +77,11 @@ for who in scheduler "worker 0"; do
 		bad "$who crashed: $(grep "^\[$who\]" "$log" | grep -E "$crash" | head -n 1)"
 	echo "frozen.sh $van: $who exited ${code:-?} $took s after the freeze"
 done
+[ "$took" -le "$limit" ] || bad "the job took $took s to end after the freeze, expected at most $limit"
 grep "^\[worker 0\]" "$log" | grep -q "lost server 0" || bad "the worker did not report server 0 lost"
+grep "^\[worker 0\]" "$log" | grep "lost server 0" | grep -q "PS_HEARTBEAT_TIMEOUT" ||
+	bad "the worker's line about server 0 does not name PS_HEARTBEAT_TIMEOUT"
+grep "^\[worker 0\]" "$log" | grep -m 1 "lost server 0" | sed "s/^/frozen.sh $van: /"
 grep "^\[scheduler\]" "$log" | grep -q "lost server 0" || bad "the scheduler did not report server 0 lost"
 kill -9 "$spid" 2>/dev/null
 spid=
