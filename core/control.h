@@ -30,6 +30,12 @@ bool psl__control_node_leaving(int id);
 void psl__control_announce_lost(int id, const char *why);
 /* Says at PS_VERBOSE=1 how this node's heartbeats are set (heartbeat.c). */
 void psl__heartbeat_say(void);
+/* Around a delivery to user code on a receive thread (heartbeat.c): while
+ * one runs long, or just after, a missing heartbeat may be queued behind it
+ * here and nobody is judged by it. begin returns what end takes. */
+struct psl__office;
+int64_t psl__delivery_begin(struct psl__office *o);
+void psl__delivery_end(struct psl__office *o, int64_t began);
 /* Frees the scheduler's registration and barrier state. */
 void psl__control_reset(void);
 

@@ -132,6 +132,43 @@ void psl__handle_heartbeat(const struct psl__meta *m)
 	}
 }
 
+/* a delivery that runs this long may hold heartbeat answers back */
+#define LONG_DELIVERY_MS 1000
+
+int64_t psl__delivery_begin(struct psl__office *o)
+{
+	int64_t now = psl__now_ms();
+	atomic_store(&o->delivery_began_ms, now);
+	atomic_fetch_add(&o->delivering, 1);
+	return now;
+}
+
+void psl__delivery_end(struct psl__office *o, int64_t began)
+{
+	int64_t now = psl__now_ms();
+	atomic_fetch_sub(&o->delivering, 1);
+	if (now - began >= LONG_DELIVERY_MS)
+		atomic_store(&o->long_delivery_end_ms, now);
+}
+
+/*
+ * The time from which a silence is counted, given the last heartbeat (or
+ * answer) seen; -1: judge nobody now. A handler that runs long on the
+ * receive thread (user code may: ps-lite's handlers do their work there)
+ * holds back the heartbeats that arrive meanwhile: they are not missing,
+ * only not read yet. So while one runs long nobody is judged, and after it
+ * the silence counts from its end.
+ */
+static int64_t silence_from(int64_t now, int64_t last)
+{
+	int64_t end;
+	if (atomic_load(&po.delivering) > 0 &&
+	    now - atomic_load(&po.delivery_began_ms) >= LONG_DELIVERY_MS)
+		return -1;
+	end = atomic_load(&po.long_delivery_end_ms);
+	return end > last ? end : last;
+}
+
 /* How long the scheduler waits for node id's heartbeats before it declares
  * it lost, in ms; 0: it does not judge it. A node is judged if it promised
  * heartbeats in its registration, or if PS_HEARTBEAT_INTERVAL is set here
@@ -159,7 +196,7 @@ static void judge_nodes(int64_t now)
 		limit = node_limit_ms(&po.peers[id]);
 		last = po.peers[id].last_heartbeat_ms;
 		pthread_mutex_unlock(&po.mu);
-		if (!limit || now - last <= limit)
+		if (!limit || (last = silence_from(now, last)) < 0 || now - last <= limit)
 			continue;
 		snprintf(why, sizeof(why),
 			 "no heartbeat for %lld s (PS_HEARTBEAT_TIMEOUT=%d at the scheduler: raise "
@@ -177,7 +214,8 @@ static void judge_scheduler(int64_t now)
 	pthread_mutex_lock(&po.mu);
 	last = po.sched_last_heartbeat_ms;
 	pthread_mutex_unlock(&po.mu);
-	if (now - last <= po.cfg.heartbeat_timeout * 1000LL || po.peers[1].dead)
+	if ((last = silence_from(now, last)) < 0 ||
+	    now - last <= po.cfg.heartbeat_timeout * 1000LL || po.peers[1].dead)
 		return;
 	snprintf(why, sizeof(why),
 		 "no heartbeat answer for %lld s (PS_HEARTBEAT_TIMEOUT=%d here: raise it if the "

@@ -959,7 +959,7 @@ static int flood(void)
 /* RAWZMQ_MODE=quiet: a worker as a C++ ps-lite one without
  * PS_HEARTBEAT_INTERVAL is: its registration has no pslite body, it sends no
  * heartbeats, and it is silent for RAWZMQ_QUIET_S s between two push-pulls.
- * No node may declare it lost for that (hb_mixed.sh). */
+ * No node may declare it lost for that (hb_alive.sh). */
 static int quiet(void)
 {
 	int secs = getenv("RAWZMQ_QUIET_S") ? atoi(getenv("RAWZMQ_QUIET_S")) : 10;
