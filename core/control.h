@@ -26,8 +26,16 @@ void psl__control_forget_node(int id);
  * it had asked for the final barrier (or that barrier was released); on
  * other nodes, this node is in its final barrier. */
 bool psl__control_node_leaving(int id);
-/* Scheduler: tell every live node that node id was lost. */
-void psl__control_announce_lost(int id);
+/* Scheduler: tell every live node that node id was lost, and why. */
+void psl__control_announce_lost(int id, const char *why);
+/* Says at PS_VERBOSE=1 how this node's heartbeats are set (heartbeat.c). */
+void psl__heartbeat_say(void);
+/* Around a delivery to user code on a receive thread (heartbeat.c): while
+ * one runs long, or just after, a missing heartbeat may be queued behind it
+ * here and nobody is judged by it. begin returns what end takes. */
+struct psl__office;
+int64_t psl__delivery_begin(struct psl__office *o);
+void psl__delivery_end(struct psl__office *o, int64_t began);
 /* Frees the scheduler's registration and barrier state. */
 void psl__control_reset(void);
 

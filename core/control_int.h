@@ -57,6 +57,10 @@ void psl__scheduler_add_node(const struct psl__meta *m);
 void psl__node_take_list(const struct psl__meta *m);
 void psl__handle_barrier(const struct psl__meta *m);
 void psl__handle_heartbeat(const struct psl__meta *m);
+/* A node's registration body: appends its heartbeat promise (heartbeat.c). */
+void psl__heartbeat_promise(char *body, size_t len);
+/* Scheduler: the heartbeat interval a registration promised, 0 if none. */
+int psl__heartbeat_promised(const struct psl__meta *m);
 
 /* Scheduler, from the timer: says which nodes a barrier that has waited
  * PS_BARRIER_WARN_S seconds still waits for (barrier.c); its state reset. */

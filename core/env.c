@@ -105,6 +105,35 @@ static int env_required_int(const char *name, long min, long max, int *out, char
 	return env_int(name, 0, min, max, out, err, errlen);
 }
 
+/*
+ * Heartbeats are on by default (ps-lite has them off): a frozen node (stopped,
+ * swapping for good, its host cut off) keeps its connections open, and
+ * without heartbeats a job waits on it forever. The defaults
+ * (PSL__HEARTBEAT_INTERVAL, PSL__HEARTBEAT_TIMEOUT) give a node ten missed
+ * heartbeats before it is declared lost: long enough for a node that is only
+ * slow (a long GC or page-in, a loaded machine), short enough that a frozen
+ * one fails the job within half a minute. A shorter PS_HEARTBEAT_TIMEOUT
+ * shortens the default interval with it (four heartbeats per timeout, at
+ * least one a second). 0 set explicitly turns either off, as in ps-lite.
+ * heartbeat_all: PS_HEARTBEAT_INTERVAL was set, so every node of the job
+ * (C++ ones too) is taken to send heartbeats; otherwise a scheduler judges
+ * only the nodes whose registration promised them (registration.c).
+ */
+static int heartbeat_env(struct psl__config *c, char *err, size_t errlen)
+{
+	int rc, def;
+	if ((rc = env_int("PS_HEARTBEAT_TIMEOUT", PSL__HEARTBEAT_TIMEOUT, 0, 86400 * 7,
+			  &c->heartbeat_timeout, err, errlen)))
+		return rc;
+	def = c->heartbeat_timeout ? c->heartbeat_timeout / 4 : PSL__HEARTBEAT_INTERVAL;
+	def = def < 1 ? 1 : def > PSL__HEARTBEAT_INTERVAL ? PSL__HEARTBEAT_INTERVAL : def;
+	if ((rc = env_int("PS_HEARTBEAT_INTERVAL", def, 0, 86400, &c->heartbeat_interval, err,
+			  errlen)))
+		return rc;
+	c->heartbeat_all = env_get("PS_HEARTBEAT_INTERVAL") && c->heartbeat_interval > 0;
+	return 0;
+}
+
 static int copy_host(const char *name, const char *v, char *dst, char *err, size_t errlen)
 {
 	/* it goes into tcp:// endpoints and node lists: letters, digits and the
@@ -514,11 +543,7 @@ static int config_load(struct psl__config *c, int joint_role, char *err, size_t 
 	if ((rc = env_int("PS_MALLOC_TUNE", 1, 0, 1, &gs, err, errlen)))
 		return rc;
 	c->malloc_tune = gs != 0;
-	if ((rc = env_int("PS_HEARTBEAT_INTERVAL", 0, 0, 86400, &c->heartbeat_interval, err,
-			  errlen)))
-		return rc;
-	if ((rc = env_int("PS_HEARTBEAT_TIMEOUT", 0, 0, 86400 * 7, &c->heartbeat_timeout, err,
-			  errlen)))
+	if ((rc = heartbeat_env(c, err, errlen)))
 		return rc;
 	if ((rc = env_int("PS_RESEND", 0, 0, INT_MAX, &rs, err, errlen)))
 		return rc;

@@ -6,6 +6,9 @@
 #include <stddef.h>
 
 #define PSL_HOST_MAX 64 /* ps-lite's RawNode.hostname, NUL included */
+/* heartbeat defaults, seconds (env.c says why) */
+#define PSL__HEARTBEAT_INTERVAL 2
+#define PSL__HEARTBEAT_TIMEOUT 20
 
 struct psl__config {
 	int role;		     /* enum psl_role: this node's (a joint process's: server or worker) */
@@ -26,6 +29,7 @@ struct psl__config {
 	int verbose;		     /* PS_VERBOSE */
 	int heartbeat_interval;	     /* PS_HEARTBEAT_INTERVAL, seconds, 0 = off */
 	int heartbeat_timeout;	     /* PS_HEARTBEAT_TIMEOUT, seconds, 0 = off */
+	bool heartbeat_all;	     /* PS_HEARTBEAT_INTERVAL set: every node sends them */
 	bool resend;		     /* PS_RESEND */
 	int resend_timeout_ms;	     /* PS_RESEND_TIMEOUT */
 	int drop_rate;		     /* PS_DROP_MSG: percent of received messages dropped (tests) */

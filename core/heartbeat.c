@@ -19,6 +19,37 @@
 
 #define po psl__po
 
+/* The body of a lost-node announcement: why the scheduler lost it (a C++
+ * node ignores a HEARTBEAT's body). */
+#define LOST_TAG "pslite-lost: "
+
+/* A node's promise, in its registration's body: "pslite-heartbeat I", its
+ * PS_HEARTBEAT_INTERVAL (0: it sends none). C++ ps-lite sends no such body,
+ * and sends heartbeats only where PS_HEARTBEAT_INTERVAL is set. */
+#define PROMISE_TAG "pslite-heartbeat "
+
+void psl__heartbeat_promise(char *body, size_t len)
+{
+	size_t n = strlen(body);
+	snprintf(body + n, len - n, "%s" PROMISE_TAG "%d", n ? "|" : "",
+		 po.cfg.heartbeat_interval);
+}
+
+int psl__heartbeat_promised(const struct psl__meta *m)
+{
+	char b[512];
+	const char *p;
+	int s;
+	if (!m->body || m->body_size <= 0 || m->body_size >= (int)sizeof(b))
+		return 0;
+	memcpy(b, m->body, (size_t)m->body_size);
+	b[m->body_size] = 0;
+	p = strstr(b, PROMISE_TAG);
+	if (!p || sscanf(p + strlen(PROMISE_TAG), "%d", &s) != 1 || s < 0)
+		return 0;
+	return s;
+}
+
 /*
  * A node that stops answering without closing its connections (hung, or its
  * host cut off) is caught by the scheduler's heartbeat timeout, but only the
@@ -28,9 +59,10 @@
  * uses for nothing but recovery), and a C++ scheduler never lists more than
  * itself, so this extends the protocol without breaking it.
  */
-void psl__control_announce_lost(int id)
+void psl__control_announce_lost(int id, const char *why)
 {
 	struct psl__node list[2];
+	char body[256];
 	int *ids, n, i;
 
 	if (po.role != PSL_SCHEDULER || id < 8 || id > po.max_id)
@@ -40,6 +72,7 @@ void psl__control_announce_lost(int id)
 		return;
 	list[0] = po.me;
 	list[1] = po.peers[id].node;
+	snprintf(body, sizeof(body), LOST_TAG "%s", why);
 	n = psl__group_members(6, ids);
 	for (i = 0; i < n; i++) {
 		struct psl__meta m;
@@ -49,6 +82,8 @@ void psl__control_announce_lost(int id)
 		m.cmd = PSL_CMD_HEARTBEAT;
 		m.nodes = list;
 		m.node_size = 2;
+		m.body = body;
+		m.body_size = (int)strlen(body);
 		m.recver = ids[i];
 		psl__send_control(&m, true);
 	}
@@ -77,6 +112,13 @@ void psl__handle_heartbeat(const struct psl__meta *m)
 		po.sched_last_heartbeat_ms = now;
 		pthread_mutex_unlock(&po.mu);
 		/* entries after the scheduler's own: nodes the scheduler lost */
+		char why[300] = "the scheduler declared it lost (its heartbeats stopped or its "
+				"connection closed)";
+		size_t tl = strlen(LOST_TAG);
+		if (m->body && m->body_size > (int)tl && m->body_size < 200 &&
+		    !strncmp(m->body, LOST_TAG, tl))
+			snprintf(why, sizeof(why), "the scheduler declared it lost: %.*s",
+				 m->body_size - (int)tl, m->body + tl);
 		for (i = 1; i < m->node_size; i++) {
 			int id = m->nodes[i].id;
 			if (id == po.my_id)
@@ -84,20 +126,108 @@ void psl__handle_heartbeat(const struct psl__meta *m)
 					 "arrive within PS_HEARTBEAT_TIMEOUT=%d s",
 					 po.cfg.heartbeat_timeout);
 			else if (id >= 8 && id <= po.max_id)
-				/* (the announcement does not say why: its heartbeats
-				 * stopped, or its connection to the scheduler closed) */
-				psl__node_lost(id, -ETIMEDOUT,
-					       "the scheduler declared it lost (its heartbeats "
-					       "stopped or its connection closed)");
+				/* (an older pslite scheduler does not say why) */
+				psl__node_lost(id, -ETIMEDOUT, why);
 		}
 	}
+}
+
+/* a delivery that runs this long may hold heartbeat answers back */
+#define LONG_DELIVERY_MS 1000
+
+int64_t psl__delivery_begin(struct psl__office *o)
+{
+	int64_t now = psl__now_ms();
+	atomic_store(&o->delivery_began_ms, now);
+	atomic_fetch_add(&o->delivering, 1);
+	return now;
+}
+
+void psl__delivery_end(struct psl__office *o, int64_t began)
+{
+	int64_t now = psl__now_ms();
+	atomic_fetch_sub(&o->delivering, 1);
+	if (now - began >= LONG_DELIVERY_MS)
+		atomic_store(&o->long_delivery_end_ms, now);
+}
+
+/*
+ * The time from which a silence is counted, given the last heartbeat (or
+ * answer) seen; -1: judge nobody now. A handler that runs long on the
+ * receive thread (user code may: ps-lite's handlers do their work there)
+ * holds back the heartbeats that arrive meanwhile: they are not missing,
+ * only not read yet. So while one runs long nobody is judged, and after it
+ * the silence counts from its end.
+ */
+static int64_t silence_from(int64_t now, int64_t last)
+{
+	int64_t end;
+	if (atomic_load(&po.delivering) > 0 &&
+	    now - atomic_load(&po.delivery_began_ms) >= LONG_DELIVERY_MS)
+		return -1;
+	end = atomic_load(&po.long_delivery_end_ms);
+	return end > last ? end : last;
+}
+
+/* How long the scheduler waits for node id's heartbeats before it declares
+ * it lost, in ms; 0: it does not judge it. A node is judged if it promised
+ * heartbeats in its registration, or if PS_HEARTBEAT_INTERVAL is set here
+ * (as in ps-lite, where it is set on every node); a C++ node sends none
+ * unless that is set, and must not be lost for heartbeats it never sent. A
+ * node that promised a long interval gets three of them. */
+static int64_t node_limit_ms(const struct psl__peer *p)
+{
+	int64_t limit = po.cfg.heartbeat_timeout * 1000LL;
+	if (!p->known || p->dead || (!po.cfg.heartbeat_all && p->node.hb_interval <= 0))
+		return 0;
+	if (p->node.hb_interval * 3000LL > limit)
+		limit = p->node.hb_interval * 3000LL;
+	return limit;
+}
+
+/* Scheduler: declares lost the nodes whose heartbeats stopped. */
+static void judge_nodes(int64_t now)
+{
+	int id;
+	for (id = 8; id <= po.max_id; id++) {
+		int64_t last, limit;
+		char why[200];
+		pthread_mutex_lock(&po.mu);
+		limit = node_limit_ms(&po.peers[id]);
+		last = po.peers[id].last_heartbeat_ms;
+		pthread_mutex_unlock(&po.mu);
+		if (!limit || (last = silence_from(now, last)) < 0 || now - last <= limit)
+			continue;
+		snprintf(why, sizeof(why),
+			 "no heartbeat for %lld s (PS_HEARTBEAT_TIMEOUT=%d at the scheduler: raise "
+			 "it if the node is only slow, 0 turns this off)",
+			 (long long)((now - last) / 1000), po.cfg.heartbeat_timeout);
+		psl__node_lost(id, -ETIMEDOUT, why);
+	}
+}
+
+/* Server, worker: declares the scheduler lost when its answers stopped. */
+static void judge_scheduler(int64_t now)
+{
+	char why[200];
+	int64_t last;
+	pthread_mutex_lock(&po.mu);
+	last = po.sched_last_heartbeat_ms;
+	pthread_mutex_unlock(&po.mu);
+	if ((last = silence_from(now, last)) < 0 ||
+	    now - last <= po.cfg.heartbeat_timeout * 1000LL || po.peers[1].dead)
+		return;
+	snprintf(why, sizeof(why),
+		 "no heartbeat answer for %lld s (PS_HEARTBEAT_TIMEOUT=%d here: raise it if the "
+		 "scheduler is only slow, 0 turns this off)",
+		 (long long)((now - last) / 1000), po.cfg.heartbeat_timeout);
+	psl__node_lost(1, -ETIMEDOUT, why);
 }
 
 /* The timer's heartbeat work: send ours, and judge who missed theirs. */
 void psl__heartbeat_tick(int64_t now, int64_t *last_hb)
 {
 	const struct psl__config *c = &po.cfg;
-	int id;
 
 	if (po.role != PSL_SCHEDULER && c->heartbeat_interval > 0 &&
 	    now - *last_hb >= c->heartbeat_interval * 1000LL) {
@@ -110,31 +240,31 @@ void psl__heartbeat_tick(int64_t now, int64_t *last_hb)
 		m.recver = 1;
 		psl__send_control(&m, true);
 	}
-	if (c->heartbeat_timeout > 0 && c->heartbeat_interval > 0) {
-		int64_t limit = c->heartbeat_timeout * 1000LL;
-		if (po.role == PSL_SCHEDULER) {
-			for (id = 8; id <= po.max_id; id++) {
-				int64_t last;
-				bool check;
-				pthread_mutex_lock(&po.mu);
-				check = po.peers[id].known && !po.peers[id].dead;
-				last = po.peers[id].last_heartbeat_ms;
-				pthread_mutex_unlock(&po.mu);
-				if (check && now - last > limit) {
-					char why[128];
-					snprintf(why, sizeof(why),
-						 "no heartbeat for %lld s (PS_HEARTBEAT_TIMEOUT=%d)",
-						 (long long)((now - last) / 1000), c->heartbeat_timeout);
-					psl__node_lost(id, -ETIMEDOUT, why);
-				}
-			}
-		} else if (now - po.sched_last_heartbeat_ms > limit && !po.peers[1].dead) {
-			char why[128];
-			snprintf(why, sizeof(why),
-				 "no heartbeat answer for %lld s (PS_HEARTBEAT_TIMEOUT=%d)",
-				 (long long)((now - po.sched_last_heartbeat_ms) / 1000),
-				 c->heartbeat_timeout);
-			psl__node_lost(1, -ETIMEDOUT, why);
-		}
-	}
+	if (c->heartbeat_timeout <= 0 || c->heartbeat_interval <= 0)
+		return;
+	if (po.role == PSL_SCHEDULER)
+		judge_nodes(now);
+	else
+		judge_scheduler(now);
+}
+
+/* Says at PS_VERBOSE=1 what this node's heartbeats are. */
+void psl__heartbeat_say(void)
+{
+	const struct psl__config *c = &po.cfg;
+	if (c->heartbeat_interval <= 0 || c->heartbeat_timeout <= 0)
+		PSL_DBG("heartbeats: %s; no peer is declared lost for missing ones "
+			"(PS_HEARTBEAT_INTERVAL=%d, PS_HEARTBEAT_TIMEOUT=%d)",
+			po.role != PSL_SCHEDULER && c->heartbeat_interval > 0 ? "sent" : "off",
+			c->heartbeat_interval, c->heartbeat_timeout);
+	else if (po.role == PSL_SCHEDULER)
+		PSL_DBG("heartbeats: a %s silent for %d s is declared lost "
+			"(PS_HEARTBEAT_TIMEOUT; 0 turns this off)",
+			c->heartbeat_all ? "node" : "pslite node that sends them",
+			c->heartbeat_timeout);
+	else
+		PSL_DBG("heartbeats: every %d s; the scheduler is declared lost after %d s "
+			"without an answer (PS_HEARTBEAT_INTERVAL, PS_HEARTBEAT_TIMEOUT; 0 turns "
+			"either off)",
+			c->heartbeat_interval, c->heartbeat_timeout);
 }

@@ -49,6 +49,9 @@ struct psl__node {
 	int aux_id;
 	uint32_t addr_len; /* endpoint_name_len */
 	uint8_t addr[64];  /* endpoint_name */
+	/* not on the wire: at the scheduler, the heartbeat interval (s) the
+	 * node's registration promised, 0 for none (a C++ node; heartbeat.c) */
+	int hb_interval;
 };
 
 #define PSL_MAX_DATA_TYPES 16

@@ -221,7 +221,7 @@ void psl__node_lost(int id, int err, const char *why)
 	/* the others hear of the loss before a barrier it releases (the final
 	 * one, say) lets them go: they must not take it for a node that left */
 	if (po.role == PSL_SCHEDULER && !leaving)
-		psl__control_announce_lost(id);
+		psl__control_announce_lost(id, why);
 	psl__control_forget_node(id);
 }
 
@@ -773,6 +773,7 @@ static int finish_start(void)
 	}
 	PSL_DBG("ready: id %d, %d servers, %d workers", po.my_id, po.cfg.num_servers,
 		po.cfg.num_workers);
+	psl__heartbeat_say();
 	return 0;
 }
 

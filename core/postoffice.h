@@ -104,6 +104,12 @@ struct psl__office {
 	bool timer_stop;
 
 	int64_t sched_last_heartbeat_ms;
+	/* deliveries to user code (handlers, callbacks) on receive threads
+	 * now, when the latest began, and when the last long one (a second or
+	 * more) ended: heartbeat answers may wait behind them (heartbeat.c) */
+	atomic_int delivering;
+	_Atomic int64_t delivery_began_ms;
+	_Atomic int64_t long_delivery_end_ms;
 
 	/* the job's first loss this node knew of (psl_job_lost) */
 	int job_lost_err;

@@ -36,6 +36,8 @@ static int nreg_nonces;
  * DMLC_NUM_SERVER, DMLC_NUM_WORKER and DMLC_GROUP_SIZE. C++ ps-lite ignores
  * the body of an ADD_NODE; a registration without it is not checked. */
 #define COUNTS_TAG "pslite-counts "
+/* a registration's body: the proof, the counts, the heartbeat promise */
+#define REG_BODY_MAX (PSL__AUTH_BODY_MAX + 128)
 
 struct counts {
 	int s, w, g;
@@ -55,7 +57,7 @@ static void counts_body(char *body, size_t len)
 /* The counts a registration carries; false when it carries none. */
 static bool counts_of(const struct psl__meta *m, struct counts *c)
 {
-	char b[PSL__AUTH_BODY_MAX + 64];
+	char b[REG_BODY_MAX];
 	const char *p;
 	if (!m->body || m->body_size <= 0 || m->body_size >= (int)sizeof(b))
 		return false;
@@ -68,7 +70,7 @@ static bool counts_of(const struct psl__meta *m, struct counts *c)
 int psl__control_register(void)
 {
 	struct psl__meta m;
-	char body[PSL__AUTH_BODY_MAX + 64] = "";
+	char body[REG_BODY_MAX] = "";
 	int rc;
 	psl__meta_init(&m);
 	m.cmd = PSL_CMD_ADD_NODE;
@@ -83,6 +85,7 @@ int psl__control_register(void)
 			return rc;
 	}
 	counts_body(body, sizeof(body));
+	psl__heartbeat_promise(body, sizeof(body));
 	m.body = body;
 	m.body_size = (int)strlen(body);
 	return psl__send_control(&m, true);
@@ -531,7 +534,8 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 			     n->role == PSL_SERVER ? "SERVER" : "WORKER", want);
 		return;
 	}
-	po.reg[po.nreg++] = *n;
+	po.reg[po.nreg] = *n;
+	po.reg[po.nreg++].hb_interval = psl__heartbeat_promised(m);
 	PSL_DBG("registered the %s at %s:%d (%d of %d nodes)", psl__role_name(n->role),
 		n->hostname, n->port, po.nreg, total);
 	complete = po.nreg == total && assign_ids() == 0;

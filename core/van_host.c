@@ -228,7 +228,12 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 		psl__meta_clear(&m);
 		return;
 	}
-	psl__customer_dispatch(&m, raw);
+	{
+		struct psl__office *o = psl__cur;
+		int64_t began = psl__delivery_begin(o);
+		psl__customer_dispatch(&m, raw);
+		psl__delivery_end(o, began);
+	}
 }
 
 /* Only a worker lends its pull buffers; what does not decode, or is not a

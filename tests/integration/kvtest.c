@@ -19,6 +19,9 @@
  *                           script takes its network link away (netns.sh)
  *   KVTEST_SCENARIO=soak    many rounds of mixed traffic (KVTEST_ROUNDS)
  *
+ * KVTEST_SLOW_S=N: server 0's handler sleeps N s once, at its 20th request
+ * (a handler that is slow, not dead: hb_alive.sh).
+ *
  * Every worker prints "kvtest worker N: OK" when everything checked out and
  * exits 0; any failure prints what differed and exits 1.
  */
@@ -153,6 +156,11 @@ static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, 
 		/* and answer nothing until it is: a fast worker would otherwise
 		 * finish its rounds before the test cuts the link */
 		sleep(3);
+	}
+	if (g_srank == 0 && n == 20 && getenv("KVTEST_SLOW_S")) {
+		fprintf(stderr, "kvtest server 0: my handler sleeps %s s as the test asks\n",
+			getenv("KVTEST_SLOW_S"));
+		sleep((unsigned)atoi(getenv("KVTEST_SLOW_S")));
 	}
 	if (req->meta.cmd == CMD_FAIL) {
 		psl_kv_respond_error(req, -EINVAL);

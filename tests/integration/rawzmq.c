@@ -15,7 +15,8 @@
  *     control messages no node should accept from a worker, a late
  *     registration, and messages from an anonymous socket and from "ps1001";
  *   - well-formed pushes and pulls, whose answers it checks;
- * then joins the final barrier. For every message a node must drop it prints
+ * then joins the final barrier (RAWZMQ_MODE selects other scenarios, see
+ * main). For every message a node must drop it prints
  *   rawzmq: EXPECT <node label>|<text>|<text>
  * and rawzmq.sh checks that node's log has a line with both texts. Exits 0
  * when every answer was right.
@@ -955,6 +956,24 @@ static int flood(void)
 	_exit(g_fail ? 1 : 0);
 }
 
+/* RAWZMQ_MODE=quiet: a worker as a C++ ps-lite one without
+ * PS_HEARTBEAT_INTERVAL is: its registration has no pslite body, it sends no
+ * heartbeats, and it is silent for RAWZMQ_QUIET_S s between two push-pulls.
+ * No node may declare it lost for that (hb_alive.sh). */
+static int quiet(void)
+{
+	int secs = getenv("RAWZMQ_QUIET_S") ? atoi(getenv("RAWZMQ_QUIET_S")) : 10;
+	start();
+	barrier("start-up");
+	good_push_pull(8, "before the silence");
+	printf("rawzmq quiet: silent for %d s\n", secs);
+	sleep((unsigned)secs);
+	good_push_pull(8, "after the silence");
+	barrier("final");
+	printf("rawzmq worker %d: %s\n", (g_my_id - 8) / 2, g_fail ? "FAILED" : "OK");
+	_exit(g_fail ? 1 : 0);
+}
+
 int main(void)
 {
 	int i;
@@ -968,6 +987,8 @@ int main(void)
 		return secret_stranger();
 	if (mode && !strcmp(mode, "flood"))
 		return flood();
+	if (mode && !strcmp(mode, "quiet"))
+		return quiet();
 	start();
 	barrier("start-up");
 	fake_response_to_worker();

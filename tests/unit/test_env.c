@@ -111,8 +111,10 @@ static void test_valid_worker_defaults(void **state)
 	assert_string_equal(cfg.van, "zmq");
 	assert_string_equal(cfg.van_var, "default");
 	assert_int_equal(cfg.verbose, 0);
-	assert_int_equal(cfg.heartbeat_interval, 0);
-	assert_int_equal(cfg.heartbeat_timeout, 0);
+	/* heartbeats are on by default, judged only for pslite nodes */
+	assert_int_equal(cfg.heartbeat_interval, 2);
+	assert_int_equal(cfg.heartbeat_timeout, 20);
+	assert_false(cfg.heartbeat_all);
 	assert_false(cfg.resend);
 	assert_int_equal(cfg.resend_timeout_ms, 1000);
 	assert_int_equal(cfg.preferred_rank, -1);
@@ -148,6 +150,7 @@ static void test_valid_settings(void **state)
 	assert_int_equal(cfg.verbose, 2);
 	assert_int_equal(cfg.heartbeat_interval, 5);
 	assert_int_equal(cfg.heartbeat_timeout, 30);
+	assert_true(cfg.heartbeat_all); /* set: every node is taken to send them */
 	assert_true(cfg.resend);
 	assert_int_equal(cfg.resend_timeout_ms, 250);
 	assert_int_equal(cfg.connect_timeout_s, 2);
@@ -914,6 +917,28 @@ static void test_job_secret(void **state)
 	expect_error(-ENOENT, "PS_JOB_SECRET_FILE=", "cannot open it", NULL);
 }
 
+/* A short PS_HEARTBEAT_TIMEOUT shortens the default interval with it; 0 set
+ * explicitly turns either off. */
+static void test_heartbeat_defaults(void **state)
+{
+	(void)state;
+	setenv("PS_HEARTBEAT_TIMEOUT", "5", 1);
+	expect_ok();
+	assert_int_equal(cfg.heartbeat_interval, 1);
+	assert_int_equal(cfg.heartbeat_timeout, 5);
+	assert_false(cfg.heartbeat_all);
+	setenv("PS_HEARTBEAT_TIMEOUT", "0", 1);
+	expect_ok();
+	assert_int_equal(cfg.heartbeat_interval, 2);
+	assert_int_equal(cfg.heartbeat_timeout, 0);
+	unsetenv("PS_HEARTBEAT_TIMEOUT");
+	setenv("PS_HEARTBEAT_INTERVAL", "0", 1);
+	expect_ok();
+	assert_int_equal(cfg.heartbeat_interval, 0);
+	assert_int_equal(cfg.heartbeat_timeout, 20);
+	assert_false(cfg.heartbeat_all);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup_worker, NULL)
 
 /* PS_MALLOC_TUNE's change: blocks below 32 MiB come from the heap (with
@@ -950,7 +975,8 @@ static void test_malloc_tune(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		T(test_valid_worker_defaults), T(test_valid_settings), T(test_malloc_tune),
+		T(test_valid_worker_defaults), T(test_valid_settings), T(test_heartbeat_defaults),
+		T(test_malloc_tune),
 		T(test_scheduler_uses_root),   T(test_server_role),
 		T(test_counts_accepted),       T(test_missing_role),
 		T(test_unknown_role), T(test_joint_role),	       T(test_missing_each_required),
