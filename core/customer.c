@@ -38,6 +38,9 @@ static struct registry {
 	struct held **held_tail;
 	int nheld;
 	size_t held_bytes;
+	/* where a new customer's timestamps start: after those of every
+	 * customer removed from this node (ts_resume) */
+	int ts_next;
 } registries[PSL__OFFICES] = {
 	{.held_tail = &registries[0].held_head},
 	{.held_tail = &registries[1].held_head},
@@ -80,6 +83,9 @@ int psl__customer_init(struct psl__customer *c, int app_id, int customer_id,
 	c->ops = ops;
 	if (psl__tracker_init(c, psl__node_index(psl__po.max_id) + 1))
 		return -ENOMEM;
+	pthread_mutex_lock(&reg_mu);
+	c->next_ts = R.ts_next;
+	pthread_mutex_unlock(&reg_mu);
 	pthread_mutex_init(&c->mu, NULL);
 	{
 		/* on the monotonic clock: psl_kv_wait_timeout's deadlines */
@@ -146,6 +152,19 @@ int psl__customer_add(struct psl__customer *c)
 	return 0;
 }
 
+/* With reg_mu held, c being removed: a later customer of this node (the
+ * same app and customer id, say) numbers its requests after c's, so that a
+ * late answer to a request c gave up on (held while no customer is there,
+ * or delivered to the new one) finds no request of the new one with its
+ * timestamp. (Timestamps wrap after 2^30 requests; the tracker skips one
+ * still in flight, psl__req_new_locked.) */
+static void ts_resume(const struct psl__customer *c)
+{
+	struct registry *g = reg_of(c);
+	if (c->next_ts > g->ts_next)
+		g->ts_next = c->next_ts;
+}
+
 void psl__customer_remove(struct psl__customer *c)
 {
 	struct psl__customer **pp;
@@ -166,6 +185,7 @@ void psl__customer_remove(struct psl__customer *c)
 	 * to a cancelled request) may still be in its on_msg */
 	while (c->dispatching > 0)
 		pthread_cond_wait(&reg_cv, &reg_mu);
+	ts_resume(c);
 	pthread_mutex_unlock(&reg_mu);
 	psl__tracker_free(c);
 	pthread_mutex_destroy(&c->mu);
@@ -304,6 +324,7 @@ void psl__customer_drop_held(void)
 			 R.nheld);
 	R.nheld = 0;
 	R.held_bytes = 0;
+	R.ts_next = 0; /* finalized: no answer of this job comes any more */
 	pthread_mutex_unlock(&reg_mu);
 	while (h) {
 		struct held *n = h->next;

@@ -24,6 +24,7 @@
 
 #include "clock.h"
 #include "customer.h"
+#include "kv.h"
 #include "kv_tensor.h"
 #include "message.h"
 #include "postoffice.h"
@@ -1015,6 +1016,53 @@ static void test_free_cancels(void **state)
 	assert_int_equal(g_released, g_delivered);
 }
 
+/* A late answer never completes a newer request: (a) after a worker whose
+ * wait timed out is freed, a new one with the same ids numbers its requests
+ * after the old one's, so the old request's late error answer is dropped
+ * and the new request gets its own; (b) when timestamps come round again
+ * (2^30 requests), one still pending keeps its own. */
+static void test_no_stale_answer(void **state)
+{
+	struct psl_kv_worker *w;
+	struct psl__customer *c;
+	uint64_t key = 3;
+	uint8_t v = 1;
+	struct psl_kv kv = {&key, 1, &v, 1, NULL, PSL_MEM_HOST, 0};
+	int ts1, ts2;
+	(void)state;
+
+	node_up(1);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_UINT8, &w), 0);
+	assert_int_equal(psl_kv_worker_set_timeout(w, 0), 0);
+	ts1 = psl_kv_push(w, &kv, 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait_timeout(w, ts1, 10), -ETIMEDOUT);
+	psl_kv_worker_free(w); /* cancels it */
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_UINT8, &w), 0);
+	ts2 = psl_kv_push(w, &kv, 0, NULL, NULL);
+	assert_int_equal(g_nsent, 2);
+	assert_int_not_equal(ts2, ts1);
+	reply(&g_sent[0], -EIO, 0, NULL, NULL); /* the late answer to ts1 */
+	assert_int_equal(psl_kv_wait_timeout(w, ts2, 0), -ETIMEDOUT);
+	reply(&g_sent[1], 0, 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, ts2), 0);
+
+	/* (b): ts2 + 1 still pending when the numbering comes round to it */
+	ts1 = psl_kv_push(w, &kv, 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait_timeout(w, ts1, 0), -ETIMEDOUT);
+	c = &w->c;
+	pthread_mutex_lock(&c->mu);
+	c->next_ts = ts1;
+	pthread_mutex_unlock(&c->mu);
+	ts2 = psl_kv_push(w, &kv, 0, NULL, NULL);
+	assert_int_equal(ts2, ts1 + 1);
+	reply(&g_sent[3], 0, 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, ts2), 0);
+	assert_int_equal(psl_kv_wait_timeout(w, ts1, 0), -ETIMEDOUT);
+	reply(&g_sent[2], 0, 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, ts1), 0);
+	psl_kv_worker_free(w);
+}
+
 /* ------------------------------------------------- STEPMESH_BIND_CPU_CORE -- */
 
 struct bind_probe {
@@ -1167,7 +1215,7 @@ int main(void)
 		T(test_worker_gets_enxio),  T(test_request_deadline),
 		T(test_free_cancels),	    T(test_batch_tensor_desc),
 		T(test_store),		T(test_last_error),
-		T(test_last_error_server),
+		T(test_last_error_server),  T(test_no_stale_answer),
 	};
 	return cmocka_run_group_tests_name("kv", tests, NULL, NULL);
 }
