@@ -645,3 +645,19 @@ void psl__customers_tick(int64_t now)
 	expire_requests(now);
 	held_tick(now);
 }
+
+int psl__customers_period_ms(int period)
+{
+	struct psl__customer *c;
+	pthread_mutex_lock(&reg_mu);
+	for (c = R.customers; c; c = c->next) {
+		int t;
+		pthread_mutex_lock(&c->mu);
+		t = c->timeout_ms / 4;
+		pthread_mutex_unlock(&c->mu);
+		if (c->timeout_ms > 0 && t < period)
+			period = t > 10 ? t : 10;
+	}
+	pthread_mutex_unlock(&reg_mu);
+	return period;
+}
