@@ -8,6 +8,7 @@
 
 #include "clock.h"
 #include "customer.h"
+#include "kv.h"
 #include "log.h"
 #include "postoffice.h"
 #include "van_host.h"
@@ -583,6 +584,7 @@ static int held_expire_locked(int64_t now, int64_t ms, struct held **out)
  * §10.5): its sender's request fails with -ENXIO. */
 static void held_fail_back(const struct held *h)
 {
+	struct psl_kv_meta rm;
 	struct psl__meta m;
 	char d[96];
 
@@ -599,19 +601,9 @@ static void held_fail_back(const struct held *h)
 		 "this node (psl_kv_server_new) or use the app id it has",
 		 h->m.timestamp, d, h->m.app_id, psl__po.cfg.held_timeout_s, h->m.app_id,
 		 h->m.app_id);
-	psl__meta_init(&m);
-	m.head = h->m.head;
-	m.app_id = h->m.app_id;
-	m.customer_id = h->m.customer_id;
-	m.timestamp = h->m.timestamp;
-	m.request = false;
-	m.push = h->m.push;
-	m.key = h->m.key;
-	m.addr = h->m.addr;
-	m.val_len = h->m.val_len;
-	m.sid = h->m.sid;
-	m.option = -ENXIO;
-	m.recver = h->m.sender;
+	rm = psl__kv_meta_of(&h->m);
+	psl__kv_response_meta(&m, &rm, h->m.app_id, h->m.sid, h->m.sender);
+	psl__kv_error_meta(&m, -ENXIO);
 	psl__send(&m, NULL, 0, NULL);
 }
 

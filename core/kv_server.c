@@ -250,22 +250,7 @@ void psl__kv_request_answer_tdesc(struct psl_kv_request *req, const struct psl_k
 
 static void response_meta(const struct kv_req *q, struct psl__meta *m)
 {
-	const struct psl_kv_meta *rm = &q->pub.meta;
-	psl__meta_init(m);
-	m->head = rm->cmd;
-	m->app_id = q->app_id;
-	m->customer_id = rm->customer_id;
-	m->timestamp = rm->timestamp;
-	m->request = false;
-	m->push = rm->push;
-	m->key = rm->key;
-	m->addr = rm->addr;
-	m->val_len = rm->val_len;
-	m->option = rm->option;
-	m->sid = q->sid;
-	m->recver = q->reply_to;
-	/* the device fields stay UNK/-1 unless data frames are added
-	 * (psl__kv_meta_data), as ps-lite writes them */
+	psl__kv_response_meta(m, &q->pub.meta, q->app_id, q->sid, q->reply_to);
 }
 
 /* Fails request q back to its worker with err (psl_kv_respond_error). */
@@ -275,10 +260,8 @@ static int respond_error(struct kv_req *q, int err)
 	int rc;
 
 	psl__enter(q->office);
-	if (err >= 0 || err < -4095)
-		err = -EIO;
 	response_meta(q, &m);
-	m.option = err; /* a pslite worker fails the request with it */
+	psl__kv_error_meta(&m, err); /* a pslite worker fails the request with it */
 	rc = psl__send(&m, NULL, 0, NULL);
 	req_free(q);
 	return rc;
@@ -574,22 +557,10 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 	q->reply_to = m->sender;
 	q->office = c->office;
 	psl__tdesc_get(m, &q->in);
-	q->pub.meta = (struct psl_kv_meta){
-		.cmd = m->head,
-		.push = m->push,
-		.pull = !m->push,
-		/* with instance groups, a worker's group's id, as ps-lite's KVMeta */
-		.sender = psl_group_size() > 1 && psl__is_worker_id(m->sender)
-				  ? psl_worker_rank_to_id(psl__id_to_group_rank(m->sender))
-				  : m->sender,
-		.timestamp = m->timestamp,
-		.app_id = m->app_id,
-		.customer_id = m->customer_id,
-		.key = m->key,
-		.addr = m->addr,
-		.val_len = m->val_len,
-		.option = m->option,
-	};
+	q->pub.meta = psl__kv_meta_of(m);
+	/* with instance groups, a worker's group's id, as ps-lite's KVMeta */
+	if (psl_group_size() > 1 && psl__is_worker_id(m->sender))
+		q->pub.meta.sender = psl_worker_rank_to_id(psl__id_to_group_rank(m->sender));
 	/* frames: none, or keys + values (+ lens) */
 	if (raw->nseg == 1 || raw->nseg > 3) {
 		snprintf(why, sizeof(why), "%u data frames, expected 0, 2 or 3", raw->nseg);

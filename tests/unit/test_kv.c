@@ -631,6 +631,7 @@ static void test_server_responses(void **state)
 		assert_int_equal(s->m.timestamp, 302);
 		assert_int_equal(s->m.option, -EINVAL);
 		assert_int_equal(s->nseg, 0);
+		assert_int_equal(s->m.val_len, 0); /* (the pull's was 2) */
 	}
 	/* zero-copy with nothing to send: done at once */
 	g_done_calls = 0;
@@ -912,6 +913,13 @@ static void test_held_fails_back(void **state)
 	assert_int_equal(g_sent[0].m.timestamp, 21);
 	assert_int_equal(g_sent[0].m.option, -ENXIO);
 	assert_int_equal(g_sent[0].nseg, 0);
+	/* the pull's key and addr echoed, but no values: val_len 0, or a C++
+	 * worker's RDMA or UCX van would take val_len bytes of its own pull
+	 * buffer for the answer (docs/interop.md) */
+	assert_false(g_sent[0].m.push);
+	assert_int_equal(g_sent[0].m.key, 0x1234);
+	assert_int_equal(g_sent[0].m.addr, 0xABCD);
+	assert_int_equal(g_sent[0].m.val_len, 0);
 	assert_int_equal(g_released, g_delivered);
 	psl__po.cfg.held_timeout_s = 0;
 }
