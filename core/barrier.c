@@ -208,14 +208,20 @@ int psl__control_barrier_arrive(int customer_id, int group, int cmd, unsigned *g
 	int *ids;
 
 	if (group < 1 || group > 7)
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "barrier: group %d is no node group: pass "
+				"1 to 7 (PSL_GROUP_SCHEDULER, _SERVERS, _WORKERS or their sum)",
+				group);
 	ids = malloc(sizeof(int) * (size_t)(po.cfg.num_workers + po.cfg.num_servers + 1));
 	if (!ids)
-		return -ENOMEM;
+		return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "barrier: out of memory");
 	members = psl__group_members(group, ids);
 	free(ids);
-	if (members <= 1 || !psl__group_has(group, po.my_id))
-		return members <= 1 ? 1 : -EINVAL;
+	if (members > 1 && !psl__group_has(group, po.my_id))
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "barrier: this node (%s) is not in group "
+				"%d: a node waits only in a barrier of a group it belongs to",
+				psl__role_name(po.role), group);
+	if (members <= 1)
+		return 1;
 	pthread_mutex_lock(&po.mu);
 	*gen = po.barrier_gen;
 	pthread_mutex_unlock(&po.mu);
@@ -241,8 +247,8 @@ int psl__control_barrier_wait(int group, unsigned gen)
 	pthread_mutex_lock(&po.mu);
 	while (po.barrier_gen == gen) {
 		if (po.barrier_err) { /* a request that did not go, the scheduler's abort */
-			rc = po.barrier_err;
-			PSL_ERR("barrier (group %d) failed: %s", group, po.barrier_msg);
+			rc = PSL_FAIL(po.barrier_err, PSL_LOG_ERROR, "barrier (group %d) failed: %s",
+				      group, po.barrier_msg);
 			break;
 		}
 		if (po.role != PSL_SCHEDULER && po.peers[1].dead &&
@@ -261,8 +267,8 @@ int psl__control_barrier_wait(int group, unsigned gen)
 	if (po.leaving)
 		judge_pending_losses(po.final_released);
 	if (rc == -ECONNRESET)
-		PSL_ERR("barrier (group %d) failed: the scheduler at %s:%d was lost", group,
-			po.cfg.root_uri, po.cfg.root_port);
+		PSL_FAIL(rc, PSL_LOG_ERROR, "barrier (group %d) failed: the scheduler at %s:%d was "
+			 "lost", group, po.cfg.root_uri, po.cfg.root_port);
 	return rc;
 }
 

@@ -99,18 +99,17 @@ int psl__cuda_check(const char *what, const void *ptr, size_t len, int32_t mem, 
 	if (mem == PSL_MEM_HOST)
 		return 0;
 	if (mem != PSL_MEM_CUDA) {
-		PSL_WARN("%s: memory type %d is neither PSL_MEM_HOST (0) nor PSL_MEM_CUDA (1)", what,
-			 (int)mem);
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN,
+				"%s: memory type %d is neither PSL_MEM_HOST (0) nor PSL_MEM_CUDA (1)",
+				what, (int)mem);
 	}
 	if ((rc = psl__cu_load())) {
-		PSL_WARN("%s is CUDA memory, but %s", what, psl__cu.why);
-		return rc;
+		return PSL_FAIL(rc, PSL_LOG_WARN, "%s is CUDA memory, but %s", what, psl__cu.why);
 	}
 	if (!psl__cu_dev_ok(dev)) {
-		PSL_WARN("%s: CUDA device %d does not exist (this machine has %d: 0 to %d)", what,
-			 (int)dev, psl__cu.ndev, psl__cu.ndev - 1);
-		return -ENODEV;
+		return PSL_FAIL(-ENODEV, PSL_LOG_WARN,
+				"%s: CUDA device %d does not exist (this machine has %d: 0 to %d)",
+				what, (int)dev, psl__cu.ndev, psl__cu.ndev - 1);
 	}
 	if (!len)
 		return 0;
@@ -121,15 +120,16 @@ int psl__cuda_check(const char *what, const void *ptr, size_t len, int32_t mem, 
 		psl__cu_clear();
 	dev_leave(dev, prev);
 	if (e || (a.type != CU_MEMTYPE_DEVICE && a.type != CU_MEMTYPE_MANAGED)) {
-		PSL_WARN("%s (%p) is said to be CUDA memory of device %d, but the CUDA runtime "
-			 "says it is not device memory (%s): pass PSL_MEM_HOST for host buffers",
-			 what, ptr, (int)dev, e ? psl__cu_err(e) : "host or unregistered memory");
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN,
+				"%s (%p) is said to be CUDA memory of device %d, but the CUDA "
+				"runtime says it is not device memory (%s): pass PSL_MEM_HOST for "
+				"host buffers",
+				what, ptr, (int)dev, e ? psl__cu_err(e) : "host or unregistered memory");
 	}
 	if (a.type == CU_MEMTYPE_DEVICE && a.device != dev) {
-		PSL_WARN("%s (%p) is on CUDA device %d, not on device %d as said: pass dev = %d",
-			 what, ptr, a.device, (int)dev, a.device);
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN,
+				"%s (%p) is on CUDA device %d, not on device %d as said: pass dev = %d",
+				what, ptr, a.device, (int)dev, a.device);
 	}
 	return 0;
 }

@@ -8,6 +8,7 @@
 
 #include "clock.h"
 #include "customer.h"
+#include "kv.h"
 #include "log.h"
 #include "postoffice.h"
 #include "van_host.h"
@@ -38,6 +39,9 @@ static struct registry {
 	struct held **held_tail;
 	int nheld;
 	size_t held_bytes;
+	/* where a new customer's timestamps start: after those of every
+	 * customer removed from this node (ts_resume) */
+	int ts_next;
 } registries[PSL__OFFICES] = {
 	{.held_tail = &registries[0].held_head},
 	{.held_tail = &registries[1].held_head},
@@ -80,6 +84,9 @@ int psl__customer_init(struct psl__customer *c, int app_id, int customer_id,
 	c->ops = ops;
 	if (psl__tracker_init(c, psl__node_index(psl__po.max_id) + 1))
 		return -ENOMEM;
+	pthread_mutex_lock(&reg_mu);
+	c->next_ts = R.ts_next;
+	pthread_mutex_unlock(&reg_mu);
 	pthread_mutex_init(&c->mu, NULL);
 	{
 		/* on the monotonic clock: psl_kv_wait_timeout's deadlines */
@@ -146,6 +153,19 @@ int psl__customer_add(struct psl__customer *c)
 	return 0;
 }
 
+/* With reg_mu held, c being removed: a later customer of this node (the
+ * same app and customer id, say) numbers its requests after c's, so that a
+ * late answer to a request c gave up on (held while no customer is there,
+ * or delivered to the new one) finds no request of the new one with its
+ * timestamp. (Timestamps wrap after 2^30 requests; the tracker skips one
+ * still in flight, psl__req_new_locked.) */
+static void ts_resume(const struct psl__customer *c)
+{
+	struct registry *g = reg_of(c);
+	if (c->next_ts > g->ts_next)
+		g->ts_next = c->next_ts;
+}
+
 void psl__customer_remove(struct psl__customer *c)
 {
 	struct psl__customer **pp;
@@ -166,6 +186,7 @@ void psl__customer_remove(struct psl__customer *c)
 	 * to a cancelled request) may still be in its on_msg */
 	while (c->dispatching > 0)
 		pthread_cond_wait(&reg_cv, &reg_mu);
+	ts_resume(c);
 	pthread_mutex_unlock(&reg_mu);
 	psl__tracker_free(c);
 	pthread_mutex_destroy(&c->mu);
@@ -304,6 +325,7 @@ void psl__customer_drop_held(void)
 			 R.nheld);
 	R.nheld = 0;
 	R.held_bytes = 0;
+	R.ts_next = 0; /* finalized: no answer of this job comes any more */
 	pthread_mutex_unlock(&reg_mu);
 	while (h) {
 		struct held *n = h->next;
@@ -562,6 +584,7 @@ static int held_expire_locked(int64_t now, int64_t ms, struct held **out)
  * §10.5): its sender's request fails with -ENXIO. */
 static void held_fail_back(const struct held *h)
 {
+	struct psl_kv_meta rm;
 	struct psl__meta m;
 	char d[96];
 
@@ -578,19 +601,9 @@ static void held_fail_back(const struct held *h)
 		 "this node (psl_kv_server_new) or use the app id it has",
 		 h->m.timestamp, d, h->m.app_id, psl__po.cfg.held_timeout_s, h->m.app_id,
 		 h->m.app_id);
-	psl__meta_init(&m);
-	m.head = h->m.head;
-	m.app_id = h->m.app_id;
-	m.customer_id = h->m.customer_id;
-	m.timestamp = h->m.timestamp;
-	m.request = false;
-	m.push = h->m.push;
-	m.key = h->m.key;
-	m.addr = h->m.addr;
-	m.val_len = h->m.val_len;
-	m.sid = h->m.sid;
-	m.option = -ENXIO;
-	m.recver = h->m.sender;
+	rm = psl__kv_meta_of(&h->m);
+	psl__kv_response_meta(&m, &rm, h->m.app_id, h->m.sid, h->m.sender);
+	psl__kv_error_meta(&m, -ENXIO);
 	psl__send(&m, NULL, 0, NULL);
 }
 
@@ -623,4 +636,20 @@ void psl__customers_tick(int64_t now)
 {
 	expire_requests(now);
 	held_tick(now);
+}
+
+int psl__customers_period_ms(int period)
+{
+	struct psl__customer *c;
+	pthread_mutex_lock(&reg_mu);
+	for (c = R.customers; c; c = c->next) {
+		int t;
+		pthread_mutex_lock(&c->mu);
+		t = c->timeout_ms / 4;
+		pthread_mutex_unlock(&c->mu);
+		if (c->timeout_ms > 0 && t < period)
+			period = t > 10 ? t : 10;
+	}
+	pthread_mutex_unlock(&reg_mu);
+	return period;
 }

@@ -73,5 +73,9 @@ void psl__customers_node_lost(int id, int err);
  * with -ETIMEDOUT; warns of messages held for a missing customer and fails
  * them back to their sender after PS_HELD_TIMEOUT. */
 void psl__customers_tick(int64_t now);
+/* How long the timer may wait between ticks, at most period: a quarter of
+ * the shortest request deadline of this node's customers (at least 10 ms),
+ * so that a deadline below a second fires near its time. */
+int psl__customers_period_ms(int period);
 
 #endif

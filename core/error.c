@@ -63,6 +63,13 @@ void psl__set_error(const char *fmt, ...)
 	va_end(ap);
 }
 
+int psl__ret(const char *call, int rc)
+{
+	if (rc < 0 && !last_error[0])
+		snprintf(last_error, sizeof(last_error), "%s: %s", call, psl_strerror(rc));
+	return rc;
+}
+
 int psl__fail(struct psl__ratelimit *rl, int err, int level, const char *fmt, ...)
 {
 	int saved = errno;

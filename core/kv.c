@@ -123,6 +123,53 @@ int psl__kv_cuda_ready(void *stream, int dev)
 	return rc;
 }
 
+struct psl_kv_meta psl__kv_meta_of(const struct psl__meta *m)
+{
+	return (struct psl_kv_meta){
+		.cmd = m->head,
+		.push = m->push,
+		.pull = !m->push,
+		.sender = m->sender,
+		.timestamp = m->timestamp,
+		.app_id = m->app_id,
+		.customer_id = m->customer_id,
+		.key = m->key,
+		.addr = m->addr,
+		.val_len = m->val_len,
+		.option = m->option,
+	};
+}
+
+void psl__kv_response_meta(struct psl__meta *m, const struct psl_kv_meta *req, int app_id,
+			   int sid, int recver)
+{
+	psl__meta_init(m);
+	m->head = req->cmd;
+	m->app_id = app_id;
+	m->customer_id = req->customer_id;
+	m->timestamp = req->timestamp;
+	m->request = false;
+	m->push = req->push;
+	m->key = req->key;
+	m->addr = req->addr;
+	m->val_len = req->val_len;
+	m->option = req->option;
+	m->sid = sid;
+	m->recver = recver;
+	/* the device fields stay UNK/-1 unless data frames are added
+	 * (psl__kv_meta_data), as ps-lite writes them */
+}
+
+void psl__kv_error_meta(struct psl__meta *m, int err)
+{
+	m->option = err < 0 && err >= -4095 ? err : -EIO;
+	/* a C++ ps-lite worker's RDMA and UCX vans make a pull answer's
+	 * values from the meta: val_len bytes at addr, its own pull buffer as
+	 * it is. With 0 its KVWorker finds no values for the key and fails its
+	 * check instead of taking that buffer for the answer (docs/interop.md) */
+	m->val_len = 0;
+}
+
 void psl__kv_request_meta(const struct psl_kv_worker *w, struct psl__meta *m, int cmd, int ts,
 			  bool push, int id)
 {

@@ -74,6 +74,17 @@ int psl__kv_stage(struct psl__kv_copy **cp, const void *src, int dev, size_t len
 /* Waits (the host) for the work queued so far on the caller's stream of
  * device dev: before a van reads a GPU buffer directly. 0 or -errno. */
 int psl__kv_cuda_ready(void *stream, int dev);
+/* What a KV request's meta m says of it to a server (struct psl_kv_meta:
+ * the fields its response echoes, docs/wire.md 10.3). */
+struct psl_kv_meta psl__kv_meta_of(const struct psl__meta *m);
+/* The response to request req (psl__kv_meta_of) of app app_id: meta
+ * initialised, head, ids, timestamp, push, key, addr, val_len, option and
+ * sid echoed, request 0, to recver. */
+void psl__kv_response_meta(struct psl__meta *m, const struct psl_kv_meta *req, int app_id,
+			   int sid, int recver);
+/* Makes response m an error answer (wire.md 10.5, no data frames): option
+ * err (-1 to -4095, else -EIO), val_len 0. */
+void psl__kv_error_meta(struct psl__meta *m, int err);
 /* A worker's request to node id: meta initialised, then head (cmd), app and
  * customer ids, timestamp, request, push, recver; sid 0. */
 void psl__kv_request_meta(const struct psl_kv_worker *w, struct psl__meta *m, int cmd, int ts,

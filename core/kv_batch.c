@@ -73,12 +73,11 @@ static int route(const struct psl_kv_batch *b, int flags, int S,
 	int r;
 
 	if (flags & PSL_KV_BATCH_BROADCAST) {
-		if (b->npull % (size_t)S) {
-			PSL_WARN("batch rejected: %zu pull tensors do not split evenly over %d "
-				 "servers (PSL_KV_BATCH_BROADCAST pulls npull/num_servers from each)",
-				 b->npull, S);
-			return -EINVAL;
-		}
+		if (b->npull % (size_t)S)
+			return PSL_FAIL(-EINVAL, PSL_LOG_WARN,
+					"batch rejected: %zu pull tensors do not split evenly over "
+					"%d servers (PSL_KV_BATCH_BROADCAST pulls npull/num_servers "
+					"from each)", b->npull, S);
 		per = b->npull / (size_t)S;
 		for (r = 0; r < S; r++)
 			for (i = 0; i < b->npush; i++)
@@ -90,11 +89,9 @@ static int route(const struct psl_kv_batch *b, int flags, int S,
 	for (i = 0; i < b->npush + b->npull; i++) {
 		uint64_t key = i < b->npush ? b->push[i].key : b->pull[i - b->npush].key;
 		r = rank_of(key, S);
-		if (r < 0) {
-			PSL_WARN("batch rejected: key %" PRIu64 " is beyond the last server's range",
-				 key);
-			return -EINVAL;
-		}
+		if (r < 0)
+			return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "batch rejected: key %" PRIu64
+					" is beyond the last server's range", key);
 		add(ctx, r, i);
 	}
 	return 0;
@@ -128,15 +125,25 @@ static const struct psl_kv_tensor *tensor_of(const struct kvb *q, size_t t, bool
 	return *push ? &q->b->push[t] : &q->b->pull[t - q->b->npush];
 }
 
+static int bad_tensor(const char *what, size_t i, const struct psl_kv_tensor *t)
+{
+	return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "batch rejected: %s[%zu] (key %" PRIu64 ") %s",
+			what, i, t->key,
+			t->len > INT32_MAX ? "has more than 2^31-1 values: split it"
+					   : "has len > 0 but vals NULL");
+}
+
 static int check_batch(const struct psl_kv_worker *w, const struct psl_kv_batch *b)
 {
 	size_t i;
 	int rc;
 	if ((b->npush && !b->push) || (b->npull && !b->pull))
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "batch rejected: %s is NULL but %s is not 0",
+				b->npush && !b->push ? "push" : "pull",
+				b->npush && !b->push ? "npush" : "npull");
 	for (i = 0; i < b->npush; i++) {
 		if ((b->push[i].len && !b->push[i].vals) || b->push[i].len > INT32_MAX)
-			return -EINVAL;
+			return bad_tensor("push", i, &b->push[i]);
 		if ((rc = psl__tdesc_check(&b->push[i], w->esz, "psl_kv_batch_pushpull: push")))
 			return rc;
 		if ((rc = psl__cuda_check("psl_kv_batch_pushpull: a push tensor's vals",
@@ -146,7 +153,7 @@ static int check_batch(const struct psl_kv_worker *w, const struct psl_kv_batch 
 	}
 	for (i = 0; i < b->npull; i++) {
 		if ((b->pull[i].len && !b->pull[i].vals) || b->pull[i].len > INT32_MAX)
-			return -EINVAL;
+			return bad_tensor("pull", i, &b->pull[i]);
 		if ((rc = psl__cuda_check("psl_kv_batch_pushpull: a pull tensor's vals",
 					  b->pull[i].vals, b->pull[i].len * w->esz, b->pull[i].mem,
 					  b->pull[i].dev)))
@@ -220,9 +227,8 @@ static struct kvb *plan(struct psl_kv_worker *w, struct psl_kv_batch *b, int fla
 		goto fail;
 	for (r = 0; r < S; r++) {
 		if (counts[r] > PSL_KV_BATCH_MAX) {
-			PSL_WARN("batch rejected: %d messages for server %d, at most %d per server",
-				 counts[r], r, PSL_KV_BATCH_MAX);
-			rc = -E2BIG;
+			rc = PSL_FAIL(-E2BIG, PSL_LOG_WARN, "batch rejected: %d messages for server "
+				      "%d, at most %d per server", counts[r], r, PSL_KV_BATCH_MAX);
 			goto fail;
 		}
 	}
@@ -304,7 +310,7 @@ static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, in
 	return psl__send(&m, segs, 2, NULL);
 }
 
-int psl_kv_batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int cmd, int flags,
+static int batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int cmd, int flags,
 			  psl_kv_cb cb, void *arg)
 {
 	struct psl__customer *c;
@@ -316,17 +322,21 @@ int psl_kv_batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 	uint64_t t0 = now_ns();
 
 	if (!w || !b || (flags & ~PSL_KV_BATCH_BROADCAST))
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_batch_pushpull: %s",
+				!w ? "w is NULL" : !b ? "b is NULL"
+				: "flags has bits other than PSL_KV_BATCH_BROADCAST");
 	psl__enter(w->c.office);
 	if (psl__po.state != PSL__READY)
-		return -ESHUTDOWN;
+		return PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "psl_kv_batch_pushpull: pslite is not "
+				"started on this node (or is finalizing)");
 	rc = check_batch(w, b);
 	if (rc)
 		return rc;
 	c = &w->c;
 	S = psl__po.cfg.server_groups;
 	if (S <= 0)
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_batch_pushpull: the job has no "
+				"servers");
 	q = plan(w, b, flags, S, &rc);
 	if (!q)
 		return rc;
@@ -394,6 +404,13 @@ int psl_kv_batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 	if (done)
 		psl__req_finish(c, r);
 	return ts;
+}
+
+int psl_kv_batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int cmd, int flags,
+			  psl_kv_cb cb, void *arg)
+{
+	psl__clear_error();
+	return psl__ret("psl_kv_batch_pushpull", batch_pushpull(w, b, cmd, flags, cb, arg));
 }
 
 /* The message an answer is for: from its sender's rank and the echoed

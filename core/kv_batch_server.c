@@ -257,11 +257,15 @@ int psl_kv_batch_server_new(int app_id, enum psl_dtype dtype, size_t max_tensors
 	struct psl_kv_batch_server *s;
 	int rc;
 
+	psl__clear_error();
 	if (!out || max_tensors > PSL_KV_BATCH_MAX)
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_batch_server_new: %s",
+				!out ? "out is NULL"
+				     : "max_tensors is above PSL_KV_BATCH_MAX: pass at most "
+				       "PSL_KV_BATCH_MAX, or 0 for that");
 	s = calloc(1, sizeof(*s));
 	if (!s)
-		return -ENOMEM;
+		return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "psl_kv_batch_server_new: out of memory");
 	s->max = max_tensors ? max_tensors : PSL_KV_BATCH_MAX;
 	s->esz = psl_dtype_size(dtype);
 	s->cb = cb;
@@ -287,15 +291,22 @@ fail:
 
 int psl_kv_batch_server_set_cuda_stream(struct psl_kv_batch_server *s, void *stream)
 {
-	return s ? psl_kv_server_set_cuda_stream(s->kv, stream) : -EINVAL;
+	if (!s) {
+		psl__clear_error();
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_batch_server_set_cuda_stream: s is "
+				"NULL");
+	}
+	return psl_kv_server_set_cuda_stream(s->kv, stream);
 }
 
 int psl_kv_batch_server_recv_buffer(struct psl_kv_batch_server *s, int worker_rank,
 				    uint64_t key, void *buf, size_t len, enum psl_mem_type mem,
 				    int dev)
 {
-	if (!s)
-		return -EINVAL;
+	if (!s) {
+		psl__clear_error();
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_batch_server_recv_buffer: s is NULL");
+	}
 	return psl_kv_server_recv_buffer(s->kv, worker_rank, key, buf, len, mem, dev);
 }
 
@@ -317,8 +328,12 @@ int psl_kv_batch_next(struct psl_kv_batch_server *s, int timeout_ms,
 	struct bat *b;
 	int rc = 0;
 
+	psl__clear_error();
 	if (!s || !req || s->cb)
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_batch_next: %s",
+				!s ? "s is NULL" : !req ? "req is NULL"
+				: "this batch server has a callback, which gets every batch: "
+				  "create it with cb NULL to take batches with psl_kv_batch_next");
 	pthread_mutex_lock(&s->mu);
 	while (!s->qhead && !s->closing) {
 		if (timeout_ms < 0) {
@@ -326,14 +341,19 @@ int psl_kv_batch_next(struct psl_kv_batch_server *s, int timeout_ms,
 		} else {
 			int64_t left = end - psl__now_ms();
 			if (left <= 0) {
+				psl__set_error("psl_kv_batch_next: no batch came within %d ms",
+					       timeout_ms);
 				rc = -ETIMEDOUT;
 				break;
 			}
 			psl__cond_wait_ms(&s->cv, &s->mu, left);
 		}
 	}
-	if (!rc && !s->qhead)
+	if (!rc && !s->qhead) {
+		psl__set_error("psl_kv_batch_next: the batch server is closing (pslite "
+			       "finalizes): no batch comes any more");
 		rc = -ESHUTDOWN;
+	}
 	if (!rc) {
 		b = s->qhead;
 		unqueue(s, b);
@@ -376,71 +396,17 @@ static void zdone_put(void *p)
 	}
 }
 
-static int respond(struct psl_kv_batch_server *s, uint64_t id, const struct psl_kv_tensor *out,
-		   size_t nout, bool copy, void (*done)(void *), void *done_arg)
+/* Answers every message of batch b, taken from the held ones: pushes with
+ * an empty answer, pulls with out[match[n]] for the n-th pull message (in
+ * message order); frees match and b. The first failure is the result, its
+ * reason psl_last_error(). */
+static int answer_all(struct bat *b, const struct psl_kv_tensor *out, size_t *match, bool copy,
+		      struct zdone *z)
 {
-	struct bat *b;
-	size_t *match = NULL, j;
-	bool *used = NULL;
-	struct zdone *z = NULL;
+	char why[512] = "";
+	size_t j = 0;
 	int i, rc = 0, first_err = 0;
 
-	if (!s || (nout && !out))
-		return -EINVAL;
-	psl__enter(s->office);
-	pthread_mutex_lock(&s->mu);
-	for (b = s->held; b; b = b->next)
-		if (b->pub.id == id)
-			break;
-	if (!b) {
-		pthread_mutex_unlock(&s->mu);
-		PSL_WARN("batch server: answer to batch %" PRIu64 ", which is not held here "
-			 "(unknown, or already answered)",
-			 id);
-		return -ENOENT;
-	}
-	for (j = 0; j < nout; j++)
-		if ((rc = psl__tdesc_check(&out[j], s->esz, "psl_kv_batch_respond: "
-					   "an answer")))
-			goto unlock;
-	match = calloc(b->pub.npull + 1, sizeof(*match));
-	used = calloc(nout + 1, sizeof(*used));
-	if (!match || !used) {
-		rc = -ENOMEM;
-		goto unlock;
-	}
-	for (j = 0; j < b->pub.npull; j++) {
-		size_t k;
-		for (k = 0; k < nout; k++)
-			if (!used[k] && out[k].key == b->pub.pull[j].key &&
-			    (!out[k].len || out[k].vals))
-				break;
-		if (k == nout) {
-			PSL_WARN("batch server: batch %" PRIu64 " pulls key %" PRIu64
-				 " and the answer has no (further) tensor with that key",
-				 id, b->pub.pull[j].key);
-			rc = -EINVAL;
-			goto unlock;
-		}
-		used[k] = true;
-		match[j] = k;
-	}
-	if (!copy) {
-		z = malloc(sizeof(*z) + (b->pub.npull + 1) * sizeof(uint64_t));
-		if (!z) {
-			rc = -ENOMEM;
-			goto unlock;
-		}
-		atomic_init(&z->refs, 1);
-		z->done = done;
-		z->arg = done_arg;
-	}
-	take(s, id);
-	pthread_mutex_unlock(&s->mu);
-
-	/* pull tensors are numbered in message order: the n-th pull message is
-	 * pull[n] */
-	j = 0;
 	for (i = 0; i < b->count; i++) {
 		struct psl_kv_request *q = b->reqs[i];
 		b->reqs[i] = NULL;
@@ -461,15 +427,82 @@ static int respond(struct psl_kv_batch_server *s, uint64_t id, const struct psl_
 			}
 			j++;
 		}
-		if (rc && !first_err)
+		if (rc && !first_err) {
 			first_err = rc;
+			snprintf(why, sizeof(why), "%s", psl_last_error());
+		}
 	}
 	if (z)
 		zdone_put(z);
 	free(match);
-	free(used);
 	bat_free(b);
+	if (first_err)
+		psl__set_error("%s", why);
 	return first_err;
+}
+
+static int respond(struct psl_kv_batch_server *s, uint64_t id, const struct psl_kv_tensor *out,
+		   size_t nout, bool copy, void (*done)(void *), void *done_arg)
+{
+	struct bat *b;
+	size_t *match = NULL, j;
+	bool *used = NULL;
+	struct zdone *z = NULL;
+	int rc = 0;
+
+	psl__clear_error();
+	if (!s || (nout && !out))
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_batch_respond: %s",
+				!s ? "s is NULL" : "out is NULL but nout is not 0");
+	psl__enter(s->office);
+	pthread_mutex_lock(&s->mu);
+	for (b = s->held; b; b = b->next)
+		if (b->pub.id == id)
+			break;
+	if (!b) {
+		pthread_mutex_unlock(&s->mu);
+		return PSL_FAIL(-ENOENT, PSL_LOG_WARN, "batch server: answer to batch %" PRIu64
+				", which is not held here (unknown, or already answered)", id);
+	}
+	for (j = 0; j < nout; j++)
+		if ((rc = psl__tdesc_check(&out[j], s->esz, "psl_kv_batch_respond: "
+					   "an answer")))
+			goto unlock;
+	match = calloc(b->pub.npull + 1, sizeof(*match));
+	used = calloc(nout + 1, sizeof(*used));
+	if (!match || !used) {
+		rc = PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "psl_kv_batch_respond: out of memory");
+		goto unlock;
+	}
+	for (j = 0; j < b->pub.npull; j++) {
+		size_t k;
+		for (k = 0; k < nout; k++)
+			if (!used[k] && out[k].key == b->pub.pull[j].key &&
+			    (!out[k].len || out[k].vals))
+				break;
+		if (k == nout) {
+			rc = PSL_FAIL(-EINVAL, PSL_LOG_WARN, "batch server: batch %" PRIu64
+				      " pulls key %" PRIu64 " and the answer has no (further) "
+				      "tensor with that key", id, b->pub.pull[j].key);
+			goto unlock;
+		}
+		used[k] = true;
+		match[j] = k;
+	}
+	if (!copy) {
+		z = malloc(sizeof(*z) + (b->pub.npull + 1) * sizeof(uint64_t));
+		if (!z) {
+			rc = PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "psl_kv_batch_respond: out of memory");
+			goto unlock;
+		}
+		atomic_init(&z->refs, 1);
+		z->done = done;
+		z->arg = done_arg;
+	}
+	take(s, id);
+	pthread_mutex_unlock(&s->mu);
+	free(used);
+	return answer_all(b, out, match, copy, z);
 unlock:
 	pthread_mutex_unlock(&s->mu);
 	free(match);
@@ -493,13 +526,16 @@ int psl_kv_batch_zrespond(struct psl_kv_batch_server *s, uint64_t id,
 int psl_kv_batch_respond_error(struct psl_kv_batch_server *s, uint64_t id, int err)
 {
 	struct bat *b;
+	psl__clear_error();
 	if (!s)
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_batch_respond_error: s is NULL");
 	pthread_mutex_lock(&s->mu);
 	b = take(s, id);
 	pthread_mutex_unlock(&s->mu);
 	if (!b)
-		return -ENOENT;
+		return PSL_FAIL(-ENOENT, PSL_LOG_WARN, "batch server: error answer to batch %"
+				PRIu64 ", which is not held here (unknown, or already answered)",
+				id);
 	bat_fail(b, err < 0 && err >= -4095 ? err : -EIO);
 	return 0;
 }

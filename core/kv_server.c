@@ -3,6 +3,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <inttypes.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
@@ -89,13 +90,17 @@ int psl_kv_server_recv_buffer(struct psl_kv_server *s, int worker_rank, uint64_t
 	struct recv_reg *r;
 	int rc;
 
+	psl__clear_error();
 	if (!s || worker_rank < 0 || (buf && !len))
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN,
+				"psl_kv_server_recv_buffer: %s", !s ? "s is NULL"
+				: worker_rank < 0 ? "worker_rank is negative: pass a worker's rank"
+						  : "buf is not NULL but len is 0");
 	if (buf && (rc = psl__cuda_check("psl_kv_server_recv_buffer: buf", buf, len, mem, dev)))
 		return rc;
 	if (!s->regs) {
 		if (!(t = calloc(1, sizeof(*t))))
-			return -ENOMEM;
+			return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "psl_kv_server_recv_buffer: out of memory");
 		pthread_mutex_init(&t->mu, NULL);
 		atomic_init(&t->refs, 1);
 		s->regs = t;
@@ -113,7 +118,11 @@ int psl_kv_server_recv_buffer(struct psl_kv_server *s, int worker_rank, uint64_t
 	}
 	if (r && r->lent) {
 		pthread_mutex_unlock(&t->mu);
-		return -EBUSY; /* a van is writing into the old one */
+		/* a van is writing into the old one */
+		return PSL_FAIL(-EBUSY, PSL_LOG_DEBUG,
+				"psl_kv_server_recv_buffer: a push from worker %d for key %" PRIu64
+				" is being received into the buffer registered before: try again "
+				"once it was handled", worker_rank, key);
 	}
 	if (!r) {
 		if (t->n == t->cap) {
@@ -121,7 +130,8 @@ int psl_kv_server_recv_buffer(struct psl_kv_server *s, int worker_rank, uint64_t
 			struct recv_reg *v = realloc(t->v, cap * sizeof(*v));
 			if (!v) {
 				pthread_mutex_unlock(&t->mu);
-				return -ENOMEM;
+				return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR,
+						"psl_kv_server_recv_buffer: out of memory");
 			}
 			t->v = v;
 			t->cap = cap;
@@ -240,22 +250,21 @@ void psl__kv_request_answer_tdesc(struct psl_kv_request *req, const struct psl_k
 
 static void response_meta(const struct kv_req *q, struct psl__meta *m)
 {
-	const struct psl_kv_meta *rm = &q->pub.meta;
-	psl__meta_init(m);
-	m->head = rm->cmd;
-	m->app_id = q->app_id;
-	m->customer_id = rm->customer_id;
-	m->timestamp = rm->timestamp;
-	m->request = false;
-	m->push = rm->push;
-	m->key = rm->key;
-	m->addr = rm->addr;
-	m->val_len = rm->val_len;
-	m->option = rm->option;
-	m->sid = q->sid;
-	m->recver = q->reply_to;
-	/* the device fields stay UNK/-1 unless data frames are added
-	 * (psl__kv_meta_data), as ps-lite writes them */
+	psl__kv_response_meta(m, &q->pub.meta, q->app_id, q->sid, q->reply_to);
+}
+
+/* Fails request q back to its worker with err (psl_kv_respond_error). */
+static int respond_error(struct kv_req *q, int err)
+{
+	struct psl__meta m;
+	int rc;
+
+	psl__enter(q->office);
+	response_meta(q, &m);
+	psl__kv_error_meta(&m, err); /* a pslite worker fails the request with it */
+	rc = psl__send(&m, NULL, 0, NULL);
+	req_free(q);
+	return rc;
 }
 
 static int check_res(const struct kv_req *q, const struct psl_kv *res)
@@ -263,19 +272,20 @@ static int check_res(const struct kv_req *q, const struct psl_kv *res)
 	if (!res || !res->num_keys)
 		return 0;
 	if (!res->keys || (res->num_vals && !res->vals))
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_respond: res has %zu keys but its %s "
+				"is NULL", res->num_keys, !res->keys ? "keys" : "vals");
 	if (res->lens) {
 		size_t i, sum = 0;
 		for (i = 0; i < res->num_keys; i++) {
 			if (res->lens[i] < 0)
-				return -EINVAL;
+				return PSL_FAIL(-EINVAL, PSL_LOG_WARN,
+						"psl_kv_respond: res->lens[%zu]=%d is negative", i,
+						res->lens[i]);
 			sum += (size_t)res->lens[i];
 		}
-		if (sum != res->num_vals) {
-			PSL_WARN("psl_kv_respond: lens add up to %zu values but %zu were given",
-				 sum, res->num_vals);
-			return -EINVAL;
-		}
+		if (sum != res->num_vals)
+			return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_respond: lens add up to %zu "
+					"values but %zu were given", sum, res->num_vals);
 	}
 	return psl__cuda_check("psl_kv_respond: res->vals", res->vals, res->num_vals * q->esz,
 			       res->mem, res->dev);
@@ -299,7 +309,7 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 		if (done)
 			PSL__USER_CALL(done(done_arg));
 		/* the worker still gets an answer, or its request waits for ever */
-		psl_kv_respond_error(&q->pub, rc);
+		respond_error(q, rc);
 		return rc;
 	}
 	response_meta(q, &m);
@@ -386,8 +396,9 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 	rc = psl__send(&m, segs, n, cp ? &cp->ref : NULL);
 	if (rc) {
 		char d[96];
-		PSL_WARN("cannot answer request %d of %s: %s", q->pub.meta.timestamp,
-			 psl__node_desc(q->pub.meta.sender, d, sizeof(d)), psl_strerror(rc));
+		rc = PSL_FAIL(rc, PSL_LOG_WARN, "cannot answer request %d of %s: %s",
+			      q->pub.meta.timestamp,
+			      psl__node_desc(q->pub.meta.sender, d, sizeof(d)), psl_strerror(rc));
 	}
 	req_free(q);
 	return rc;
@@ -395,31 +406,35 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 
 int psl_kv_server_set_cuda_stream(struct psl_kv_server *s, void *stream)
 {
+	psl__clear_error();
 	if (!s)
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_server_set_cuda_stream: s is NULL");
 	atomic_store(&s->cuda_stream, stream);
 	return 0;
 }
 
 int psl_kv_respond(struct psl_kv_request *req, const struct psl_kv *res)
 {
+	psl__clear_error();
 	if (!req)
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_respond: req is NULL");
 	return respond((struct kv_req *)req, res, true, NULL, NULL);
 }
 
 int psl_kv_zrespond(struct psl_kv_request *req, const struct psl_kv *res,
 		    void (*done)(void *done_arg), void *done_arg)
 {
+	psl__clear_error();
 	if (!req)
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_zrespond: req is NULL");
 	return respond((struct kv_req *)req, res, false, done, done_arg);
 }
 
 int psl_kv_request_hold(struct psl_kv_request *req)
 {
+	psl__clear_error();
 	if (!req)
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_request_hold: req is NULL");
 	atomic_fetch_add(&((struct kv_req *)req)->refs, 1);
 	return 0;
 }
@@ -432,20 +447,10 @@ void psl_kv_request_release(struct psl_kv_request *req)
 
 int psl_kv_respond_error(struct psl_kv_request *req, int err)
 {
-	struct kv_req *q = (struct kv_req *)req;
-	struct psl__meta m;
-	int rc;
-
-	if (!q)
-		return -EINVAL;
-	psl__enter(q->office);
-	if (err >= 0 || err < -4095)
-		err = -EIO;
-	response_meta(q, &m);
-	m.option = err; /* a pslite worker fails the request with it */
-	rc = psl__send(&m, NULL, 0, NULL);
-	req_free(q);
-	return rc;
+	psl__clear_error();
+	if (!req)
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_respond_error: req is NULL");
+	return psl__ret("psl_kv_respond_error", respond_error((struct kv_req *)req, err));
 }
 
 /* Frame i of raw, as a pointer aligned for its element type (copied into
@@ -552,22 +557,10 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 	q->reply_to = m->sender;
 	q->office = c->office;
 	psl__tdesc_get(m, &q->in);
-	q->pub.meta = (struct psl_kv_meta){
-		.cmd = m->head,
-		.push = m->push,
-		.pull = !m->push,
-		/* with instance groups, a worker's group's id, as ps-lite's KVMeta */
-		.sender = psl_group_size() > 1 && psl__is_worker_id(m->sender)
-				  ? psl_worker_rank_to_id(psl__id_to_group_rank(m->sender))
-				  : m->sender,
-		.timestamp = m->timestamp,
-		.app_id = m->app_id,
-		.customer_id = m->customer_id,
-		.key = m->key,
-		.addr = m->addr,
-		.val_len = m->val_len,
-		.option = m->option,
-	};
+	q->pub.meta = psl__kv_meta_of(m);
+	/* with instance groups, a worker's group's id, as ps-lite's KVMeta */
+	if (psl_group_size() > 1 && psl__is_worker_id(m->sender))
+		q->pub.meta.sender = psl_worker_rank_to_id(psl__id_to_group_rank(m->sender));
 	/* frames: none, or keys + values (+ lens) */
 	if (raw->nseg == 1 || raw->nseg > 3) {
 		snprintf(why, sizeof(why), "%u data frames, expected 0, 2 or 3", raw->nseg);
@@ -660,8 +653,9 @@ static const struct psl__customer_ops kvs_ops = {
 int psl_kv_server_on_finalize(struct psl_kv_server *s,
 			      void (*cb)(struct psl_kv_server *s, void *arg), void *arg)
 {
+	psl__clear_error();
 	if (!s)
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_server_on_finalize: s is NULL");
 	s->fin_arg = arg;
 	s->on_finalize = cb;
 	return 0;
@@ -673,22 +667,25 @@ int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler, 
 	struct psl_kv_server *s;
 	int rc;
 
+	psl__clear_error();
 	if (!out || !handler || !psl_dtype_size(dtype))
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_server_new: %s",
+				!out ? "out is NULL" : !handler ? "handler is NULL"
+				: "dtype is no enum psl_dtype value");
 	psl__enter_role(PSL_SERVER);
 	if (psl__po.state != PSL__READY)
-		return -ESHUTDOWN;
-	if (psl__po.role == PSL_WORKER) {
-		PSL_WARN("psl_kv_server_new: this node is a worker; KV servers run on servers");
-		return -EPERM;
-	}
+		return PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "psl_kv_server_new: pslite is not "
+				"started on this node: call psl_start first");
+	if (psl__po.role == PSL_WORKER)
+		return PSL_FAIL(-EPERM, PSL_LOG_WARN, "psl_kv_server_new: this node is a worker; "
+				"KV servers run on servers");
 	s = calloc(1, sizeof(*s));
 	if (!s)
-		return -ENOMEM;
+		return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "psl_kv_server_new: out of memory");
 	rc = psl__customer_init(&s->c, app_id, app_id, &kvs_ops);
 	if (rc) {
 		free(s);
-		return rc;
+		return psl__ret("psl_kv_server_new", rc);
 	}
 	s->dt = dtype;
 	s->esz = psl_dtype_size(dtype);
@@ -696,7 +693,8 @@ int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler, 
 	s->arg = arg;
 	rc = psl__customer_add(&s->c);
 	if (rc) {
-		PSL_WARN("psl_kv_server_new: app %d already has a server on this node", app_id);
+		rc = PSL_FAIL(rc, PSL_LOG_WARN, "psl_kv_server_new: app %d already has a server "
+			      "on this node: free it first or use another app_id", app_id);
 		psl__customer_remove(&s->c);
 		free(s);
 		return rc;

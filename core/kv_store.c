@@ -172,15 +172,17 @@ int psl_kv_store_new(int app_id, enum psl_dtype dtype, enum psl_kv_store_mode mo
 	struct psl_kv_store *st;
 	int rc;
 	char probe[8] = {0};
+	psl__clear_error();
 	if (!out || (mode != PSL_KV_STORE_SUM && mode != PSL_KV_STORE_OVERWRITE))
-		return -EINVAL;
-	if (mode == PSL_KV_STORE_SUM && add(dtype, probe, probe, 0)) {
-		PSL_WARN("psl_kv_store_new: dtype %d cannot be summed: use an integer or float32/64 "
-			 "dtype, or PSL_KV_STORE_OVERWRITE", (int)dtype);
-		return -EINVAL;
-	}
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_store_new: %s",
+				!out ? "out is NULL"
+				     : "mode is neither PSL_KV_STORE_SUM nor PSL_KV_STORE_OVERWRITE");
+	if (mode == PSL_KV_STORE_SUM && add(dtype, probe, probe, 0))
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_store_new: dtype %d cannot be "
+				"summed: use an integer or float32/64 dtype, or "
+				"PSL_KV_STORE_OVERWRITE", (int)dtype);
 	if (!(st = calloc(1, sizeof(*st))))
-		return -ENOMEM;
+		return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "psl_kv_store_new: out of memory");
 	st->dt = dtype;
 	st->esz = psl_dtype_size(dtype);
 	st->mode = mode;

@@ -45,25 +45,22 @@ int psl__tdesc_check(const struct psl_kv_tensor *t, size_t esz, const char *what
 {
 	size_t dsz = t->dtype ? psl_dtype_size(t->dtype) : esz;
 	uint64_t n;
-	if (!dsz) {
-		PSL_WARN("%s tensor of key %" PRIu64 ": dtype %d is no enum psl_dtype value",
-			 what, t->key, (int)t->dtype);
-		return -EINVAL;
-	}
-	if (t->ndim < 0 || t->ndim > PSL_KV_MAX_DIMS) {
-		PSL_WARN("%s tensor of key %" PRIu64 ": ndim %d, expected 0 to %d", what, t->key,
-			 t->ndim, PSL_KV_MAX_DIMS);
-		return -EINVAL;
-	}
+	if (!dsz)
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN,
+				"%s tensor of key %" PRIu64 ": dtype %d is no enum psl_dtype value",
+				what, t->key, (int)t->dtype);
+	if (t->ndim < 0 || t->ndim > PSL_KV_MAX_DIMS)
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN,
+				"%s tensor of key %" PRIu64 ": ndim %d, expected 0 to %d", what,
+				t->key, t->ndim, PSL_KV_MAX_DIMS);
 	if (!t->ndim)
 		return 0;
 	n = shape_bytes(t->ndim, t->shape, dsz);
-	if (n != (uint64_t)t->len * esz && !(n == 0 && t->len == 0)) {
-		PSL_WARN("%s tensor of key %" PRIu64 ": its shape covers %" PRIu64
-			 " bytes, its len %zu values of %zu bytes: make them agree",
-			 what, t->key, n, t->len, esz);
-		return -EINVAL;
-	}
+	if (n != (uint64_t)t->len * esz && !(n == 0 && t->len == 0))
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN,
+				"%s tensor of key %" PRIu64 ": its shape covers %" PRIu64
+				" bytes, its len %zu values of %zu bytes: make them agree",
+				what, t->key, n, t->len, esz);
 	return 0;
 }
 

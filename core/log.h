@@ -77,6 +77,11 @@ int psl__fail(struct psl__ratelimit *rl, int err, int level, const char *fmt, ..
  * already); psl__clear_error() empties it at the start of a public call. */
 void psl__set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 void psl__clear_error(void);
+/* A public call's result rc: a failure whose reason no PSL_FAIL recorded (a
+ * van's send, a customer table) leaves "<call>: <psl_strerror(rc)>", so
+ * that psl_last_error() is never empty after a failed call that emptied it
+ * at its start; evaluates to rc. */
+int psl__ret(const char *call, int rc);
 
 #define PSL_ERR(...) PSL_LOG(PSL_LOG_ERROR, __VA_ARGS__)
 /* Warnings are rate-limited per call site (PSL_LOG_RATE a second). */

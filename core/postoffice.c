@@ -120,10 +120,16 @@ bool psl__group_has(int g, int id)
 int psl_server_key_range(int rank, uint64_t *begin, uint64_t *end)
 {
 	uint64_t q;
+	psl__clear_error();
 	if (po.cfg.server_groups <= 0)
-		return -ESHUTDOWN;
-	if (rank < 0 || rank >= po.cfg.server_groups || !begin || !end)
-		return -EINVAL;
+		return PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "psl_server_key_range: pslite is not "
+				"started on this node: call psl_start first");
+	if (!begin || !end)
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_server_key_range: %s is NULL",
+				!begin ? "begin" : "end");
+	if (rank < 0 || rank >= po.cfg.server_groups)
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_server_key_range: rank %d: this job "
+				"has servers 0 to %d", rank, po.cfg.server_groups - 1);
 	q = UINT64_MAX / (uint64_t)po.cfg.server_groups;
 	*begin = q * (uint64_t)rank;
 	*end = q * (uint64_t)(rank + 1);
@@ -263,8 +269,13 @@ bool psl_is_worker(void)
 int psl_use_role(enum psl_role role)
 {
 	struct psl__office *o = psl__office_of(role);
+	psl__clear_error();
 	if (!o)
-		return psl__offices[0].state == PSL__STOPPED ? -ESHUTDOWN : -ENOENT;
+		return psl__offices[0].state == PSL__STOPPED
+			       ? PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "psl_use_role: pslite is not "
+					  "started in this process")
+			       : PSL_FAIL(-ENOENT, PSL_LOG_WARN, "psl_use_role: this process "
+					  "runs no %s node", psl__role_name(role));
 	selected = o;
 	psl__enter(o);
 	return 0;
@@ -348,14 +359,21 @@ static int barrier_here(int customer_id, int group, int cmd)
 
 int psl_barrier(int customer_id, int group)
 {
+	psl__clear_error();
 	if (psl__offices[0].state != PSL__READY)
-		return -ESHUTDOWN;
+		return PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "psl_barrier: pslite is not started on "
+				"this node (or is finalizing): call it between psl_start and "
+				"psl_finalize");
 	if (group < 1 || group > 7)
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_barrier: group %d is no node group: "
+				"pass 1 to 7 (PSL_GROUP_SCHEDULER, _SERVERS, _WORKERS or their "
+				"sum)", group);
 	/* each process is one instance: all of them take part (StepMesh's
 	 * instance barrier), not one per group as in C++ ps-lite's BARRIER */
-	return barrier_here(customer_id, group,
-			    psl_group_size() > 1 ? PSL_CMD_INSTANCE_BARRIER : PSL_CMD_BARRIER);
+	return psl__ret("psl_barrier",
+			barrier_here(customer_id, group,
+				     psl_group_size() > 1 ? PSL_CMD_INSTANCE_BARRIER
+							  : PSL_CMD_BARRIER));
 }
 
 /* ------------------------------------------------------ start / finalize -- */

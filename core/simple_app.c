@@ -40,6 +40,16 @@ static int send_msg(struct psl_simple_app *app, int recver, int head, const void
 	return psl__send(&m, NULL, 0, NULL);
 }
 
+/* The argument check of a request or response that failed. */
+static int bad_args(const char *call, const struct psl_simple_app *app, const void *body,
+		    size_t len)
+{
+	return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "%s: %s", call,
+			!app ? "app is NULL"
+			: len && !body ? "body is NULL but len is not 0"
+				       : "len is above 2^31-1 bytes");
+}
+
 int psl_simple_request(struct psl_simple_app *app, int head, const void *body, size_t len,
 		       int recv_id)
 {
@@ -48,14 +58,16 @@ int psl_simple_request(struct psl_simple_app *app, int head, const void *body, s
 	int *ids, n, i, ts;
 	bool done = false;
 
+	psl__clear_error();
 	if (!app || (len && !body) || len > 0x7fffffff)
-		return -EINVAL;
+		return bad_args("psl_simple_request", app, body, len);
 	if (psl__po.state != PSL__READY)
-		return -ESHUTDOWN;
+		return PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "psl_simple_request: pslite is not "
+				"started on this node (or is finalizing)");
 	c = &app->c;
 	ids = malloc(sizeof(int) * (size_t)(psl__po.cfg.num_workers + psl__po.cfg.num_servers + 1));
 	if (!ids)
-		return -ENOMEM;
+		return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "psl_simple_request: out of memory");
 	if (recv_id >= 1 && recv_id <= 7) {
 		n = psl__group_members(recv_id, ids);
 		if (psl__po.cfg.group_size > 1 && psl__po.role != PSL_SCHEDULER) {
@@ -71,18 +83,16 @@ int psl_simple_request(struct psl_simple_app *app, int head, const void *body, s
 		ids[0] = recv_id;
 		n = 1;
 	} else {
-		PSL_WARN("psl_simple_request: %d is neither a node group (1-7) nor a node id of "
-			 "this job",
-			 recv_id);
 		free(ids);
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_simple_request: recv_id %d is neither "
+				"a node group (1-7) nor a node id of this job", recv_id);
 	}
 	pthread_mutex_lock(&c->mu);
 	r = psl__req_new_locked(c);
 	if (!r) {
 		pthread_mutex_unlock(&c->mu);
 		free(ids);
-		return -ENOMEM;
+		return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "psl_simple_request: out of memory");
 	}
 	for (i = 0; i < n; i++)
 		psl__req_expect_locked(c, r, ids[i]);
@@ -117,18 +127,26 @@ int psl_simple_request(struct psl_simple_app *app, int head, const void *body, s
 int psl_simple_respond(struct psl_simple_app *app, const struct psl_simple_msg *req,
 		       const void *body, size_t len)
 {
-	if (!app || !req || (len && !body) || len > 0x7fffffff)
-		return -EINVAL;
-	return send_msg(app, req->sender, req->head, body, len, false, req->customer_id,
-			req->timestamp);
+	psl__clear_error();
+	if (!req)
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_simple_respond: req is NULL");
+	if (!app || (len && !body) || len > 0x7fffffff)
+		return bad_args("psl_simple_respond", app, body, len);
+	return psl__ret("psl_simple_respond",
+			send_msg(app, req->sender, req->head, body, len, false, req->customer_id,
+				 req->timestamp));
 }
 
 int psl_simple_wait(struct psl_simple_app *app, int ts)
 {
+	psl__clear_error();
 	if (!app)
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_simple_wait: app is NULL");
+	if (ts < 0)
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_simple_wait: ts %d is negative: pass "
+				"what psl_simple_request returned", ts);
 	psl__enter(app->c.office);
-	return psl__req_wait(&app->c, ts);
+	return psl__ret("psl_simple_wait", psl__req_wait(&app->c, ts));
 }
 
 static void sa_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_van_rmsg *raw)
@@ -187,18 +205,20 @@ int psl_simple_app_new(int app_id, int customer_id, psl_simple_handler on_reques
 	struct psl_simple_app *app;
 	int rc;
 
+	psl__clear_error();
 	if (!out)
-		return -EINVAL;
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_simple_app_new: out is NULL");
 	psl__enter_selected();
 	if (psl__po.state != PSL__READY)
-		return -ESHUTDOWN;
+		return PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "psl_simple_app_new: pslite is not "
+				"started on this node: call psl_start first");
 	app = calloc(1, sizeof(*app));
 	if (!app)
-		return -ENOMEM;
+		return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "psl_simple_app_new: out of memory");
 	rc = psl__customer_init(&app->c, app_id, customer_id, &sa_ops);
 	if (rc) {
 		free(app);
-		return rc;
+		return psl__ret("psl_simple_app_new", rc);
 	}
 	app->c.timeout_ms = psl__po.cfg.request_timeout_s * 1000;
 	app->on_request = on_request;
@@ -206,6 +226,9 @@ int psl_simple_app_new(int app_id, int customer_id, psl_simple_handler on_reques
 	app->arg = arg;
 	rc = psl__customer_add(&app->c);
 	if (rc) {
+		rc = PSL_FAIL(rc, PSL_LOG_WARN, "psl_simple_app_new: app %d customer %d already "
+			      "exists on this node: free it first or use another customer_id",
+			      app_id, customer_id);
 		psl__customer_remove(&app->c);
 		free(app);
 		return rc;

@@ -24,15 +24,16 @@
 static void *timer_main(void *arg)
 {
 	int64_t last_hb = 0, now;
-	int period = 1000;
+	int period = 1000, wait, woken;
 	psl__enter(arg); /* the node this thread times */
 	if (po.cfg.heartbeat_interval > 0 && po.cfg.heartbeat_interval * 1000 < period)
 		period = po.cfg.heartbeat_interval * 1000;
 	if (po.cfg.resend && po.cfg.resend_timeout_ms / 2 < period)
 		period = po.cfg.resend_timeout_ms / 2 > 10 ? po.cfg.resend_timeout_ms / 2 : 10;
+	wait = psl__customers_period_ms(period);
 	pthread_mutex_lock(&po.mu);
 	while (!po.timer_stop) {
-		psl__cond_wait_ms(&po.timer_cv, &po.mu, period);
+		woken = psl__cond_wait_ms(&po.timer_cv, &po.mu, wait) == 0;
 		if (po.timer_stop)
 			break;
 		pthread_mutex_unlock(&po.mu);
@@ -45,6 +46,9 @@ static void *timer_main(void *arg)
 		if (po.role == PSL_SCHEDULER)
 			psl__control_undeliv_tick();
 		psl__customers_tick(now);
+		/* woken by psl__timer_need: the deadline it was called for is
+		 * set right after it; look again soon */
+		wait = woken ? 10 : psl__customers_period_ms(period);
 		pthread_mutex_lock(&po.mu);
 	}
 	pthread_mutex_unlock(&po.mu);
@@ -75,6 +79,9 @@ int psl__timer_need(void)
 		po.timer_stop = false;
 		rc = -pthread_create(&po.timer, NULL, timer_main, psl__cur);
 		po.timer_running = rc == 0;
+	} else if (po.timer_running) {
+		/* a shorter deadline: the timer takes its period anew */
+		pthread_cond_broadcast(&po.timer_cv);
 	}
 	pthread_mutex_unlock(&po.mu);
 	return rc;

@@ -108,9 +108,23 @@ static int grow(struct psl__customer *c)
 	return 0;
 }
 
+/* The next timestamp no request in flight has: after the 2^30 wrap, one
+ * still pending (given up on, its answer may yet come) keeps its own, so
+ * that its answer never completes a newer request. */
+static int unused_ts(struct psl__customer *c)
+{
+	for (;;) {
+		int ts = c->next_ts;
+		const struct psl__req *r = c->ring[(uint32_t)ts & (c->cap - 1)];
+		if (!live(r) || r->ts != ts)
+			return ts;
+		c->next_ts = (ts + 1) & 0x3fffffff;
+	}
+}
+
 struct psl__req *psl__req_new_locked(struct psl__customer *c)
 {
-	int ts = c->next_ts;
+	int ts = unused_ts(c);
 	uint32_t s = (uint32_t)ts & (c->cap - 1);
 	struct psl__req *r;
 

@@ -137,11 +137,11 @@ PSL_EXPORT const char *psl_strerror(int err);
 /* Why the last psl_ call that failed on this thread failed, in the words of
  * the WARN or ERROR line that names what to change ("DMLC_NUM_SERVER=2 at
  * the server at 10.0.0.2:9001, but 1 at the scheduler", "request rejected:
- * keys must be sorted ascending, ..."): set by the public function that
- * failed with a reason the user can fix (start-up, KV and batch argument
- * checks, server and worker creation), emptied at the start of psl_start
- * and of every KV request, kept until then. "" when no such reason was
- * recorded: psl_strerror() of the returned code is then all there is. The
+ * keys must be sorted ascending, ..."): set by every public function that
+ * returns an error (start-up, KV, batch, server, store, SimpleApp, barrier
+ * and query calls; where no line names the cause, "<call>: <psl_strerror>"),
+ * emptied at the start of those calls, kept until then. A
+ * psl_kv_wait that fails gives the request's code only (psl_strerror). The
  * text belongs to the calling thread; it stays valid until its next psl_
  * call. (pslite addition; ps-lite aborts with the reason instead.) */
 PSL_EXPORT const char *psl_last_error(void);

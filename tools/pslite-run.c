@@ -40,6 +40,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "blame.h"
 #include "freeport.h"
 #include "launch.h"
 
@@ -144,12 +145,50 @@ static long parse_pos(const char *opt, const char *v, long max)
 	return x;
 }
 
+/* The first count mismatch a child logged (blame.h), kept so that the
+ * job's last line names the misconfigured node, not the first to exit. */
+static struct {
+	bool have;
+	struct psl_blame b;
+	char label[300];
+} g_blame;
+
+static void note_line(const struct child *c, const char *line, size_t n)
+{
+	char l[4096];
+	struct psl_blame b;
+	snprintf(l, sizeof(l), "%.*s", (int)n, line);
+	/* the refused node's own line names it by its label: it wins */
+	if (!psl_blame_parse(l, &b) || (g_blame.have && (g_blame.b.own || !b.own)))
+		return;
+	g_blame.b = b;
+	snprintf(g_blame.label, sizeof(g_blame.label), "%s", c->label);
+	g_blame.have = true;
+}
+
+/* The job failed: if a node was refused for its counts, the last line says
+ * which node has a value other than the one pslite-run set. */
+static void report_blame(long Sg, long Wg, long G)
+{
+	char why[600];
+	const char *v = g_blame.b.var;
+	if (!g_blame.have)
+		return;
+	psl_blame_judge(&g_blame.b,
+			!strcmp(v, "DMLC_NUM_SERVER")   ? Sg
+			: !strcmp(v, "DMLC_NUM_WORKER") ? Wg
+							: G,
+			g_blame.label, why, sizeof(why));
+	fprintf(stderr, "pslite-run: %s\n", why);
+}
+
 static void flush_line(struct child *c, int k, bool all)
 {
 	char *nl;
 	FILE *out = k == 0 ? stdout : stderr;
 	while ((nl = memchr(c->buf[k], '\n', c->len[k])) || (all && c->len[k])) {
 		size_t n = nl ? (size_t)(nl - c->buf[k]) + 1 : c->len[k];
+		note_line(c, c->buf[k], nl ? n - 1 : n);
 		fprintf(out, "[%s] %.*s%s", c->label, (int)n, c->buf[k], nl ? "" : "\n");
 		memmove(c->buf[k], c->buf[k] + n, c->len[k] - n);
 		c->len[k] -= n;
@@ -1214,6 +1253,8 @@ wait_all:
 		if (ch[i].in >= 0)
 			close(ch[i].in);
 	rc = first_fail;
+	if (rc)
+		report_blame(Sg, Wg, G);
 out:
 	free(pfd);
 	free(ch);

@@ -150,6 +150,7 @@ def _declare(lib):
                                     c_vp, c_vp]),
         "psl_kv_wait": (c_int, [c_vp, c_int]),
         "psl_kv_wait_timeout": (c_int, [c_vp, c_int, c_int]),
+        "psl_kv_worker_set_timeout": (c_int, [c_vp, c_int]),
         "psl_kv_server_new": (c_int, [c_int, c_int, _HANDLER, c_vp, ctypes.POINTER(c_vp)]),
         "psl_kv_server_free": (None, [c_vp]),
         "psl_kv_store_new": (c_int, [c_int, c_int, c_int, ctypes.POINTER(c_vp)]),
@@ -175,9 +176,11 @@ def _declare(lib):
         f.restype, f.argtypes = res, args
 
 
-def _check(what, rc):
+def _check(what, rc, hint=None):
+    """Raises PsliteError for rc < 0: psl_last_error(), else hint, is its
+    reason."""
     if rc < 0:
-        raise PsliteError(what, rc, _lib().psl_last_error().decode(errors="replace"))
+        raise PsliteError(what, rc, _lib().psl_last_error().decode(errors="replace") or hint)
     return rc
 
 
@@ -313,6 +316,23 @@ def _wait(w, ts, timeout_ms):
     return _lib().psl_kv_wait_timeout(w, ts, int(timeout_ms))
 
 
+def _waited(what, w, ts, timeout_ms, deadline_ms):
+    """_wait; raises PsliteError ETIMEDOUT for a wait that timed out (the
+    request goes on). Returns rc, and for rc < 0 the reason _check gives
+    when the library recorded none (a request the worker's deadline
+    failed)."""
+    rc = _wait(w, ts, timeout_ms)
+    if rc == -_errno.ETIMEDOUT and timeout_ms is not None and timeout_ms >= 0:
+        _check("%s after %d ms" % (what, timeout_ms), rc,
+               "still pending: wait for it again, or later")
+    hint = None
+    if rc == -_errno.ETIMEDOUT:
+        hint = ("no answer within this worker's deadline (%s; set_timeout or "
+                "PS_REQUEST_TIMEOUT): a WARN line names the node that did not answer" %
+                ("PS_REQUEST_TIMEOUT" if deadline_ms is None else "%d ms" % deadline_ms))
+    return rc, hint
+
+
 def _keys(keys):
     arr = (ctypes.c_uint64 * len(keys))(*keys)
     if any(keys[i] >= keys[i + 1] for i in range(len(keys) - 1)):
@@ -443,9 +463,10 @@ def _make_kv(keys, vals, lens, size, dtype=None):
 class KVWorker:
     """ps-lite's KVWorker<Val>: push, pull and push-pull by key; each returns
     a timestamp for wait(). A pull's output buffer is written when wait()
-    returns for it (keep it until then: the worker holds a reference)."""
+    returns for it (keep it until then: the worker holds a reference).
+    timeout_ms: the deadline of its requests (set_timeout)."""
 
-    def __init__(self, app_id=0, customer_id=0, dtype="float32"):
+    def __init__(self, app_id=0, customer_id=0, dtype="float32", timeout_ms=None):
         if dtype not in _DTYPES:
             raise ValueError("dtype %r: one of %s" % (dtype, ", ".join(_DTYPES)))
         self._dt, self._size = _DTYPES[dtype]
@@ -455,6 +476,26 @@ class KVWorker:
                                                     ctypes.byref(self._w)))
         self._held = {}
         self._mu = threading.Lock()
+        self._deadline = None  # ms, None: PS_REQUEST_TIMEOUT's
+        if timeout_ms is not None:
+            try:
+                self.set_timeout(timeout_ms)
+            except BaseException:
+                self.close()
+                raise
+
+    def set_timeout(self, timeout_ms):
+        """The deadline of this worker's requests from now on: one not
+        complete timeout_ms after it was made fails, and wait() raises
+        PsliteError (errno ETIMEDOUT) naming the node that did not answer.
+        0: no deadline. The default is PS_REQUEST_TIMEOUT (seconds, 300).
+        C's psl_kv_worker_set_timeout."""
+        if isinstance(timeout_ms, bool) or not isinstance(timeout_ms, int) or timeout_ms < 0:
+            raise ValueError("timeout_ms=%r: expected an integer >= 0 (milliseconds; 0 for "
+                             "no deadline)" % (timeout_ms,))
+        _check("set_timeout(%d)" % timeout_ms,
+               _lib().psl_kv_worker_set_timeout(self._w, timeout_ms))
+        self._deadline = timeout_ms
 
     def _ordered(self, cbufs, call, need_event=True):
         """call() ordered with PyTorch's current stream when a CUDA tensor
@@ -492,11 +533,9 @@ class KVWorker:
         """Wait for request ts; returns the number of values a pull received.
         With timeout_ms, raises PsliteError (errno ETIMEDOUT) if it is still
         pending then: it goes on (keep its buffers), wait for it again."""
-        rc = _wait(self._w, ts, timeout_ms)
-        if rc == -_errno.ETIMEDOUT:
-            _check("request %d after %d ms" % (ts, timeout_ms), rc)
+        rc, hint = _waited("request %d" % ts, self._w, ts, timeout_ms, self._deadline)
         held = self._held.pop(ts, None)
-        _check("request %d" % ts, rc)
+        _check("request %d" % ts, rc, hint)
         return held[0].num_vals if held else 0
 
     def close(self):
@@ -685,11 +724,16 @@ class AFWorker:
     several tensors to the FFN servers and pulls the answers into the pull
     tensors, zero-copy both ways; wait() returns the batch's timestamps."""
 
-    def __init__(self, app_id=0, customer_id=0, dtype="float32", broadcast=False):
-        self._kv = KVWorker(app_id, customer_id, dtype)
+    def __init__(self, app_id=0, customer_id=0, dtype="float32", broadcast=False,
+                 timeout_ms=None):
+        self._kv = KVWorker(app_id, customer_id, dtype, timeout_ms)
         self._size, self._dtname = self._kv._size, dtype
         self._flags = 1 if broadcast else 0
         self._held = {}
+
+    def set_timeout(self, timeout_ms):
+        """The deadline of this worker's batches (KVWorker.set_timeout)."""
+        self._kv.set_timeout(timeout_ms)
 
     def push_pull(self, push_tensors, push_keys, pull_tensors, pull_keys, cmd=0,
                   need_event=True):
@@ -710,11 +754,10 @@ class AFWorker:
         """Wait for a batch; returns its times (ns, CLOCK_MONOTONIC) and the
         values each pull tensor received. With timeout_ms, raises PsliteError
         (errno ETIMEDOUT) if it is still pending then; wait for it again."""
-        rc = _wait(self._kv._w, handle, timeout_ms)
-        if rc == -_errno.ETIMEDOUT:
-            _check("batch %d after %d ms" % (handle, timeout_ms), rc)
+        rc, hint = _waited("batch %d" % handle, self._kv._w, handle, timeout_ms,
+                           self._kv._deadline)
         held = self._held.pop(handle, None)
-        _check("batch %d" % handle, rc)
+        _check("batch %d" % handle, rc, hint)
         if held is None:
             return {}
         t = held[0].times

@@ -24,6 +24,7 @@
 
 #include "clock.h"
 #include "customer.h"
+#include "kv.h"
 #include "kv_tensor.h"
 #include "message.h"
 #include "postoffice.h"
@@ -623,11 +624,14 @@ static void test_server_responses(void **state)
 		assert_int_equal(psl_kv_respond(g_req[2], &res), -EINVAL);
 		log = capture_end(&c);
 		free(log);
+		assert_string_equal(psl_last_error(),
+				    "psl_kv_respond: lens add up to 2 values but 3 were given");
 		assert_int_equal(g_nsent, before + 1);
 		s = &g_sent[g_nsent - 1];
 		assert_int_equal(s->m.timestamp, 302);
 		assert_int_equal(s->m.option, -EINVAL);
 		assert_int_equal(s->nseg, 0);
+		assert_int_equal(s->m.val_len, 0); /* (the pull's was 2) */
 	}
 	/* zero-copy with nothing to send: done at once */
 	g_done_calls = 0;
@@ -909,6 +913,13 @@ static void test_held_fails_back(void **state)
 	assert_int_equal(g_sent[0].m.timestamp, 21);
 	assert_int_equal(g_sent[0].m.option, -ENXIO);
 	assert_int_equal(g_sent[0].nseg, 0);
+	/* the pull's key and addr echoed, but no values: val_len 0, or a C++
+	 * worker's RDMA or UCX van would take val_len bytes of its own pull
+	 * buffer for the answer (docs/interop.md) */
+	assert_false(g_sent[0].m.push);
+	assert_int_equal(g_sent[0].m.key, 0x1234);
+	assert_int_equal(g_sent[0].m.addr, 0xABCD);
+	assert_int_equal(g_sent[0].m.val_len, 0);
 	assert_int_equal(g_released, g_delivered);
 	psl__po.cfg.held_timeout_s = 0;
 }
@@ -1013,6 +1024,53 @@ static void test_free_cancels(void **state)
 	assert_int_equal(g_released, g_delivered);
 }
 
+/* A late answer never completes a newer request: (a) after a worker whose
+ * wait timed out is freed, a new one with the same ids numbers its requests
+ * after the old one's, so the old request's late error answer is dropped
+ * and the new request gets its own; (b) when timestamps come round again
+ * (2^30 requests), one still pending keeps its own. */
+static void test_no_stale_answer(void **state)
+{
+	struct psl_kv_worker *w;
+	struct psl__customer *c;
+	uint64_t key = 3;
+	uint8_t v = 1;
+	struct psl_kv kv = {&key, 1, &v, 1, NULL, PSL_MEM_HOST, 0};
+	int ts1, ts2;
+	(void)state;
+
+	node_up(1);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_UINT8, &w), 0);
+	assert_int_equal(psl_kv_worker_set_timeout(w, 0), 0);
+	ts1 = psl_kv_push(w, &kv, 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait_timeout(w, ts1, 10), -ETIMEDOUT);
+	psl_kv_worker_free(w); /* cancels it */
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_UINT8, &w), 0);
+	ts2 = psl_kv_push(w, &kv, 0, NULL, NULL);
+	assert_int_equal(g_nsent, 2);
+	assert_int_not_equal(ts2, ts1);
+	reply(&g_sent[0], -EIO, 0, NULL, NULL); /* the late answer to ts1 */
+	assert_int_equal(psl_kv_wait_timeout(w, ts2, 0), -ETIMEDOUT);
+	reply(&g_sent[1], 0, 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, ts2), 0);
+
+	/* (b): ts2 + 1 still pending when the numbering comes round to it */
+	ts1 = psl_kv_push(w, &kv, 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait_timeout(w, ts1, 0), -ETIMEDOUT);
+	c = &w->c;
+	pthread_mutex_lock(&c->mu);
+	c->next_ts = ts1;
+	pthread_mutex_unlock(&c->mu);
+	ts2 = psl_kv_push(w, &kv, 0, NULL, NULL);
+	assert_int_equal(ts2, ts1 + 1);
+	reply(&g_sent[3], 0, 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, ts2), 0);
+	assert_int_equal(psl_kv_wait_timeout(w, ts1, 0), -ETIMEDOUT);
+	reply(&g_sent[2], 0, 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, ts1), 0);
+	psl_kv_worker_free(w);
+}
+
 /* ------------------------------------------------- STEPMESH_BIND_CPU_CORE -- */
 
 struct bind_probe {
@@ -1099,6 +1157,58 @@ static void test_last_error(void **state)
 	psl_kv_worker_free(w);
 }
 
+/* server, batch server, store, SimpleApp, barrier and query calls that fail
+ * leave the reason as psl_last_error(), and a call that succeeds empties it */
+static void test_last_error_server(void **state)
+{
+	struct psl_kv_server *srv;
+	struct psl_kv_batch_server *bs;
+	struct psl_kv_store *st;
+	struct psl_simple_app *app;
+	uint64_t b, e;
+	(void)state;
+
+	node_up_as(PSL_SERVER, 8, 1, 1);
+	assert_int_equal(psl_kv_server_new(0, PSL_FLOAT32, NULL, NULL, &srv), -EINVAL);
+	assert_string_equal(psl_last_error(), "psl_kv_server_new: handler is NULL");
+	assert_int_equal(psl_kv_server_new(0, PSL_FLOAT32, keep_handler, NULL, &srv), 0);
+	assert_string_equal(psl_last_error(), "");
+	assert_int_equal(psl_kv_server_new(0, PSL_FLOAT32, keep_handler, NULL, &srv), -EEXIST);
+	assert_non_null(strstr(psl_last_error(), "app 0 already has a server on this node"));
+	assert_int_equal(psl_kv_server_recv_buffer(srv, -1, 1, &b, 8, PSL_MEM_HOST, -1), -EINVAL);
+	assert_non_null(strstr(psl_last_error(), "worker_rank is negative"));
+	assert_int_equal(psl_kv_server_recv_buffer(srv, 0, 1, &b, 8, 7, -1), -EINVAL);
+	assert_non_null(strstr(psl_last_error(), "memory type 7 is neither PSL_MEM_HOST"));
+	psl_kv_server_free(srv);
+
+	assert_int_equal(psl_kv_store_new(1, PSL_FLOAT32, 9, &st), -EINVAL);
+	assert_non_null(strstr(psl_last_error(), "mode is neither PSL_KV_STORE_SUM"));
+	assert_int_equal(psl_kv_batch_server_new(2, PSL_FLOAT32, PSL_KV_BATCH_MAX + 1, NULL, NULL,
+						 &bs), -EINVAL);
+	assert_non_null(strstr(psl_last_error(), "max_tensors is above PSL_KV_BATCH_MAX"));
+	assert_int_equal(psl_kv_batch_server_new(2, PSL_FLOAT32, 0, NULL, NULL, &bs), 0);
+	assert_int_equal(psl_kv_batch_respond(bs, 77, NULL, 0), -ENOENT);
+	assert_non_null(strstr(psl_last_error(), "answer to batch 77, which is not held here"));
+	assert_int_equal(psl_kv_batch_next(bs, 0, NULL), -EINVAL);
+	assert_string_equal(psl_last_error(), "psl_kv_batch_next: req is NULL");
+	psl_kv_batch_server_free(bs);
+
+	assert_int_equal(psl_simple_app_new(3, 0, NULL, NULL, NULL, &app), 0);
+	assert_int_equal(psl_simple_request(app, 0, NULL, 0, 40000), -EINVAL);
+	assert_non_null(strstr(psl_last_error(), "recv_id 40000 is neither a node group"));
+	assert_int_equal(psl_simple_wait(app, -2), -EINVAL);
+	assert_non_null(strstr(psl_last_error(), "ts -2 is negative"));
+	psl_simple_app_free(app);
+
+	assert_int_equal(psl_barrier(0, 9), -EINVAL);
+	assert_non_null(strstr(psl_last_error(), "group 9 is no node group"));
+	assert_int_equal(psl_server_key_range(3, &b, &e), -EINVAL);
+	assert_string_equal(psl_last_error(), "psl_server_key_range: rank 3: this job has servers "
+					      "0 to 0");
+	assert_int_equal(psl_server_key_range(0, &b, &e), 0);
+	assert_string_equal(psl_last_error(), "");
+}
+
 #define T(f) cmocka_unit_test_teardown(f, node_down)
 
 int main(void)
@@ -1113,6 +1223,7 @@ int main(void)
 		T(test_worker_gets_enxio),  T(test_request_deadline),
 		T(test_free_cancels),	    T(test_batch_tensor_desc),
 		T(test_store),		T(test_last_error),
+		T(test_last_error_server),  T(test_no_stale_answer),
 	};
 	return cmocka_run_group_tests_name("kv", tests, NULL, NULL);
 }

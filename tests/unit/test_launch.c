@@ -3,7 +3,8 @@
  * machines: the task -> role mapping of --slurm, --mpi and --k8s (default
  * rule, -s, --servers-per-node, bad shapes), Slurm's host lists and task
  * counts, StatefulSet ordinals, host files (lines, files, placement, too
- * few slots), shell quoting and the variables passed over ssh.
+ * few slots), shell quoting and the variables passed over ssh; and
+ * tools/blame.c: which node a count refusal shows to be misconfigured.
  */
 #include <setjmp.h>
 #include <stdarg.h>
@@ -16,6 +17,7 @@
 
 #include <cmocka.h>
 
+#include "blame.h"
 #include "launch.h"
 
 static char err[512];
@@ -297,6 +299,47 @@ static void test_env_passed(void **state)
 	assert_false(psl_launch_env_passed("PSX=1"));
 }
 
+/* the refusal lines core/registration.c logs, at the node and at the
+ * scheduler, name the odd one by what pslite-run set */
+static void test_blame(void **state)
+{
+	struct psl_blame b;
+	char out[600];
+	(void)state;
+	assert_true(psl_blame_parse(
+	    "[pslite 17:05:53.412 worker] ERROR: the scheduler at 127.0.0.1:32673 refused this "
+	    "node's registration: DMLC_NUM_SERVER=2 at the worker at 127.0.0.1:38963, but "
+	    "DMLC_NUM_SERVER=1 at the scheduler at 127.0.0.1:32673: set the same value on every "
+	    "node",
+	    &b));
+	assert_true(b.own);
+	assert_string_equal(b.var, "DMLC_NUM_SERVER");
+	assert_int_equal(b.node_val, 2);
+	assert_int_equal(b.sched_val, 1);
+	assert_string_equal(b.node, "worker at 127.0.0.1:38963");
+	assert_int_equal(psl_blame_judge(&b, 1, "worker 0", out, sizeof(out)), 1);
+	assert_non_null(strstr(out, "worker 0 (the worker at 127.0.0.1:38963) is misconfigured: "
+				    "it has DMLC_NUM_SERVER=2, but pslite-run set DMLC_NUM_SERVER=1"));
+	assert_int_equal(psl_blame_judge(&b, 2, "worker 0", out, sizeof(out)), 2);
+	assert_non_null(strstr(out, "the scheduler is misconfigured: it has DMLC_NUM_SERVER=1"));
+	assert_int_equal(psl_blame_judge(&b, 3, "worker 0", out, sizeof(out)), 0);
+
+	assert_true(psl_blame_parse(
+	    "ERROR: refused the registration of the server at [::1]:4000: DMLC_GROUP_SIZE=4 at "
+	    "the server at [::1]:4000, but DMLC_GROUP_SIZE=1 at the scheduler at [::1]:9: set",
+	    &b));
+	assert_false(b.own);
+	assert_string_equal(b.node, "server at [::1]:4000");
+	assert_int_equal(psl_blame_judge(&b, 1, "scheduler", out, sizeof(out)), 1);
+	assert_non_null(strstr(out, "the server at [::1]:4000 is misconfigured"));
+
+	assert_false(psl_blame_parse("INFO: worker listening on 127.0.0.1:38963", &b));
+	assert_false(psl_blame_parse("refused this node's registration: the job's 1 server", &b));
+	assert_false(psl_blame_parse("refused this node's registration: DMLC_NUM_SERVER=2 at the "
+				     "worker at h:1, but DMLC_NUM_WORKER=1 at the scheduler",
+				     &b));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -305,7 +348,7 @@ int main(void)
 		cmocka_unit_test(test_tasks_per_node), cmocka_unit_test(test_k8s_ordinal),
 		cmocka_unit_test(test_hostfile_line),  cmocka_unit_test(test_hostfile_read),
 		cmocka_unit_test(test_hostfile_place), cmocka_unit_test(test_shell_quote),
-		cmocka_unit_test(test_env_passed),
+		cmocka_unit_test(test_env_passed),     cmocka_unit_test(test_blame),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
