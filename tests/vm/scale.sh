@@ -23,6 +23,10 @@ export UCX_TLS=rc_verbs,ud_verbs,self UCX_IB_GID_INDEX=0
 # verbs;ofi_rxm sizes its queues for FI_UNIVERSE_SIZE peers (its default
 # fails on rxe: fabric_verbs.sh); a scheduler has 2N of them
 export FI_PROVIDER=verbs FI_UNIVERSE_SIZE=${FI_UNIVERSE_SIZE:-$((2 * n + 8))}
+# 33 nodes on 2 emulated CPUs: while they all connect, the scheduler's
+# heartbeat answers were seen 20-46 s late (a loaded host), which the
+# default PS_HEARTBEAT_TIMEOUT (20 s) takes for a frozen scheduler
+export PS_HEARTBEAT_TIMEOUT=${PS_HEARTBEAT_TIMEOUT:-120}
 
 # the per-role summary of the nodes' --json lines of log $1
 roles() {
