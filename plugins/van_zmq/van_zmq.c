@@ -46,6 +46,14 @@
  * and a random nonce per connection cannot be claimed first. Without a
  * secret the identities are ps-lite's.
  *
+ * Lost peers: libzmq keeps what was sent to a peer in the DEALER's queue
+ * until it comes back, and frees a zero-copy frame (send_done) only then.
+ * When a peer is lost (or speaks another van), its connection is dropped
+ * with linger 0, so that libzmq lets go of those frames at once; those
+ * sends complete with the error, later ones fail until a handshake with it
+ * succeeds again (pslite-vantest --strict). A send's outcome waits for the
+ * handshake: libzmq writes to a peer of another van too (as ZMTP 1.0).
+ *
  * Bounds: each connection queues at most PS_ZMQ_RCVHWM messages on receive
  * (then TCP pushes back), and a frame (the meta or a segment) larger than
  * PS_ZMQ_MAX_MSG_MB closes the connection it came on (ZMQ_MAXMSGSIZE);
@@ -93,6 +101,8 @@ struct zpeer {
 	bool up;
 	bool tcp_connected; /* TCP is up, the ZMTP handshake not (yet) */
 	bool mismatch_told;
+	int lost;	    /* -errno while the peer is lost (sends fail), else 0 */
+	struct zlink *link; /* what the sends queued now complete with */
 	char host[64];
 	int port;
 	char endpoint[128];
@@ -178,12 +188,74 @@ static void zrmsg_put(struct zrmsg *r)
 	psl_van_cache_put(&pool, r, zrmsg_bytes(r->nframes));
 }
 
+/* The outcome of the sends queued on one connection of a DEALER, shared by
+ * their trackers. Until it is known (LINK_OPEN: no ZMTP handshake seen yet,
+ * or the connection is being torn down) a send whose frames libzmq let go
+ * of waits here: libzmq also writes to a peer that is no ZeroMQ node (it
+ * takes it for ZMTP 1.0), and drops what it queued when the connection is
+ * lost. Then 0 (the handshake succeeded) or the -errno it was lost with. */
+#define LINK_OPEN 1
+struct zlink {
+	atomic_int refs;
+	atomic_int err; /* LINK_OPEN, 0 or -errno; changed under mu */
+	pthread_mutex_t mu;
+	struct ztrack *waiting;
+};
+
 /* Counts the zero-copy frames of one send still held by libzmq. */
 struct ztrack {
 	atomic_int refs;
 	void *cookie;
 	const struct psl_van_host *host;
+	struct zlink *link;
+	struct ztrack *next; /* waiting on its link */
 };
+
+static struct zlink *link_new(void)
+{
+	struct zlink *l = malloc(sizeof(*l));
+	if (l) {
+		atomic_init(&l->refs, 1);
+		atomic_init(&l->err, LINK_OPEN);
+		pthread_mutex_init(&l->mu, NULL);
+		l->waiting = NULL;
+	}
+	return l;
+}
+
+static void link_put(struct zlink *l)
+{
+	if (l && atomic_fetch_sub(&l->refs, 1) == 1) {
+		pthread_mutex_destroy(&l->mu);
+		free(l);
+	}
+}
+
+/* libzmq let go of every frame of t's send: send_done with status err. */
+static void track_done(struct ztrack *t, int err)
+{
+	link_put(t->link);
+	t->host->send_done(t->host->ctx, t->cookie, err);
+	free(t);
+}
+
+/* Sets l's outcome (LINK_OPEN: unknown again) and completes the sends that
+ * waited for it. Never with the peer's mu held: send_done may send. */
+static void link_settle(struct zlink *l, int err)
+{
+	struct ztrack *t;
+	pthread_mutex_lock(&l->mu);
+	atomic_store(&l->err, err);
+	t = err == LINK_OPEN ? NULL : l->waiting;
+	if (t)
+		l->waiting = NULL;
+	pthread_mutex_unlock(&l->mu);
+	while (t) {
+		struct ztrack *n = t->next;
+		track_done(t, err);
+		t = n;
+	}
+}
 
 static void wake(struct psl_van *v)
 {
@@ -301,10 +373,23 @@ static void zfree(void *data, void *hint)
 {
 	struct ztrack *t = hint;
 	(void)data;
-	if (atomic_fetch_sub(&t->refs, 1) == 1) {
-		t->host->send_done(t->host->ctx, t->cookie, 0);
-		free(t);
+	struct zlink *l = t->link;
+	int err;
+	if (atomic_fetch_sub(&t->refs, 1) != 1)
+		return;
+	err = l ? atomic_load(&l->err) : 0;
+	if (err == LINK_OPEN) {
+		pthread_mutex_lock(&l->mu);
+		err = atomic_load(&l->err);
+		if (err == LINK_OPEN) {
+			t->next = l->waiting;
+			l->waiting = t;
+		}
+		pthread_mutex_unlock(&l->mu);
+		if (err == LINK_OPEN)
+			return;
 	}
+	track_done(t, err);
 }
 
 static int send_frame(zmq_msg_t *m, void *sock, int flags)
@@ -368,6 +453,7 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 		atomic_init(&t->refs, (int)zc + 1);
 		t->cookie = cookie;
 		t->host = v->host;
+		t->link = NULL;
 	}
 	pthread_rwlock_rdlock(&v->lock);
 	p = peer_get(v, id);
@@ -377,6 +463,13 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 		return -EHOSTUNREACH;
 	}
 	pthread_mutex_lock(&p->mu);
+	if (p->lost) { /* (until the handshake succeeds again) */
+		rc = p->lost;
+		pthread_mutex_unlock(&p->mu);
+		pthread_rwlock_unlock(&v->lock);
+		free(t);
+		return rc;
+	}
 	zmq_msg_init_size(&m, meta_len);
 	memcpy(zmq_msg_data(&m), meta, meta_len);
 	rc = send_frame(&m, p->sock, nseg ? ZMQ_SNDMORE : 0);
@@ -385,6 +478,10 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 		pthread_rwlock_unlock(&v->lock);
 		free(t);
 		return rc;
+	}
+	if (t && p->link) {
+		t->link = p->link;
+		atomic_fetch_add(&t->link->refs, 1);
 	}
 	for (i = 0; i < nseg; i++) {
 		int flags = i + 1 < nseg ? ZMQ_SNDMORE : 0;
@@ -672,6 +769,52 @@ out:
 	close(fd);
 }
 
+/* The connection to p is lost (err, -errno), on the receive thread: what
+ * libzmq still queues for p is dropped now (linger 0: it lets go of the
+ * frames), those sends complete with err, and sends to p fail at once until
+ * a handshake succeeds again; the DEALER connects anew, for a peer that
+ * comes back. */
+static void peer_lost(struct psl_van *v, struct zpeer *p, int err)
+{
+	struct zlink *old, *fresh = link_new();
+	int zero = 0;
+
+	pthread_mutex_lock(&p->mu);
+	p->lost = err;
+	old = p->link;
+	link_settle(old, LINK_OPEN); /* (what libzmq drops now waits) */
+	if (fresh) /* (else later sends complete with err too) */
+		p->link = fresh;
+	else
+		atomic_fetch_add(&old->refs, 1);
+	zmq_setsockopt(p->sock, ZMQ_LINGER, &zero, sizeof(zero));
+	if (zmq_disconnect(p->sock, p->endpoint) != 0)
+		LOG(v, PSL_VAN_LOG_DEBUG, "node %d: disconnect %s: %s", p->id, p->endpoint,
+		    zmq_strerror(errno));
+	zmq_setsockopt(p->sock, ZMQ_LINGER, &v->linger_ms, sizeof(v->linger_ms));
+	if (zmq_connect(p->sock, p->endpoint) != 0)
+		LOG(v, PSL_VAN_LOG_WARN, "node %d: cannot connect to %s again: %s", p->id,
+		    p->endpoint, zmq_strerror(errno));
+	pthread_mutex_unlock(&p->mu);
+	link_settle(old, err);
+	link_put(old);
+}
+
+/* The ZMTP handshake with p succeeded (receive thread): sends to p are
+ * taken again, and those that waited for it completed. */
+static void peer_reached(struct zpeer *p)
+{
+	struct zlink *l;
+	pthread_mutex_lock(&p->mu);
+	p->lost = 0;
+	l = p->link;
+	atomic_fetch_add(&l->refs, 1);
+	pthread_mutex_unlock(&p->mu);
+	if (atomic_load(&l->err) == LINK_OPEN)
+		link_settle(l, 0);
+	link_put(l);
+}
+
 static void report_mismatch(struct psl_van *v, struct zpeer *p)
 {
 	char other[PSL_VAN_NAME_LEN_MAX + 1], detail[480];
@@ -681,6 +824,7 @@ static void report_mismatch(struct psl_van *v, struct zpeer *p)
 	if (!other[0] && p->up)
 		return;
 	p->mismatch_told = true;
+	peer_lost(v, p, -EPROTO);
 	if (other[0])
 		snprintf(detail, sizeof(detail), "%s runs van '%s'", p->endpoint, other);
 	else
@@ -723,6 +867,7 @@ static void read_monitor(struct psl_van *v, struct zpeer *p)
 			break;
 		case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
 			p->tcp_connected = false;
+			peer_reached(p);
 			if (!p->up) {
 				p->up = true;
 				v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_UP, 0, NULL);
@@ -733,6 +878,7 @@ static void read_monitor(struct psl_van *v, struct zpeer *p)
 				p->up = false;
 				snprintf(detail, sizeof(detail), "%s closed the connection",
 					 p->endpoint);
+				peer_lost(v, p, -ECONNRESET);
 				v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_DOWN,
 						    -ECONNRESET, detail);
 			} else if (p->tcp_connected) {
@@ -758,6 +904,10 @@ static void peer_close(struct psl_van *v, struct zpeer *p)
 	zmq_setsockopt(p->sock, ZMQ_LINGER, &v->linger_ms, sizeof(v->linger_ms));
 	zmq_close(p->sock);
 	zmq_close(p->mon);
+	/* what libzmq still holds for a peer never reached did not reach it */
+	if (atomic_load(&p->link->err) == LINK_OPEN)
+		link_settle(p->link, -ENOTCONN);
+	link_put(p->link);
 	pthread_mutex_destroy(&p->mu);
 	free(p);
 }
@@ -1073,6 +1223,11 @@ static int zconnect(struct psl_van *v, const struct psl_van_peer *peer, int32_t 
 	if (!p)
 		return -ENOMEM;
 	p->id = id;
+	p->link = link_new();
+	if (!p->link) {
+		free(p);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&p->mu, NULL);
 	atomic_init(&p->rx_pending, false);
 	numeric_host(peer->host, host, sizeof(host));
@@ -1148,6 +1303,7 @@ fail: {
 		zmq_close(p->sock);
 	if (p->mon)
 		zmq_close(p->mon);
+	link_put(p->link);
 	pthread_mutex_destroy(&p->mu);
 	free(p);
 	return -e;
