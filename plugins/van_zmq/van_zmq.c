@@ -101,6 +101,7 @@ struct zpeer {
 	bool up;
 	bool tcp_connected; /* TCP is up, the ZMTP handshake not (yet) */
 	bool mismatch_told;
+	bool drop; /* disconnected (the node is lost): close with linger 0 */
 	int lost;	    /* -errno while the peer is lost (sends fail), else 0 */
 	struct zlink *link; /* what the sends queued now complete with */
 	char host[64];
@@ -900,13 +901,18 @@ static void read_monitor(struct psl_van *v, struct zpeer *p)
 
 static void peer_close(struct psl_van *v, struct zpeer *p)
 {
+	int zero = 0, err = atomic_load(&p->link->err);
 	zmq_socket_monitor(p->sock, NULL, 0);
-	zmq_setsockopt(p->sock, ZMQ_LINGER, &v->linger_ms, sizeof(v->linger_ms));
+	if (p->drop) { /* what libzmq still holds for a lost node goes now */
+		link_settle(p->link, LINK_OPEN);
+		err = -ECONNRESET;
+	}
+	zmq_setsockopt(p->sock, ZMQ_LINGER, p->drop ? &zero : &v->linger_ms, sizeof(int));
 	zmq_close(p->sock);
 	zmq_close(p->mon);
-	/* what libzmq still holds for a peer never reached did not reach it */
-	if (atomic_load(&p->link->err) == LINK_OPEN)
-		link_settle(p->link, -ENOTCONN);
+	/* (what libzmq still holds for a peer never reached did not reach it) */
+	if (p->drop || err == LINK_OPEN)
+		link_settle(p->link, p->drop ? err : -ENOTCONN);
 	link_put(p->link);
 	pthread_mutex_destroy(&p->mu);
 	free(p);
@@ -1317,6 +1323,7 @@ static int zdisconnect(struct psl_van *v, int32_t id)
 	p = peer_get(v, id);
 	if (p) {
 		v->peers[id] = NULL;
+		p->drop = true;
 		p->next = v->grave;
 		v->grave = p;
 		atomic_fetch_add(&v->gen, 1);
