@@ -306,7 +306,9 @@ PSL_EXPORT void psl_kv_worker_free(struct psl_kv_worker *w);
  *
  * push/pull/pushpull copy the keys, values and lens before returning. The
  * z-forms (zero-copy) use the caller's memory directly: it must stay valid
- * and unchanged until the request completes.
+ * and unchanged until the request completes. A request, succeeded or failed
+ * (a server lost, a deadline), completes only once no van holds any of its
+ * buffers any more: they may be freed or reused as soon as it has.
  * For pulls, `out` (and its buffers) must stay valid until completion in both
  * forms. cmd is the application's command, carried as the meta's head.
  */
