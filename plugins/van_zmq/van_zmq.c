@@ -411,13 +411,52 @@ static struct zpeer *peer_get(struct psl_van *v, int id)
 	return (id >= 0 && id < v->npeers) ? v->peers[id] : NULL;
 }
 
+/* A tracked send's frames up to this size are copied: cheaper than having
+ * libzmq tell when it let go of them. Their send still completes only once
+ * the connection's outcome is known (struct zlink). */
+#define COPY_MAX 1024
+
+/* Whether segment s of a send with cookie goes as it is and is tracked. */
+static bool tracked(const struct psl_van_seg *s, void *cookie)
+{
+	return cookie && s->len > COPY_MAX;
+}
+
+/* The data frame of segment s: copied, tracked by t, or constant. */
+static void frame_init(zmq_msg_t *m, const struct psl_van_seg *s, void *cookie,
+		       struct ztrack *t)
+{
+	if (!s->len) {
+		zmq_msg_init(m);
+	} else if (!tracked(s, cookie) && cookie) {
+		zmq_msg_init_size(m, s->len);
+		memcpy(zmq_msg_data(m), s->data, s->len);
+	} else if (t) {
+		zmq_msg_init_data(m, (void *)s->data, s->len, zfree, t);
+	} else { /* constant message: no copy, no allocation, no callback */
+		zmq_msg_init_data(m, (void *)s->data, s->len, NULL, NULL);
+	}
+}
+
+static struct ztrack *track_new(struct psl_van *v, void *cookie, int refs)
+{
+	struct ztrack *t = malloc(sizeof(*t));
+	if (t) {
+		atomic_init(&t->refs, refs);
+		t->cookie = cookie;
+		t->host = v->host;
+		t->link = NULL;
+	}
+	return t;
+}
+
 static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
 		 const struct psl_van_seg *segs, uint32_t nseg, void *cookie)
 {
 	struct ztrack *t = NULL;
 	struct zpeer *p;
 	zmq_msg_t m;
-	uint32_t i, zc = 0;
+	uint32_t i, zc = 0, copied = 0;
 	int rc, ev = 0;
 	size_t evlen = sizeof(ev);
 
@@ -437,7 +476,8 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 			    i);
 			return -EINVAL;
 		}
-		zc += segs[i].len > 0;
+		zc += tracked(&segs[i], cookie);
+		copied += segs[i].len && !tracked(&segs[i], cookie);
 		if ((int64_t)segs[i].len > v->max_msg) {
 			LOG(v, PSL_VAN_LOG_ERROR,
 			    "cannot send segment %u of %zu bytes to node %d: larger than "
@@ -447,15 +487,8 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 			return -EMSGSIZE;
 		}
 	}
-	if (cookie && zc) {
-		t = malloc(sizeof(*t));
-		if (!t)
-			return -ENOMEM;
-		atomic_init(&t->refs, (int)zc + 1);
-		t->cookie = cookie;
-		t->host = v->host;
-		t->link = NULL;
-	}
+	if (cookie && zc && !(t = track_new(v, cookie, (int)zc + 1)))
+		return -ENOMEM;
 	pthread_rwlock_rdlock(&v->lock);
 	p = peer_get(v, id);
 	if (!p) {
@@ -470,6 +503,13 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 		pthread_rwlock_unlock(&v->lock);
 		free(t);
 		return rc;
+	}
+	/* copied data before the handshake: its outcome is not known yet */
+	if (cookie && !t && copied && atomic_load(&p->link->err) != 0 &&
+	    !(t = track_new(v, cookie, 1))) {
+		pthread_mutex_unlock(&p->mu);
+		pthread_rwlock_unlock(&v->lock);
+		return -ENOMEM;
 	}
 	zmq_msg_init_size(&m, meta_len);
 	memcpy(zmq_msg_data(&m), meta, meta_len);
@@ -486,12 +526,7 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 	}
 	for (i = 0; i < nseg; i++) {
 		int flags = i + 1 < nseg ? ZMQ_SNDMORE : 0;
-		if (!segs[i].len)
-			zmq_msg_init(&m);
-		else if (t)
-			zmq_msg_init_data(&m, (void *)segs[i].data, segs[i].len, zfree, t);
-		else /* constant message: no copy, no allocation, no callback */
-			zmq_msg_init_data(&m, (void *)segs[i].data, segs[i].len, NULL, NULL);
+		frame_init(&m, &segs[i], cookie, t);
 		rc = send_frame(&m, p->sock, flags);
 		if (rc) {
 			/* libzmq owns what it took; frames not yet made still count */
@@ -500,7 +535,7 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 			    i, zmq_strerror(-rc));
 			if (t)
 				for (j = i + 1; j < nseg; j++)
-					if (segs[j].len)
+					if (tracked(&segs[j], cookie))
 						atomic_fetch_sub(&t->refs, 1);
 			break;
 		}
@@ -511,10 +546,10 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 		wake(v);
 	pthread_mutex_unlock(&p->mu);
 	pthread_rwlock_unlock(&v->lock);
-	if (cookie && !zc)
-		v->host->send_done(v->host->ctx, cookie, 0);
-	else if (t)
+	if (t)
 		zfree(NULL, t); /* the sender's own reference */
+	else if (cookie)
+		v->host->send_done(v->host->ctx, cookie, 0);
 	return 0;
 }
 
