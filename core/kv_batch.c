@@ -276,7 +276,10 @@ static void kvb_free(struct kvb *q)
 	free(q);
 }
 
-static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, int cmd)
+/* ref: a hold of the batch (the caller's tensors and q's keys go out as
+ * they are), given back here if the message is not sent. */
+static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, int cmd,
+		    struct psl__sendref *ref)
 {
 	struct bmsg *g = &q->msg[i];
 	int id = psl__server_id(g->rank), count = q->first[g->rank + 1] - q->first[g->rank];
@@ -288,8 +291,10 @@ static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, in
 	char shape[PSL__TDESC_BODY];
 	int rc = psl__send_check(id);
 
-	if (rc)
+	if (rc) {
+		ref->done(ref, rc);
 		return rc;
+	}
 	psl__kv_request_meta(w, &m, cmd, ts, push, id);
 	m.key = g->key;
 	m.addr = (uint64_t)(uintptr_t)t->vals;
@@ -307,7 +312,7 @@ static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, in
 		segs[1] = (struct psl_van_seg){push ? t->vals : NULL, push ? t->len * w->esz : 0,
 					       push && t->len ? t->mem : PSL_MEM_HOST,
 					       push && t->len && t->mem ? t->dev : -1, NULL};
-	return psl__send(&m, segs, 2, NULL);
+	return psl__send(&m, segs, 2, ref);
 }
 
 static int batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int cmd, int flags,
@@ -374,15 +379,16 @@ static int batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 	for (i = 0; i < (size_t)maxn; i++) {
 		for (rank = 0; rank < S; rank++) {
 			int id = psl__server_id(rank);
-			bool alive;
+			struct psl__sendref *ref = NULL;
 			if ((int)i >= q->first[rank + 1] - q->first[rank])
 				continue;
 			pthread_mutex_lock(&c->mu);
-			alive = psl__req_awaits_locked(c, r, id);
+			if (psl__req_awaits_locked(c, r, id))
+				ref = psl__req_hold_sends_locked(r, 1);
 			pthread_mutex_unlock(&c->mu);
-			if (!alive)
+			if (!ref)
 				continue; /* that server already failed the request */
-			rc = send_msg(w, q, ts, (size_t)q->first[rank] + i, cmd);
+			rc = send_msg(w, q, ts, (size_t)q->first[rank] + i, cmd, ref);
 			if (rc) {
 				char d[96];
 				PSL_LOG(rc == -EHOSTDOWN || rc == -ENOLINK ? PSL_LOG_DEBUG

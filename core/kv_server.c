@@ -354,8 +354,7 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 			cp->user_arg = done_arg;
 		}
 		/* CUDA values the van cannot take (or that the caller does not
-		 * keep: psl_kv_respond) are staged in pinned memory; after that
-		 * copy nothing of the caller's is referenced */
+		 * keep: psl_kv_respond) are staged in pinned memory */
 		if (vmem == PSL_MEM_CUDA && vb && !copy && psl__cuda_direct() &&
 		    (rc = psl__kv_cuda_ready(q->stream, res->dev))) {
 			/* (the van reads it itself: after the caller's work) */
@@ -374,10 +373,8 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 				psl_kv_respond_error(&q->pub, rc);
 				return rc;
 			}
-			if (!copy && cp->user_done) {
-				cp->user_done = NULL;
-				PSL__USER_CALL(done(done_arg));
-			}
+			/* (a zero-copy response's keys and lens still go as
+			 * they are: its done waits for the van all the same) */
 			vmem = PSL_MEM_HOST;
 		}
 		if (!vb)

@@ -152,11 +152,13 @@ static int check_ready(struct psl_kv_worker *w)
 	return 0;
 }
 
-/* Sends one slice to server rank r. */
+/* Sends one slice to server rank r. Its data is cp's, or else the caller's,
+ * which the request's completion waits for: zref (a hold of the request,
+ * given back here if the slice is not sent). */
 static int send_slice(struct psl_kv_worker *w, int ts, int r, bool push, int cmd,
 		      const uint64_t *keys, size_t nk, const void *vals, size_t nv,
 		      const int *lens, void *out_ptr, size_t out_elems, struct psl__kv_copy *cp,
-		      const struct mem_of *mo)
+		      struct psl__sendref *zref, const struct mem_of *mo)
 {
 	struct psl__meta m;
 	struct psl_van_seg segs[3];
@@ -164,8 +166,11 @@ static int send_slice(struct psl_kv_worker *w, int ts, int r, bool push, int cmd
 	int id = psl__server_id(r);
 	int rc = psl__send_check(id);
 
-	if (rc)
+	if (rc) {
+		if (zref)
+			zref->done(zref, rc);
 		return rc;
+	}
 	psl__kv_request_meta(w, &m, cmd, ts, push, id);
 	m.key = 0;
 	m.option = 0;
@@ -189,7 +194,7 @@ static int send_slice(struct psl_kv_worker *w, int ts, int r, bool push, int cmd
 	}
 	if (cp)
 		atomic_fetch_add(&cp->refs, 1);
-	return psl__send(&m, segs, n, cp ? &cp->ref : NULL);
+	return psl__send(&m, segs, n, cp ? &cp->ref : zref);
 }
 
 /* ----------------------------------------------------------- requests -- */
@@ -233,7 +238,9 @@ static void send_failed(struct psl_kv_worker *w, int ts, int r, int rc)
 	fail_target(&w->c, ts, psl__server_id(r), rc);
 }
 
-static void send_pushes(struct job *j, int ts, const struct slice *sl, int S)
+/* zref: the push's hold for each slice (the caller's data), or NULL. */
+static void send_pushes(struct job *j, int ts, const struct slice *sl, int S,
+			struct psl__sendref *zref)
 {
 	int r;
 	for (r = 0; r < S; r++) {
@@ -243,13 +250,23 @@ static void send_pushes(struct job *j, int ts, const struct slice *sl, int S)
 			continue;
 		rc = send_slice(j->w, ts, r, true, j->cmd, j->keys + sl[r].k0, nk,
 				(const char *)j->vals + sl[r].v0 * j->w->esz, sl[r].v1 - sl[r].v0,
-				j->lens ? j->lens + sl[r].k0 : NULL, NULL, 0, j->cp, &j->mo);
+				j->lens ? j->lens + sl[r].k0 : NULL, NULL, 0, j->cp, zref, &j->mo);
 		if (rc)
 			send_failed(j->w, ts, r, rc);
 	}
 }
 
-static void send_pulls(struct psl_kv_worker *w, struct pull *p, int ts)
+/* The slices of a pull with keys (one per server that has some). */
+static int pull_slices(const struct pull *p)
+{
+	int r, n = 0;
+	for (r = 0; r < p->nservers; r++)
+		n += p->part[r].k1 > p->part[r].k0;
+	return n;
+}
+
+/* zref: the pull's hold for each slice (the caller's keys), or NULL. */
+static void send_pulls(struct psl_kv_worker *w, struct pull *p, int ts, struct psl__sendref *zref)
 {
 	size_t per = p->out->cap && p->nkeys && p->out->cap % p->nkeys == 0
 			     ? p->out->cap / p->nkeys
@@ -268,7 +285,7 @@ static void send_pulls(struct psl_kv_worker *w, struct pull *p, int ts)
 			continue;
 		rc = send_slice(w, ts, r, false, p->cmd, p->keys + k0, nk, NULL, 0, NULL,
 				(char *)p->out->vals + k0 * per * w->esz, nk * per, p->keys_copy,
-				&p->mo);
+				zref, &p->mo);
 		if (rc)
 			send_failed(w, ts, r, rc);
 	}
@@ -321,6 +338,7 @@ static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 	struct slice sl_stack[16], *sl;
 	struct pull *p = NULL;
 	struct psl__req *rp = NULL, *rq = NULL, *fin[2] = {NULL, NULL};
+	struct psl__sendref *zp = NULL, *zq = NULL; /* (sends of the caller's data) */
 	struct trigger *trig = NULL;
 	int rc;
 
@@ -413,13 +431,18 @@ static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 	 * the receive thread: hold rq open until we are done sending */
 	if (rq && !fin[1] && !trig)
 		rq->holds++;
+	/* and each send of the caller's buffers until the van lets go */
+	if (rp && !fin[0] && !j->cp)
+		zp = psl__req_hold_sends_locked(rp, rp->awaiting);
+	if (rq && !fin[1] && !trig && !j->cp)
+		zq = psl__req_hold_sends_locked(rq, pull_slices(p));
 	pthread_mutex_unlock(&c->mu);
 
 	if (rp && !fin[0])
-		send_pushes(j, push_ts, sl, S);
+		send_pushes(j, push_ts, sl, S, zp);
 	if (rq && !fin[1] && !trig) {
 		bool done;
-		send_pulls(j->w, p, ts);
+		send_pulls(j->w, p, ts, zq);
 		pthread_mutex_lock(&c->mu);
 		done = psl__req_unhold_locked(c, rq, 0);
 		pthread_mutex_unlock(&c->mu);
@@ -492,6 +515,7 @@ static int do_request(struct psl_kv_worker *w, const struct psl_kv *kv, const ui
 		      psl_kv_cb cb, void *arg)
 {
 	struct job j = {0};
+	bool stage;
 	int rc;
 
 	psl__clear_error();
@@ -543,12 +567,14 @@ static int do_request(struct psl_kv_worker *w, const struct psl_kv *kv, const ui
 			j.mo.out_dev = out->dev;
 		}
 	}
-	if (copy && j.nkeys && (rc = copy_job(&j, (ops & OP_PUSH) != 0)))
-		return rc;
 	/* CUDA values go to the van as they are where it takes them and the
 	 * caller keeps them (z-forms); else they are staged in pinned memory:
-	 * the one copy a push makes anyway */
-	if (j.mo.send_mem == PSL_MEM_CUDA && j.nkeys && j.nvals && (copy || !psl__cuda_direct())) {
+	 * the one copy a push makes anyway (and then its keys are copied too:
+	 * a request's data is all copied, or all the caller's) */
+	stage = j.mo.send_mem == PSL_MEM_CUDA && j.nkeys && j.nvals && (copy || !psl__cuda_direct());
+	if ((copy || stage) && j.nkeys && (rc = copy_job(&j, (ops & OP_PUSH) != 0)))
+		return rc;
+	if (stage) {
 		rc = psl__kv_stage(&j.cp, j.vals, j.mo.user_dev, j.nvals * w->esz, j.mo.stream,
 				   &j.vals);
 		j.mo.send_mem = PSL_MEM_HOST;
@@ -762,8 +788,15 @@ static void kvw_on_complete(struct psl__customer *c, struct psl__req *r)
 	}
 	if (p->kind == KIND_TRIGGER) { /* the push half of a push-pull is done */
 		struct trigger *t = r->priv;
+		struct psl__sendref *zq = NULL;
+		struct psl__req *rq;
 		r->priv = NULL;
-		send_pulls(w, t->p, t->ts);
+		pthread_mutex_lock(&c->mu);
+		rq = psl__req_find_locked(c, t->ts); /* (held by this push) */
+		if (rq && !t->p->keys_copy)
+			zq = psl__req_hold_sends_locked(rq, pull_slices(t->p));
+		pthread_mutex_unlock(&c->mu);
+		send_pulls(w, t->p, t->ts, zq);
 		free(t);
 		return;
 	}

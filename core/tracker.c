@@ -5,6 +5,7 @@
 #include "config.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -36,6 +37,23 @@ void psl__tracker_free(struct psl__customer *c)
 	c->ring = NULL;
 }
 
+/* A send that held r (psl__req_hold_sends_locked): the van let go of its
+ * buffers. Its status does not fail r: a send lost with its peer fails r
+ * through the peer's loss (or r's deadline). */
+static void req_sent(struct psl__sendref *ref, int status)
+{
+	struct psl__req *r = (struct psl__req *)((char *)ref - offsetof(struct psl__req, sent));
+	struct psl__customer *c = r->owner;
+	bool done;
+
+	(void)status;
+	pthread_mutex_lock(&c->mu);
+	done = psl__req_unhold_locked(c, r, 0);
+	pthread_mutex_unlock(&c->mu);
+	if (done)
+		psl__req_finish(c, r);
+}
+
 static struct psl__req *req_alloc(struct psl__customer *c)
 {
 	struct psl__req *r = c->free_list;
@@ -46,6 +64,8 @@ static struct psl__req *req_alloc(struct psl__customer *c)
 		if (!r)
 			return NULL;
 		r->bits = (uint64_t *)(r + 1);
+		r->sent.done = req_sent;
+		r->owner = c;
 	}
 	return r;
 }

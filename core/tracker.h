@@ -9,6 +9,7 @@
 #include <stdint.h>
 
 #include "pslite.h"
+#include "van_host.h"
 
 enum { PSL__REQ_FREE = 0, PSL__REQ_PENDING, PSL__REQ_COMPLETING, PSL__REQ_DONE };
 
@@ -32,6 +33,11 @@ struct psl__req {
 	void *arg;
 	void *priv; /* the app layer's per-request state */
 	uint64_t *bits; /* which node indexes still owe a response */
+	/* the sendref of its sends whose buffers a van must let go of before
+	 * it completes (the caller's zero-copy data, its own state): each
+	 * such send holds it (psl__req_hold_sends_locked) */
+	struct psl__sendref sent;
+	struct psl__customer *owner;
 };
 
 struct psl__customer;
@@ -59,6 +65,15 @@ bool psl__req_awaits_locked(struct psl__customer *c, struct psl__req *r, int id)
 bool psl__req_answer_locked(struct psl__customer *c, struct psl__req *r, int id, int status);
 /* With c->mu held: one hold released. Same return as above. */
 bool psl__req_unhold_locked(struct psl__customer *c, struct psl__req *r, int status);
+/* With c->mu held: n sends of r are about to go out whose buffers r's
+ * completion must wait for. Returns the sendref to give psl__send for each
+ * (its done gives the hold back; call ref->done(ref, err) for one that is
+ * not passed to psl__send after all). */
+static inline struct psl__sendref *psl__req_hold_sends_locked(struct psl__req *r, int n)
+{
+	r->holds += n;
+	return &r->sent;
+}
 /* With c->mu held: one loan came back. Same return as above. */
 bool psl__req_loan_back_locked(struct psl__customer *c, struct psl__req *r, int status);
 /* Completes r: on_complete, callback, wake waiters, notify parent. */

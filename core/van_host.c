@@ -392,8 +392,8 @@ int psl__send(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg
 		psl__resender_on_send(m, buf, len, segs, nseg);
 	if (m->recver == psl__po.my_id && psl__po.my_id != PSL_EMPTY) {
 		rc = loopback(buf, len, segs, nseg);
-		if (!rc && ref)
-			ref->done(ref, 0);
+		if (ref)
+			ref->done(ref, rc);
 		if (buf != stack)
 			free(buf);
 		return rc;

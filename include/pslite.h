@@ -296,7 +296,10 @@ PSL_EXPORT int psl_kv_worker_new(int app_id, int customer_id, enum psl_dtype dty
 /* Waits for the worker's outstanding requests, then frees it. The wait is
  * bounded by their deadline (psl_kv_worker_set_timeout); requests for which
  * psl_kv_wait_timeout returned -ETIMEDOUT are cancelled at once (their
- * callbacks run with -ECANCELED). A response that arrives later is dropped. */
+ * callbacks run with -ECANCELED). A response that arrives later is dropped.
+ * A failed request still completes only once the van let go of its buffers
+ * (a van does so at once for a peer that is lost; a frozen peer's
+ * connection may hold them until it is lost or reads again). */
 PSL_EXPORT void psl_kv_worker_free(struct psl_kv_worker *w);
 
 /*
@@ -306,7 +309,9 @@ PSL_EXPORT void psl_kv_worker_free(struct psl_kv_worker *w);
  *
  * push/pull/pushpull copy the keys, values and lens before returning. The
  * z-forms (zero-copy) use the caller's memory directly: it must stay valid
- * and unchanged until the request completes.
+ * and unchanged until the request completes. A request, succeeded or failed
+ * (a server lost, a deadline), completes only once no van holds any of its
+ * buffers any more: they may be freed or reused as soon as it has.
  * For pulls, `out` (and its buffers) must stay valid until completion in both
  * forms. cmd is the application's command, carried as the meta's head.
  */
@@ -612,7 +617,8 @@ PSL_EXPORT int psl_simple_wait(struct psl_simple_app *app, int ts);
 /* The deadline of w's requests from now on: a request (push, pull,
  * push-pull, batch) not complete timeout_ms after it was made fails with
  * -ETIMEDOUT through its callback and psl_kv_wait, with a WARN naming the
- * node that did not answer. 0 = no deadline. The default is PS_REQUEST_TIMEOUT
+ * node that did not answer, once no van holds its buffers (later, while a
+ * van still sends them). 0 = no deadline. The default is PS_REQUEST_TIMEOUT
  * (seconds, 300). 0, or -EINVAL for a negative timeout_ms. */
 PSL_EXPORT int psl_kv_worker_set_timeout(struct psl_kv_worker *w, int timeout_ms);
 

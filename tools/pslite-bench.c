@@ -652,7 +652,8 @@ static void run_push_then_pull(struct wctx *w)
 	free(l);
 }
 
-/* The buffers a worker thread lent the van (zero-copy), after psl_finalize. */
+/* The buffers a worker thread lent the van (zero-copy): freed once its
+ * requests completed (psl_kv_worker_free), when no van holds them. */
 static void worker_free_buffers(struct wctx *w)
 {
 	int k;
@@ -751,12 +752,7 @@ static void *worker_main(void *arg)
 out:
 	psl_kv_worker_free(w->kv); /* (waits for what is still in flight) */
 	free(warm);
-	/* keys, lens, values and pull buffers went to the van without a copy:
-	 * after a lost node (the scheduler, say) requests fail at once while a
-	 * van may still be sending them to a live server (AddressSanitizer saw
-	 * libzmq's io thread read the lens after they were freed here), so
-	 * they, and what pulls write into, are freed after psl_finalize
-	 * (worker_free_buffers), when the van has let go */
+	worker_free_buffers(w);
 	free(w->slots);
 	free(w->ts);
 	return NULL;
@@ -1068,8 +1064,6 @@ worker:
 			atomic_load(&g_server_bad));
 		exit_code = 1;
 	}
-	for (i = 0; workers && i < nthread; i++)
-		worker_free_buffers(&workers[i]);
 	free(workers);
 	node_report(role, my_rank);
 	return job_lost(role, exit_code);

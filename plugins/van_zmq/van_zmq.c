@@ -46,6 +46,14 @@
  * and a random nonce per connection cannot be claimed first. Without a
  * secret the identities are ps-lite's.
  *
+ * Lost peers: libzmq keeps what was sent to a peer in the DEALER's queue
+ * until it comes back, and frees a zero-copy frame (send_done) only then.
+ * When a peer is lost (or speaks another van), its connection is dropped
+ * with linger 0, so that libzmq lets go of those frames at once; those
+ * sends complete with the error, later ones fail until a handshake with it
+ * succeeds again (pslite-vantest --strict). A send's outcome waits for the
+ * handshake: libzmq writes to a peer of another van too (as ZMTP 1.0).
+ *
  * Bounds: each connection queues at most PS_ZMQ_RCVHWM messages on receive
  * (then TCP pushes back), and a frame (the meta or a segment) larger than
  * PS_ZMQ_MAX_MSG_MB closes the connection it came on (ZMQ_MAXMSGSIZE);
@@ -93,6 +101,9 @@ struct zpeer {
 	bool up;
 	bool tcp_connected; /* TCP is up, the ZMTP handshake not (yet) */
 	bool mismatch_told;
+	bool drop; /* disconnected (the node is lost): close with linger 0 */
+	int lost;	    /* -errno while the peer is lost (sends fail), else 0 */
+	struct zlink *link; /* what the sends queued now complete with */
 	char host[64];
 	int port;
 	char endpoint[128];
@@ -178,12 +189,74 @@ static void zrmsg_put(struct zrmsg *r)
 	psl_van_cache_put(&pool, r, zrmsg_bytes(r->nframes));
 }
 
+/* The outcome of the sends queued on one connection of a DEALER, shared by
+ * their trackers. Until it is known (LINK_OPEN: no ZMTP handshake seen yet,
+ * or the connection is being torn down) a send whose frames libzmq let go
+ * of waits here: libzmq also writes to a peer that is no ZeroMQ node (it
+ * takes it for ZMTP 1.0), and drops what it queued when the connection is
+ * lost. Then 0 (the handshake succeeded) or the -errno it was lost with. */
+#define LINK_OPEN 1
+struct zlink {
+	atomic_int refs;
+	atomic_int err; /* LINK_OPEN, 0 or -errno; changed under mu */
+	pthread_mutex_t mu;
+	struct ztrack *waiting;
+};
+
 /* Counts the zero-copy frames of one send still held by libzmq. */
 struct ztrack {
 	atomic_int refs;
 	void *cookie;
 	const struct psl_van_host *host;
+	struct zlink *link;
+	struct ztrack *next; /* waiting on its link */
 };
+
+static struct zlink *link_new(void)
+{
+	struct zlink *l = malloc(sizeof(*l));
+	if (l) {
+		atomic_init(&l->refs, 1);
+		atomic_init(&l->err, LINK_OPEN);
+		pthread_mutex_init(&l->mu, NULL);
+		l->waiting = NULL;
+	}
+	return l;
+}
+
+static void link_put(struct zlink *l)
+{
+	if (l && atomic_fetch_sub(&l->refs, 1) == 1) {
+		pthread_mutex_destroy(&l->mu);
+		free(l);
+	}
+}
+
+/* libzmq let go of every frame of t's send: send_done with status err. */
+static void track_done(struct ztrack *t, int err)
+{
+	link_put(t->link);
+	t->host->send_done(t->host->ctx, t->cookie, err);
+	free(t);
+}
+
+/* Sets l's outcome (LINK_OPEN: unknown again) and completes the sends that
+ * waited for it. Never with the peer's mu held: send_done may send. */
+static void link_settle(struct zlink *l, int err)
+{
+	struct ztrack *t;
+	pthread_mutex_lock(&l->mu);
+	atomic_store(&l->err, err);
+	t = err == LINK_OPEN ? NULL : l->waiting;
+	if (t)
+		l->waiting = NULL;
+	pthread_mutex_unlock(&l->mu);
+	while (t) {
+		struct ztrack *n = t->next;
+		track_done(t, err);
+		t = n;
+	}
+}
 
 static void wake(struct psl_van *v)
 {
@@ -301,10 +374,23 @@ static void zfree(void *data, void *hint)
 {
 	struct ztrack *t = hint;
 	(void)data;
-	if (atomic_fetch_sub(&t->refs, 1) == 1) {
-		t->host->send_done(t->host->ctx, t->cookie, 0);
-		free(t);
+	struct zlink *l = t->link;
+	int err;
+	if (atomic_fetch_sub(&t->refs, 1) != 1)
+		return;
+	err = l ? atomic_load(&l->err) : 0;
+	if (err == LINK_OPEN) {
+		pthread_mutex_lock(&l->mu);
+		err = atomic_load(&l->err);
+		if (err == LINK_OPEN) {
+			t->next = l->waiting;
+			l->waiting = t;
+		}
+		pthread_mutex_unlock(&l->mu);
+		if (err == LINK_OPEN)
+			return;
 	}
+	track_done(t, err);
 }
 
 static int send_frame(zmq_msg_t *m, void *sock, int flags)
@@ -325,13 +411,52 @@ static struct zpeer *peer_get(struct psl_van *v, int id)
 	return (id >= 0 && id < v->npeers) ? v->peers[id] : NULL;
 }
 
+/* A tracked send's frames up to this size are copied: cheaper than having
+ * libzmq tell when it let go of them. Their send still completes only once
+ * the connection's outcome is known (struct zlink). */
+#define COPY_MAX 1024
+
+/* Whether segment s of a send with cookie goes as it is and is tracked. */
+static bool tracked(const struct psl_van_seg *s, void *cookie)
+{
+	return cookie && s->len > COPY_MAX;
+}
+
+/* The data frame of segment s: copied, tracked by t, or constant. */
+static void frame_init(zmq_msg_t *m, const struct psl_van_seg *s, void *cookie,
+		       struct ztrack *t)
+{
+	if (!s->len) {
+		zmq_msg_init(m);
+	} else if (!tracked(s, cookie) && cookie) {
+		zmq_msg_init_size(m, s->len);
+		memcpy(zmq_msg_data(m), s->data, s->len);
+	} else if (t) {
+		zmq_msg_init_data(m, (void *)s->data, s->len, zfree, t);
+	} else { /* constant message: no copy, no allocation, no callback */
+		zmq_msg_init_data(m, (void *)s->data, s->len, NULL, NULL);
+	}
+}
+
+static struct ztrack *track_new(struct psl_van *v, void *cookie, int refs)
+{
+	struct ztrack *t = malloc(sizeof(*t));
+	if (t) {
+		atomic_init(&t->refs, refs);
+		t->cookie = cookie;
+		t->host = v->host;
+		t->link = NULL;
+	}
+	return t;
+}
+
 static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
 		 const struct psl_van_seg *segs, uint32_t nseg, void *cookie)
 {
 	struct ztrack *t = NULL;
 	struct zpeer *p;
 	zmq_msg_t m;
-	uint32_t i, zc = 0;
+	uint32_t i, zc = 0, copied = 0;
 	int rc, ev = 0;
 	size_t evlen = sizeof(ev);
 
@@ -351,7 +476,8 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 			    i);
 			return -EINVAL;
 		}
-		zc += segs[i].len > 0;
+		zc += tracked(&segs[i], cookie);
+		copied += segs[i].len && !tracked(&segs[i], cookie);
 		if ((int64_t)segs[i].len > v->max_msg) {
 			LOG(v, PSL_VAN_LOG_ERROR,
 			    "cannot send segment %u of %zu bytes to node %d: larger than "
@@ -361,14 +487,8 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 			return -EMSGSIZE;
 		}
 	}
-	if (cookie && zc) {
-		t = malloc(sizeof(*t));
-		if (!t)
-			return -ENOMEM;
-		atomic_init(&t->refs, (int)zc + 1);
-		t->cookie = cookie;
-		t->host = v->host;
-	}
+	if (cookie && zc && !(t = track_new(v, cookie, (int)zc + 1)))
+		return -ENOMEM;
 	pthread_rwlock_rdlock(&v->lock);
 	p = peer_get(v, id);
 	if (!p) {
@@ -377,6 +497,20 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 		return -EHOSTUNREACH;
 	}
 	pthread_mutex_lock(&p->mu);
+	if (p->lost) { /* (until the handshake succeeds again) */
+		rc = p->lost;
+		pthread_mutex_unlock(&p->mu);
+		pthread_rwlock_unlock(&v->lock);
+		free(t);
+		return rc;
+	}
+	/* copied data before the handshake: its outcome is not known yet */
+	if (cookie && !t && copied && atomic_load(&p->link->err) != 0 &&
+	    !(t = track_new(v, cookie, 1))) {
+		pthread_mutex_unlock(&p->mu);
+		pthread_rwlock_unlock(&v->lock);
+		return -ENOMEM;
+	}
 	zmq_msg_init_size(&m, meta_len);
 	memcpy(zmq_msg_data(&m), meta, meta_len);
 	rc = send_frame(&m, p->sock, nseg ? ZMQ_SNDMORE : 0);
@@ -386,14 +520,13 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 		free(t);
 		return rc;
 	}
+	if (t && p->link) {
+		t->link = p->link;
+		atomic_fetch_add(&t->link->refs, 1);
+	}
 	for (i = 0; i < nseg; i++) {
 		int flags = i + 1 < nseg ? ZMQ_SNDMORE : 0;
-		if (!segs[i].len)
-			zmq_msg_init(&m);
-		else if (t)
-			zmq_msg_init_data(&m, (void *)segs[i].data, segs[i].len, zfree, t);
-		else /* constant message: no copy, no allocation, no callback */
-			zmq_msg_init_data(&m, (void *)segs[i].data, segs[i].len, NULL, NULL);
+		frame_init(&m, &segs[i], cookie, t);
 		rc = send_frame(&m, p->sock, flags);
 		if (rc) {
 			/* libzmq owns what it took; frames not yet made still count */
@@ -402,7 +535,7 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 			    i, zmq_strerror(-rc));
 			if (t)
 				for (j = i + 1; j < nseg; j++)
-					if (segs[j].len)
+					if (tracked(&segs[j], cookie))
 						atomic_fetch_sub(&t->refs, 1);
 			break;
 		}
@@ -413,10 +546,10 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 		wake(v);
 	pthread_mutex_unlock(&p->mu);
 	pthread_rwlock_unlock(&v->lock);
-	if (cookie && !zc)
-		v->host->send_done(v->host->ctx, cookie, 0);
-	else if (t)
+	if (t)
 		zfree(NULL, t); /* the sender's own reference */
+	else if (cookie)
+		v->host->send_done(v->host->ctx, cookie, 0);
 	return 0;
 }
 
@@ -672,6 +805,52 @@ out:
 	close(fd);
 }
 
+/* The connection to p is lost (err, -errno), on the receive thread: what
+ * libzmq still queues for p is dropped now (linger 0: it lets go of the
+ * frames), those sends complete with err, and sends to p fail at once until
+ * a handshake succeeds again; the DEALER connects anew, for a peer that
+ * comes back. */
+static void peer_lost(struct psl_van *v, struct zpeer *p, int err)
+{
+	struct zlink *old, *fresh = link_new();
+	int zero = 0;
+
+	pthread_mutex_lock(&p->mu);
+	p->lost = err;
+	old = p->link;
+	link_settle(old, LINK_OPEN); /* (what libzmq drops now waits) */
+	if (fresh) /* (else later sends complete with err too) */
+		p->link = fresh;
+	else
+		atomic_fetch_add(&old->refs, 1);
+	zmq_setsockopt(p->sock, ZMQ_LINGER, &zero, sizeof(zero));
+	if (zmq_disconnect(p->sock, p->endpoint) != 0)
+		LOG(v, PSL_VAN_LOG_DEBUG, "node %d: disconnect %s: %s", p->id, p->endpoint,
+		    zmq_strerror(errno));
+	zmq_setsockopt(p->sock, ZMQ_LINGER, &v->linger_ms, sizeof(v->linger_ms));
+	if (zmq_connect(p->sock, p->endpoint) != 0)
+		LOG(v, PSL_VAN_LOG_WARN, "node %d: cannot connect to %s again: %s", p->id,
+		    p->endpoint, zmq_strerror(errno));
+	pthread_mutex_unlock(&p->mu);
+	link_settle(old, err);
+	link_put(old);
+}
+
+/* The ZMTP handshake with p succeeded (receive thread): sends to p are
+ * taken again, and those that waited for it completed. */
+static void peer_reached(struct zpeer *p)
+{
+	struct zlink *l;
+	pthread_mutex_lock(&p->mu);
+	p->lost = 0;
+	l = p->link;
+	atomic_fetch_add(&l->refs, 1);
+	pthread_mutex_unlock(&p->mu);
+	if (atomic_load(&l->err) == LINK_OPEN)
+		link_settle(l, 0);
+	link_put(l);
+}
+
 static void report_mismatch(struct psl_van *v, struct zpeer *p)
 {
 	char other[PSL_VAN_NAME_LEN_MAX + 1], detail[480];
@@ -681,6 +860,7 @@ static void report_mismatch(struct psl_van *v, struct zpeer *p)
 	if (!other[0] && p->up)
 		return;
 	p->mismatch_told = true;
+	peer_lost(v, p, -EPROTO);
 	if (other[0])
 		snprintf(detail, sizeof(detail), "%s runs van '%s'", p->endpoint, other);
 	else
@@ -723,6 +903,7 @@ static void read_monitor(struct psl_van *v, struct zpeer *p)
 			break;
 		case ZMQ_EVENT_HANDSHAKE_SUCCEEDED:
 			p->tcp_connected = false;
+			peer_reached(p);
 			if (!p->up) {
 				p->up = true;
 				v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_UP, 0, NULL);
@@ -733,6 +914,7 @@ static void read_monitor(struct psl_van *v, struct zpeer *p)
 				p->up = false;
 				snprintf(detail, sizeof(detail), "%s closed the connection",
 					 p->endpoint);
+				peer_lost(v, p, -ECONNRESET);
 				v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_DOWN,
 						    -ECONNRESET, detail);
 			} else if (p->tcp_connected) {
@@ -754,10 +936,19 @@ static void read_monitor(struct psl_van *v, struct zpeer *p)
 
 static void peer_close(struct psl_van *v, struct zpeer *p)
 {
+	int zero = 0, err = atomic_load(&p->link->err);
 	zmq_socket_monitor(p->sock, NULL, 0);
-	zmq_setsockopt(p->sock, ZMQ_LINGER, &v->linger_ms, sizeof(v->linger_ms));
+	if (p->drop) { /* what libzmq still holds for a lost node goes now */
+		link_settle(p->link, LINK_OPEN);
+		err = -ECONNRESET;
+	}
+	zmq_setsockopt(p->sock, ZMQ_LINGER, p->drop ? &zero : &v->linger_ms, sizeof(int));
 	zmq_close(p->sock);
 	zmq_close(p->mon);
+	/* (what libzmq still holds for a peer never reached did not reach it) */
+	if (p->drop || err == LINK_OPEN)
+		link_settle(p->link, p->drop ? err : -ENOTCONN);
+	link_put(p->link);
 	pthread_mutex_destroy(&p->mu);
 	free(p);
 }
@@ -1073,6 +1264,11 @@ static int zconnect(struct psl_van *v, const struct psl_van_peer *peer, int32_t 
 	if (!p)
 		return -ENOMEM;
 	p->id = id;
+	p->link = link_new();
+	if (!p->link) {
+		free(p);
+		return -ENOMEM;
+	}
 	pthread_mutex_init(&p->mu, NULL);
 	atomic_init(&p->rx_pending, false);
 	numeric_host(peer->host, host, sizeof(host));
@@ -1148,6 +1344,7 @@ fail: {
 		zmq_close(p->sock);
 	if (p->mon)
 		zmq_close(p->mon);
+	link_put(p->link);
 	pthread_mutex_destroy(&p->mu);
 	free(p);
 	return -e;
@@ -1161,6 +1358,7 @@ static int zdisconnect(struct psl_van *v, int32_t id)
 	p = peer_get(v, id);
 	if (p) {
 		v->peers[id] = NULL;
+		p->drop = true;
 		p->next = v->grave;
 		v->grave = p;
 		atomic_fetch_add(&v->gen, 1);

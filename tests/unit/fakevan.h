@@ -33,6 +33,17 @@ static void (*g_send_hook)(void);
 static size_t g_fail_len;
 static int g_fail_rc, g_fail_to;
 
+/* g_hold_done: send keeps each cookie (g_cookie) instead of calling
+ * send_done at once, as a van still sending does; done_one() calls it */
+static bool g_hold_done;
+static void *g_cookie[MAX_SENT];
+static int g_ncookie;
+
+static inline void done_one(int i, int status)
+{
+	psl__po.host.send_done(psl__po.host.ctx, g_cookie[i], status);
+}
+
 static int fake_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
 		     const struct psl_van_seg *segs, uint32_t nseg, void *cookie)
 {
@@ -63,7 +74,9 @@ static int fake_send(struct psl_van *v, int32_t id, const void *meta, size_t met
 		else if (segs[i].len)
 			memcpy(s->seg[i], segs[i].data, segs[i].len);
 	}
-	if (cookie)
+	if (cookie && g_hold_done)
+		g_cookie[g_ncookie++] = cookie;
+	else if (cookie)
 		psl__po.host.send_done(psl__po.host.ctx, cookie, 0);
 	if (g_send_hook) {
 		void (*hook)(void) = g_send_hook;
@@ -133,6 +146,8 @@ static inline void node_up_as(int role, int my_id, int S, int W)
 	g_nsent = g_released = g_delivered = g_nconn = 0;
 	g_fail_len = 0;
 	g_fail_to = 0;
+	g_hold_done = false;
+	g_ncookie = 0;
 }
 
 /* A worker node (id 9) of a job with S servers, ready. */

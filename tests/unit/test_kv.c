@@ -1209,6 +1209,48 @@ static void test_last_error_server(void **state)
 	assert_string_equal(psl_last_error(), "");
 }
 
+/* A zero-copy request completes only once the van let go of its buffers
+ * (each send's send_done), even when it failed before (its deadline); a
+ * copying request does not wait for the van. */
+static void test_zero_copy_waits_for_van(void **state)
+{
+	struct psl_kv_worker *w;
+	uint64_t keys[2], e;
+	uint8_t v[2] = {1, 2};
+	struct psl_kv kv = {keys, 2, v, 2, NULL, PSL_MEM_HOST, 0};
+	struct capture c;
+	int tz, tc;
+	(void)state;
+
+	node_up(2);
+	memset(g_cb_calls, 0, sizeof(g_cb_calls));
+	psl_server_key_range(0, &keys[0], &e);
+	psl_server_key_range(1, &keys[1], &e);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_UINT8, &w), 0);
+	assert_int_equal(psl_kv_worker_set_timeout(w, 1000), 0);
+	g_hold_done = true;
+	tz = psl_kv_zpush(w, &kv, 0, count_cb, NULL); /* cookies 0, 1 */
+	tc = psl_kv_push(w, &kv, 0, count_cb, NULL);  /* cookies 2, 3 */
+	assert_true(tz >= 0 && tc >= 0);
+	assert_int_equal(g_ncookie, 4);
+	capture_start(&c);
+	psl__customers_tick(psl__now_ms() + 1100);
+	free(capture_end(&c));
+	assert_int_equal(g_cb_calls[tc], 1);
+	assert_int_equal(g_cb_status[tc], -ETIMEDOUT);
+	assert_int_equal(g_cb_calls[tz], 0); /* the van still holds its buffers */
+	assert_int_equal(psl_kv_wait_timeout(w, tz, 0), -ETIMEDOUT);
+	done_one(0, 0);
+	assert_int_equal(g_cb_calls[tz], 0);
+	done_one(1, -ECONNRESET);
+	assert_int_equal(g_cb_calls[tz], 1);
+	assert_int_equal(g_cb_status[tz], -ETIMEDOUT);
+	assert_int_equal(psl_kv_wait(w, tz), -ETIMEDOUT);
+	done_one(2, 0);
+	done_one(3, 0);
+	psl_kv_worker_free(w);
+}
+
 #define T(f) cmocka_unit_test_teardown(f, node_down)
 
 int main(void)
@@ -1224,6 +1266,7 @@ int main(void)
 		T(test_free_cancels),	    T(test_batch_tensor_desc),
 		T(test_store),		T(test_last_error),
 		T(test_last_error_server),  T(test_no_stale_answer),
+		T(test_zero_copy_waits_for_van),
 	};
 	return cmocka_run_group_tests_name("kv", tests, NULL, NULL);
 }

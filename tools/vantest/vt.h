@@ -36,7 +36,7 @@ struct vt_opts {
 	const char *bad_name[8], *bad_value[8];
 	int nbad;
 	bool verbose;
-	bool strict; /* more than van.h asks: see --strict */
+	bool strict; /* more than van.h asks (the default): see --lenient */
 	int timeout_s;
 	const char *self; /* this program, to start a peer process */
 };
