@@ -53,6 +53,10 @@ public:
 		psl_kv_server_free(s_);
 	}
 
+	/* (the SimpleApp forms, for the server's simple messages) */
+	using SimpleApp::Response;
+	using SimpleApp::set_request_handle;
+
 	using ReqHandle = std::function<void(const KVMeta &req_meta, const KVPairs<Val> &req_data,
 					     KVServer *server)>;
 	void set_request_handle(const ReqHandle &request_handle)
