@@ -38,10 +38,11 @@ public:
 		app_id_ = app_id;
 		customer_id_ = customer_id;
 		postoffice_ = postoffice ? postoffice : Postoffice::Get();
-		Open();
+		started_ = Postoffice::WhenStarted([this] { Open(); });
 	}
 	virtual ~SimpleApp()
 	{
+		Postoffice::CancelWhenStarted(started_);
 		if (app_)
 			psl_simple_app_free(app_);
 	}
@@ -144,6 +145,7 @@ private:
 	int app_id_ = 0;
 	int customer_id_ = 0;
 	psl_simple_app *app_ = nullptr;
+	int started_ = -1; /* (made before StartPS: opened at its end) */
 	std::mutex open_mu_;
 	std::mutex handle_mu_;
 	std::shared_ptr<Handle> request_handle_;

@@ -11,6 +11,8 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <memory>
 #include <map>
 #include <mutex>
 #include <string>
@@ -120,12 +122,11 @@ private:
 
 void RunServer()
 {
+	// (app 1: the KVServerDefaultHandle server main made before Start)
 	auto handle = std::make_shared<TestHandle>();
 	KVServer<float> server(0);
 	server.set_request_handle([handle](const KVMeta &m, const KVPairs<float> &d,
 					   KVServer<float> *s) { (*handle)(m, d, s); });
-	KVServer<float> store(1);
-	store.set_request_handle(KVServerDefaultHandle<float>());
 	SimpleApp app(2, 2); // (a server's customer id is its app id, as in ps-lite)
 	app.set_request_handle([](const SimpleData &req, SimpleApp *a) {
 		a->Response(req, "server " + std::to_string(MyRank()) + " got " + req.body);
@@ -383,6 +384,14 @@ void RunWorker()
 
 int main()
 {
+	// made before Start, as BytePS's server makes its KVServer before
+	// StartAsync: joins the node when it starts
+	const char *role = std::getenv("DMLC_ROLE");
+	std::unique_ptr<KVServer<float>> store;
+	if (role && std::string(role) == "server") {
+		store.reset(new KVServer<float>(1));
+		store->set_request_handle(KVServerDefaultHandle<float>());
+	}
 	Start(0);
 	if (IsScheduler()) {
 		Finalize(0, true);

@@ -7,7 +7,8 @@
  * request is answered once with Response(meta, res), at once or later from
  * any thread, with a copy of its KVMeta; res is sent from its own memory
  * (zero-copy), held until pslite has sent it. Requests that arrive before
- * set_request_handle wait for it.
+ * set_request_handle wait for it. A server made before StartPS joins the
+ * node when it starts.
  */
 #ifndef PS_INTERNAL_KV_SERVER_H_
 #define PS_INTERNAL_KV_SERVER_H_
@@ -42,15 +43,19 @@ public:
 		SetIds(app_id, app_id, is_scheduler ? Postoffice::GetScheduler() : Postoffice::GetServer());
 		CHECK(postoffice_) << "KVServer(" << app_id << ", is_scheduler = true) on a node "
 				   << "that is not the scheduler";
-		int rc = psl_kv_server_new(app_id, detail::DType<Val>(), OnRequest, this, &s_);
-		CHECK(rc == 0) << "KVServer app " << app_id << ": " << detail::Reason(rc);
+		started_ = Postoffice::WhenStarted([this, app_id] {
+			int rc = psl_kv_server_new(app_id, detail::DType<Val>(), OnRequest, this, &s_);
+			CHECK(rc == 0) << "KVServer app " << app_id << ": " << detail::Reason(rc);
+		});
 	}
 	/* (requests still waiting for a handle fail with ESHUTDOWN) */
 	~KVServer() override
 	{
+		Postoffice::CancelWhenStarted(started_);
 		for (psl_kv_request *req : waiting_)
 			psl_kv_respond_error(req, -ESHUTDOWN);
-		psl_kv_server_free(s_);
+		if (s_)
+			psl_kv_server_free(s_);
 	}
 
 	/* (the SimpleApp forms, for the server's simple messages) */
@@ -112,6 +117,7 @@ public:
 		(void)lens;
 		(void)cmd;
 		CHECK(!keys.empty()) << "RegisterRecvBufferWithRank: no key";
+		CHECK(s_) << "RegisterRecvBufferWithRank before StartPS";
 		int rc = psl_kv_server_recv_buffer(
 			s_, worker_rank, keys[0], vals.data(), vals.size() * sizeof(Val),
 			detail::Mem(vals.dst_device_type_),
@@ -218,6 +224,7 @@ private:
 	std::vector<psl_kv_request *> waiting_; /* arrived before the handle */
 	std::vector<SArray<Val>> recv_bufs_;
 	psl_kv_server *s_ = nullptr;
+	int started_ = -1; /* (made before StartPS: created at its end) */
 };
 
 /*

@@ -50,12 +50,19 @@ public:
 	{
 		detail::CheckInstance("KVWorker", instance_idx);
 		SetIds(app_id, customer_id, Postoffice::GetWorker());
-		int rc = psl_kv_worker_new(app_id, customer_id, detail::DType<Val>(), &w_);
-		CHECK(rc == 0) << "KVWorker app " << app_id << " customer " << customer_id << ": "
-			       << detail::Reason(rc);
+		started_ = Postoffice::WhenStarted([this, app_id, customer_id] {
+			int rc = psl_kv_worker_new(app_id, customer_id, detail::DType<Val>(), &w_);
+			CHECK(rc == 0) << "KVWorker app " << app_id << " customer " << customer_id
+				       << ": " << detail::Reason(rc);
+		});
 	}
 	/* waits for the requests still out */
-	~KVWorker() override { psl_kv_worker_free(w_); }
+	~KVWorker() override
+	{
+		Postoffice::CancelWhenStarted(started_);
+		if (w_)
+			psl_kv_worker_free(w_);
+	}
 
 	/* copy keys, vals and lens, then ZPush; lens: empty or one count per key */
 	int Push(const std::vector<Key> &keys, const std::vector<Val> &vals,
@@ -385,6 +392,7 @@ private:
 	}
 
 	psl_kv_worker *w_ = nullptr;
+	int started_ = -1; /* (made before StartPS: created at its end) */
 	Slicer slicer_;
 	detail::RequestTable table_;
 };

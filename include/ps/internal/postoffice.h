@@ -56,13 +56,40 @@ public:
 		   const char *argv0 = nullptr)
 	{
 		(void)argv0;
-		std::lock_guard<std::mutex> lk(Process().mu);
+		std::unique_lock<std::mutex> lk(Process().mu);
 		if (Process().started)
 			return;
 		SetRoleEnv(role, rank);
 		int rc = psl_start(customer_id, do_barrier);
 		CHECK(rc == 0) << "pslite could not start this node: " << detail::Reason(rc);
 		Process().started = true;
+		std::map<int, std::function<void()>> hooks;
+		hooks.swap(Process().hooks);
+		lk.unlock();
+		for (auto &h : hooks)
+			h.second();
+	}
+
+	/* Runs f once this process's node has started: now if it has, else at
+	 * the end of Start (an app made before StartPS, as BytePS's server
+	 * makes its KVServer before StartAsync). Returns an id for
+	 * CancelWhenStarted, or -1 if f ran at once. */
+	static int WhenStarted(const std::function<void()> &f)
+	{
+		std::unique_lock<std::mutex> lk(Process().mu);
+		if (Process().started) {
+			lk.unlock();
+			f();
+			return -1;
+		}
+		int id = Process().next_hook++;
+		Process().hooks[id] = f;
+		return id;
+	}
+	static void CancelWhenStarted(int id)
+	{
+		std::lock_guard<std::mutex> lk(Process().mu);
+		Process().hooks.erase(id);
 	}
 	/* ps-lite's older form: the role from DMLC_ROLE */
 	void Start(int customer_id, const char *argv0, const bool do_barrier)
@@ -192,6 +219,8 @@ private:
 	struct ProcessState {
 		std::mutex mu;
 		bool started = false;
+		std::map<int, std::function<void()>> hooks; /* WhenStarted's */
+		int next_hook = 0;
 	};
 	static ProcessState &Process()
 	{
