@@ -190,7 +190,7 @@ public:
 	{
 		return is_worker() ? "worker" : is_server() ? "server" : is_scheduler() ? "scheduler" : "";
 	}
-	int verbose() const { return dmlc::VerboseLevel(); }
+	int verbose() const { return detail::Verbose(); }
 	/* pslite restarts no node in a running job: never a recovery */
 	bool is_recovery() const { return false; }
 
@@ -275,7 +275,7 @@ private:
 };
 
 /* A line at INFO when PS_VERBOSE >= x. */
-#define PS_VLOG(x) LOG_IF(INFO, (x) <= ::dmlc::VerboseLevel())
+#define PS_VLOG(x) LOG_IF(INFO, (x) <= ::ps::detail::Verbose())
 
 } // namespace ps
 

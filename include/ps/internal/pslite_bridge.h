@@ -8,6 +8,7 @@
 
 #include <pslite.h>
 
+#include <cstdlib>
 #include <string>
 #include <type_traits>
 
@@ -23,6 +24,17 @@ inline std::string Reason(int rc)
 {
 	const char *why = psl_last_error();
 	return why && why[0] ? std::string(why) : std::string(psl_strerror(rc));
+}
+
+/* PS_VERBOSE, read once (ps-lite's Postoffice::verbose()). In ps/, not
+ * in dmlc/logging.h: a program may take dmlc/ from elsewhere (MXNet). */
+inline int Verbose()
+{
+	static const int level = [] {
+		const char *v = std::getenv("PS_VERBOSE");
+		return v ? std::atoi(v) : 0;
+	}();
+	return level;
 }
 
 /* pslite runs one instance per process (StepMesh's launch model): the
