@@ -38,7 +38,7 @@ show() { # show LOG WHAT: the job's output when something failed
 
 # 1. the API's surface
 log=$dir/kv.log
-timeout -k 5 100 "$b/tools/pslite-run" -s 2 -w 2 --van "$van" --timeout 80 -- \
+timeout -k 5 60 "$b/tools/pslite-run" -s 2 -w 2 --van "$van" --timeout 40 -- \
 	"$b/tests/cxx/kv_app_test" >"$log" 2>&1 || say "kv_app_test: pslite-run exited $?"
 need "$log" "kv_app_test" 1 "^\[worker [01]\] cxx kv worker 0: OK ([1-9][0-9]* checks)"
 need "$log" "kv_app_test" 1 "^\[worker [01]\] cxx kv worker 1: OK ([1-9][0-9]* checks)"
@@ -56,7 +56,7 @@ show "$log" "kv_app_test"
 for shape in "-s 2 -w 2" "-j 2"; do
 	log=$dir/bench.log
 	# shellcheck disable=SC2086
-	BENCH_ROUNDS=10 timeout -k 5 100 "$b/tools/pslite-run" $shape --van "$van" --timeout 80 -- \
+	BENCH_ROUNDS=10 timeout -k 5 60 "$b/tools/pslite-run" $shape --van "$van" --timeout 40 -- \
 		"$b/tests/cxx/bench_test" >"$log" 2>&1 || say "bench_test $shape: pslite-run exited $?"
 	need "$log" "bench_test $shape" 2 \
 		"cxx bench worker [01]: OK: 2 threads x 10 rounds of 8 keys x 65536 bytes, [0-9.]* Gbit/s push+pull, data checked"

@@ -386,11 +386,12 @@ int main()
 {
 	// made before Start, as BytePS's server makes its KVServer before
 	// StartAsync: joins the node when it starts
+	// and deleted by an exit callback, as ps-lite's test_kv_app does
 	const char *role = std::getenv("DMLC_ROLE");
-	std::unique_ptr<KVServer<float>> store;
 	if (role && std::string(role) == "server") {
-		store.reset(new KVServer<float>(1));
+		auto store = new KVServer<float>(1);
 		store->set_request_handle(KVServerDefaultHandle<float>());
+		RegisterExitCallback([store] { delete store; });
 	}
 	Start(0);
 	if (IsScheduler()) {

@@ -101,7 +101,7 @@ public:
 	 * runs the exit callbacks. Says so if the job lost a node. */
 	void Finalize(const int customer_id, const bool do_barrier = true)
 	{
-		std::lock_guard<std::mutex> lk(Process().mu);
+		std::unique_lock<std::mutex> lk(Process().mu);
 		if (!Process().started)
 			return;
 		int rc = psl_finalize(customer_id, do_barrier);
@@ -111,6 +111,7 @@ public:
 		if (psl_job_lost(why, sizeof(why)))
 			LOG(ERROR) << "this job lost a node: " << why;
 		Process().started = false;
+		lk.unlock(); /* (a callback may delete an app, which takes the lock) */
 		for (Node::Role r : {Node::SCHEDULER, Node::SERVER, Node::WORKER})
 			Office(r)->RunExitCallback();
 	}
