@@ -317,6 +317,10 @@ private:
 	{
 		psl_kv_worker *w = p.op->self->w_;
 		int cmd = p.op->cmd, rc;
+		if (!w) {
+			p.why = "the node has not started: call ps::StartPS (or Start) first";
+			return -ESHUTDOWN;
+		}
 		switch (p.op->kind) {
 		case PUSH:
 			rc = psl_kv_zpush(w, &p.ckv, cmd, OnPart, &p);
