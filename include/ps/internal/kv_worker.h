@@ -168,6 +168,9 @@ private:
 	int Request(Kind kind, const KVPairs<Val> &kv, C *outs, D *lens, int cmd, const Callback &cb)
 	{
 		CHECK(kind == PUSH || outs) << "a pull needs an array for the values, not nullptr";
+		size_t nkeys = kv.keys.size();
+		CHECK(!lens || lens->empty() || lens->size() == nkeys)
+			<< "lens has " << lens->size() << " counts for " << nkeys << " keys";
 		Op *op = new Op();
 		op->self = this;
 		op->ts = table_.Open();
@@ -240,8 +243,6 @@ private:
 		size_t nkeys = kv.keys.size();
 		if (lens && lens->empty())
 			lens->resize(nkeys);
-		CHECK(!lens || lens->size() == nkeys)
-			<< "lens has " << lens->size() << " counts for " << nkeys << " keys";
 		if (op.kind == PUSHPULL && outs->empty())
 			outs->resize(kv.vals.size());
 		if (op.parts.size() == 1 && !outs->empty()) {
