@@ -65,6 +65,11 @@ void psl__log(int level, const char *fmt, ...)
 	va_end(ap);
 }
 
+void psl_log(enum psl_log_level level, const char *text)
+{
+	PSL_LOG((int)level, "%s", text ? text : "");
+}
+
 bool psl__ratelimit_ok(struct psl__ratelimit *rl, int *suppressed)
 {
 	const long long step = 1000 / PSL_LOG_RATE, span = step * PSL_LOG_BURST;

@@ -146,6 +146,21 @@ PSL_EXPORT const char *psl_strerror(int err);
  * call. (pslite addition; ps-lite aborts with the reason instead.) */
 PSL_EXPORT const char *psl_last_error(void);
 
+/* pslite's log levels for psl_log (PS_VERBOSE=1 lets DEBUG through). */
+enum psl_log_level {
+	PSL_LOG_LEVEL_ERROR = 0,
+	PSL_LOG_LEVEL_WARN = 1,
+	PSL_LOG_LEVEL_INFO = 2,
+	PSL_LOG_LEVEL_DEBUG = 3,
+};
+
+/* Writes text as one line of pslite's log (stderr, "[pslite 12:00:00.000
+ * worker 0] INFO: text"), if the level is shown (ERROR, WARN and INFO
+ * always; DEBUG with PS_VERBOSE >= 1). For a program or a language layer
+ * that logs beside pslite: the C++ headers' LOG() and CHECK report through
+ * it. Any thread, before psl_start too. */
+PSL_EXPORT void psl_log(enum psl_log_level level, const char *text);
+
 /* Name of the van this node runs on ("zmq", "ucx", ...), NULL before start. */
 PSL_EXPORT const char *psl_van_name(void);
 

@@ -68,3 +68,9 @@ EXTRA_DIST += plugins/van_fabric/tests/af_fabric_tcp.sh plugins/van_fabric/tests
 if BUILD_VAN_FABRIC
 TESTS += plugins/van_fabric/tests/af_fabric_tcp.sh plugins/van_fabric/tests/ipc_fabric_tcp.sh
 endif
+
+# ps-lite's C++ API in jobs of C++ programs (tests/cxx/cxx_job.sh)
+EXTRA_DIST += plugins/van_fabric/tests/fabric_tcp_cxx.sh
+if BUILD_VAN_FABRIC
+TESTS += plugins/van_fabric/tests/fabric_tcp_cxx.sh
+endif

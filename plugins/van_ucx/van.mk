@@ -85,3 +85,9 @@ TESTS += plugins/van_ucx/tests/af_ucx_tcp.sh plugins/van_ucx/tests/ipc_ucx_tcp.s
 	plugins/van_ucx/tests/python_ucx_tcp.sh plugins/van_ucx/tests/ucx_tcp_groups.sh plugins/van_ucx/tests/ucx_tcp_joint.sh \
 	plugins/van_ucx/tests/cuda_ucx_tcp.sh
 endif
+
+# ps-lite's C++ API in jobs of C++ programs (tests/cxx/cxx_job.sh)
+EXTRA_DIST += plugins/van_ucx/tests/ucx_tcp_cxx.sh
+if BUILD_VAN_UCX
+TESTS += plugins/van_ucx/tests/ucx_tcp_cxx.sh
+endif

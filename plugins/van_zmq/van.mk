@@ -48,3 +48,9 @@ TESTS += plugins/van_zmq/tests/af_zmq.sh plugins/van_zmq/tests/ipc_zmq.sh \
 	plugins/van_zmq/tests/python_zmq.sh plugins/van_zmq/tests/zmq_groups.sh plugins/van_zmq/tests/zmq_joint.sh \
 	plugins/van_zmq/tests/cuda_zmq.sh
 endif
+
+# ps-lite's C++ API in jobs of C++ programs (tests/cxx/cxx_job.sh)
+EXTRA_DIST += plugins/van_zmq/tests/zmq_cxx.sh
+if BUILD_VAN_ZMQ
+TESTS += plugins/van_zmq/tests/zmq_cxx.sh
+endif
