@@ -44,6 +44,8 @@ static void *timer_main(void *arg)
 			psl__barrier_watch(now);
 		if (po.role == PSL_SCHEDULER)
 			psl__control_undeliv_tick();
+		if (po.role == PSL_SCHEDULER && po.cfg.recovery)
+			psl__recovery_tick(now);
 		psl__customers_tick(now);
 		pthread_mutex_lock(&po.mu);
 	}
