@@ -67,3 +67,11 @@ EXTRA_DIST += plugins/van_fabric/tests/af_fabric_tcp.sh plugins/van_fabric/tests
 if BUILD_VAN_FABRIC
 TESTS += plugins/van_fabric/tests/af_fabric_tcp.sh plugins/van_fabric/tests/ipc_fabric_tcp.sh
 endif
+
+# a lost node comes back (tests/integration/recovery.sh, docs/recovery.md)
+FABRIC_RECOVERY_TESTS = plugins/van_fabric/tests/fabric_tcp_recovery_server.sh \
+	plugins/van_fabric/tests/fabric_tcp_recovery_worker.sh
+EXTRA_DIST += $(FABRIC_RECOVERY_TESTS)
+if BUILD_VAN_FABRIC
+TESTS += $(FABRIC_RECOVERY_TESTS)
+endif

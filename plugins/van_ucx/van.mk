@@ -85,3 +85,11 @@ TESTS += plugins/van_ucx/tests/af_ucx_tcp.sh plugins/van_ucx/tests/ipc_ucx_tcp.s
 	plugins/van_ucx/tests/python_ucx_tcp.sh plugins/van_ucx/tests/ucx_tcp_groups.sh plugins/van_ucx/tests/ucx_tcp_joint.sh \
 	plugins/van_ucx/tests/cuda_ucx_tcp.sh
 endif
+
+# a lost node comes back (tests/integration/recovery.sh, docs/recovery.md)
+UCX_RECOVERY_TESTS = plugins/van_ucx/tests/ucx_tcp_recovery_server.sh \
+	plugins/van_ucx/tests/ucx_tcp_recovery_worker.sh
+EXTRA_DIST += $(UCX_RECOVERY_TESTS)
+if BUILD_VAN_UCX
+TESTS += $(UCX_RECOVERY_TESTS)
+endif

@@ -42,7 +42,8 @@ endif
 # a lost node comes back (tests/integration/recovery.sh, docs/recovery.md)
 ZMQ_RECOVERY_TESTS = plugins/van_zmq/tests/zmq_recovery_server.sh \
 	plugins/van_zmq/tests/zmq_recovery_worker.sh plugins/van_zmq/tests/zmq_recovery_twice.sh \
-	plugins/van_zmq/tests/zmq_recovery_never.sh tests/integration/run_restart.sh
+	plugins/van_zmq/tests/zmq_recovery_never.sh plugins/van_zmq/tests/zmq_recovery_secret.sh \
+	tests/integration/run_restart.sh
 EXTRA_DIST += $(ZMQ_RECOVERY_TESTS)
 if BUILD_VAN_ZMQ
 TESTS += $(ZMQ_RECOVERY_TESTS)

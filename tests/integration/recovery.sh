@@ -7,6 +7,9 @@
 #           new server says it is a recovery, every node exits 0
 #   worker  the same for worker 1 (restarted with 100 rounds)
 #   twice   server 1 killed and started again twice
+#   secret  as server, with PS_JOB_SECRET: a stranger with another secret
+#           that registers first as server 1 does not take its place (it
+#           fails its start), the real one does
 #   never   server 1 is killed and never comes back, PS_RECOVERY_WAIT=3: the
 #           workers fail within the bound (exit 3) with one ERROR line
 #           saying that no node took its place
@@ -33,6 +36,7 @@ export DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port DMLC_NODE_HOST=127.0.0
 	PS_START_TIMEOUT=60
 unset DMLC_PORT
 [ "$case" = never ] && export PS_RECOVERY_WAIT=3
+[ "$case" = secret ] && export PS_JOB_SECRET=recovery-test-secret-0123456789
 # start ROLE RANK LOG [ROUNDS]: a node in the background; its pid in $last
 start() {
 	DMLC_ROLE=$1 DMLC_RANK=$2 RECOV_ROUNDS=${4:-300} "$node" >"$dir/$3" 2>&1 &
@@ -68,7 +72,13 @@ t0=$(date +%s%N)
 kill -9 "$victim"
 wait "$victim" 2>/dev/null
 case $case in
-server | twice)
+server | twice | secret)
+	if [ "$case" = secret ]; then
+		PS_JOB_SECRET=a-stranger-s-secret-9876543210 PS_START_TIMEOUT=4 DMLC_ROLE=server \
+			DMLC_RANK=1 "$node" >"$dir/stranger" 2>&1 &
+		stranger=$!
+		sleep 0.5
+	fi
 	start server 1 s1b
 	wait_for s1b "ready (recovery 1)" 30 || bad "the new server 1 did not start as a recovery"
 	t1=$(date +%s%N)
@@ -90,6 +100,12 @@ worker)
 	echo "recovery.sh $van $case: worker 1 back $((($t1 - $t0) / 1000000)) ms after the kill"
 	;;
 esac
+if [ "$case" = secret ]; then
+	wait "$stranger"
+	code=$?
+	[ $code -ne 0 ] || bad "the stranger's start succeeded"
+	grep -q "ready" "$dir/stranger" && bad "the stranger took a place in the job"
+fi
 # every node ends; the exit codes
 for p in $pids; do
 	case " $killed " in *" $p "*) continue ;; esac
