@@ -257,6 +257,23 @@ void psl__recovery_tick(int64_t now)
 	}
 }
 
+/* Node: whether an entry of the scheduler's news says what this node knows
+ * already (a node list sent again: the scheduler, this node, a live peer at
+ * the same address). */
+static bool news_known(const struct psl__node *n)
+{
+	bool same;
+	if (n->id < 1 || n->id > po.max_id)
+		return false;
+	pthread_mutex_lock(&po.mu);
+	same = po.peers[n->id].known && !po.peers[n->id].dead &&
+	       po.peers[n->id].node.port == n->port &&
+	       !strcmp(po.peers[n->id].node.hostname, n->hostname);
+	pthread_mutex_unlock(&po.mu);
+	return same || (n->id == po.my_id && n->port == po.me.port &&
+			!strcmp(n->hostname, po.me.hostname));
+}
+
 /* Node: one entry of the scheduler's news; false if it cannot be a server
  * or worker of this job. */
 static bool news_entry_ok(const struct psl__node *n)
@@ -280,6 +297,8 @@ void psl__recovery_news(const struct psl__meta *m)
 	}
 	for (i = 0; i < m->node_size; i++) {
 		const struct psl__node *n = &m->nodes[i];
+		if (news_known(n))
+			continue;
 		if (!news_entry_ok(n)) {
 			PSL_WARN("ignored an entry of the scheduler's news of a recovered node (id %d, "
 				 "role %d, %s:%d): not another server or worker of this job",

@@ -97,8 +97,8 @@ static void host_peer_event(void *ctx, int32_t id, int event, int err, const cha
 /* A node that takes a lost one's place (recovery.c) hears from the others
  * as soon as the scheduler told them of it, which may be before its own node
  * list arrives on another connection: until the list, a server or worker
- * takes messages from any server or worker id of the job (they wait for
- * their customer, which exists only once psl_start returned). */
+ * takes data messages from any server or worker id of the job (they wait
+ * for their customer, which exists only once psl_start returned). */
 static bool early_peer(int sender)
 {
 	bool early;
@@ -130,7 +130,7 @@ static const char *sender_refused(int sender, int cmd)
 	if (sender == PSL_VAN_ID_SCHEDULER)
 		return NULL; /* a server's or worker's scheduler */
 	if (sender >= 8 && sender <= psl__po.max_id && psl__po.peers &&
-	    !psl__po.peers[sender].known && early_peer(sender))
+	    !psl__po.peers[sender].known && cmd == PSL_CMD_EMPTY && early_peer(sender))
 		return NULL;
 	if (sender < 8 || sender > psl__po.max_id || !psl__po.peers ||
 	    !psl__po.peers[sender].known)

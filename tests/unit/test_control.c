@@ -479,7 +479,7 @@ static void test_node_takes_list(void **state)
 		assert_true(g_conn_to[i] != 9);
 	}
 	assert_true(to_sched && to_8 && to_10);
-	/* a second list is ignored */
+	/* the same list again changes nothing: no loss, no connection */
 	psl__po.state = PSL__READY;
 	{
 		struct capture c;
@@ -487,8 +487,28 @@ static void test_node_takes_list(void **state)
 		capture_start(&c);
 		send_list(1);
 		log = capture_end(&c);
-		assert_contains(log, "ignored a node list that came after start-up");
+		assert_null(strstr(log, "lost"));
 		free(log);
+		assert_int_equal(g_nconn, 3);
+	}
+	/* ps-lite's news of a recovered node (recovery.c): server 8 at a new
+	 * address, alone in the list; the node reconnects to it as ps11 */
+	{
+		struct capture c;
+		char *log;
+		g_nlist = 0;
+		list_add(PSL_SERVER, 8, "127.0.0.1", 6100);
+		g_list[0].is_recovery = true;
+		capture_start(&c);
+		send_list(1);
+		log = capture_end(&c);
+		assert_contains(log, "is back");
+		free(log);
+		assert_int_equal(g_nconn, 4);
+		assert_int_equal(g_conn_to[3], 8);
+		assert_int_equal(g_conn_as[3], 11);
+		assert_int_equal(psl__po.peers[8].node.port, 6100);
+		assert_false(psl__po.peers[8].dead);
 	}
 }
 
