@@ -55,6 +55,16 @@ static void revive_locked(int id, const struct psl__node *n)
 	pthread_cond_broadcast(&po.cv);
 }
 
+/* Node id is a new process: what the old one sent counts no more. */
+static void revive(int id, const struct psl__node *n)
+{
+	pthread_mutex_lock(&po.mu);
+	revive_locked(id, n);
+	pthread_mutex_unlock(&po.mu);
+	if (po.cfg.resend)
+		psl__resender_forget_seen(id);
+}
+
 /* Scheduler, with po.mu held: the entry of po.reg whose lost node n may
  * replace (the same role; the same DMLC_RANK if n gives one), or -1. */
 static int lost_slot_locked(const struct psl__node *n)
@@ -129,6 +139,8 @@ static bool take(const struct psl__node *n)
 	memcpy(list, po.reg, sizeof(*list) * (size_t)total);
 	list[total] = po.me;
 	pthread_mutex_unlock(&po.mu);
+	if (po.cfg.resend)
+		psl__resender_forget_seen(id);
 	if (psl__control_connect(&list[k], 1)) {
 		psl__node_lost(id, -ECONNREFUSED, "the scheduler cannot connect to its replacement");
 		free(list);
@@ -310,9 +322,7 @@ void psl__recovery_news(const struct psl__meta *m)
 			psl__node_lost(n->id, -EHOSTDOWN, "a new node took its place");
 		if (n->role != po.role && psl__control_connect(n, po.my_id))
 			continue; /* (logged; it stays lost) */
-		pthread_mutex_lock(&po.mu);
-		revive_locked(n->id, n);
-		pthread_mutex_unlock(&po.mu);
+		revive(n->id, n);
 		PSL_INFO("%s is back (a new node took the lost one's place)",
 			 psl__node_desc(n->id, d, sizeof(d)));
 	}

@@ -10,6 +10,8 @@
 #   secret  as server, with PS_JOB_SECRET: a stranger with another secret
 #           that registers first as server 1 does not take its place (it
 #           fails its start), the real one does
+#   resend  as worker, with PS_RESEND=1: the new worker numbers its messages
+#           from 0 again, and they are not taken for the old one's resends
 #   never   server 1 is killed and never comes back, PS_RECOVERY_WAIT=3: the
 #           workers fail within the bound (exit 3) with one ERROR line
 #           saying that no node took its place
@@ -33,9 +35,10 @@ port=$("$b/tests/integration/startnode" --free-port) || { echo "no free port" >&
 export DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port DMLC_NODE_HOST=127.0.0.1 \
 	DMLC_NUM_SERVER=2 DMLC_NUM_WORKER=2 DMLC_ENABLE_RDMA=$van UCX_TLS=tcp FI_PROVIDER=tcp \
 	PS_RECOVERY=1 PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=4 PS_RECOVERY_WAIT=20 \
-	PS_START_TIMEOUT=60
+	PS_START_TIMEOUT=60 PS_REQUEST_TIMEOUT=30
 unset DMLC_PORT
 [ "$case" = never ] && export PS_RECOVERY_WAIT=3
+[ "$case" = resend ] && export PS_RESEND=1
 [ "$case" = secret ] && export PS_JOB_SECRET=recovery-test-secret-0123456789
 # start ROLE RANK LOG [ROUNDS]: a node in the background; its pid in $last
 start() {
@@ -66,7 +69,7 @@ start worker 1 w1
 w1=$last
 wait_for w0 "round 60$" 40 || bad "worker 0 did not reach round 60"
 victim=$s1
-[ "$case" = worker ] && victim=$w1
+{ [ "$case" = worker ] || [ "$case" = resend ]; } && victim=$w1
 killed=$victim
 t0=$(date +%s%N)
 kill -9 "$victim"
@@ -92,7 +95,7 @@ server | twice | secret)
 		wait_for s1c "ready (recovery 1)" 30 || bad "the third server 1 did not start as a recovery"
 	fi
 	;;
-worker)
+worker | resend)
 	start worker 1 w1b 100
 	w1=$last
 	wait_for w1b "ready (recovery 1)" 30 || bad "the new worker 1 did not start as a recovery"
@@ -136,7 +139,7 @@ never)
 	;;
 *)
 	for w in w0 w1; do
-		[ "$case" = worker ] && [ $w = w1 ] && w=w1b
+		[ "$case" = worker ] || [ "$case" = resend ] && [ $w = w1 ] && w=w1b
 		grep -q "OK (" "$dir/$w" || bad "$w did not finish with OK"
 	done
 	grep "recovnode worker" "$dir"/w0 | tail -n 1
