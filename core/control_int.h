@@ -60,6 +60,8 @@ void psl__recovery_news(const struct psl__meta *m);
 /* Scheduler, from the timer: refuses the newcomers that waited too long
  * for a lost node to replace. */
 void psl__recovery_tick(int64_t now);
+/* Forgets the newcomers waiting for a place (the scheduler's state reset). */
+void psl__recovery_reset(void);
 /* Scheduler: tells node n that its registration was refused, and why
  * (registration.c). */
 void psl__tell_refused(const struct psl__node *n, const char *fmt, ...)

@@ -214,6 +214,13 @@ static bool hold(const struct psl__node *n)
 	return i >= 0;
 }
 
+void psl__recovery_reset(void)
+{
+	pthread_mutex_lock(&waiting_mu);
+	nwaiting = 0;
+	pthread_mutex_unlock(&waiting_mu);
+}
+
 bool psl__recovery_take(const struct psl__node *n)
 {
 	if (!po.cfg.recovery)
