@@ -198,6 +198,7 @@ void psl__control_reset(void)
 	int g;
 	psl__barrier_reset();
 	psl__registration_reset();
+	psl__recovery_reset();
 	free(po.reg);
 	po.reg = NULL;
 	po.nreg = 0;

@@ -142,6 +142,18 @@ static bool shutting_down(const struct psl__ctl_sent *s, int status)
 	return closing;
 }
 
+/* Scheduler: the start is over (an ADD_NODE now tells of a recovered
+ * node, recovery.c: one that does not go is undelivered, not a failed
+ * start). */
+static bool start_over(void)
+{
+	bool over;
+	pthread_mutex_lock(&po.mu);
+	over = po.got_node_list;
+	pthread_mutex_unlock(&po.mu);
+	return over;
+}
+
 void psl__control_sent(const struct psl__ctl_sent *s, int status)
 {
 	char what[96], to[128], why[400];
@@ -169,7 +181,7 @@ void psl__control_sent(const struct psl__ctl_sent *s, int status)
 		return;
 	}
 	PSL_ERR("cannot send %s to %s: %s", what, to, why);
-	if (po.role == PSL_SCHEDULER && s->cmd == PSL_CMD_ADD_NODE)
+	if (po.role == PSL_SCHEDULER && s->cmd == PSL_CMD_ADD_NODE && !start_over())
 		list_send_done(status, what, to, why);
 	else if (po.role == PSL_SCHEDULER)
 		mark_undelivered(s->recver, s->cmd, status);

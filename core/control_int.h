@@ -52,6 +52,23 @@ void psl__control_undeliv_tick(void);
 /* Node: a TERMINATE from the scheduler with PSL__ABORT_TAG. */
 void psl__control_take_abort(const struct psl__meta *m);
 
+/* Recovery (recovery.c). Scheduler: with PS_RECOVERY=1, registration n
+ * takes the place of a lost node of its role (true), or there is none
+ * (false). Node: the scheduler's ADD_NODE after start-up (recovered nodes). */
+bool psl__recovery_take(const struct psl__node *n);
+void psl__recovery_news(const struct psl__meta *m);
+/* Scheduler, from the timer: refuses the newcomers that waited too long
+ * for a lost node to replace. */
+void psl__recovery_tick(int64_t now);
+/* Forgets the newcomers waiting for a place (the scheduler's state reset). */
+void psl__recovery_reset(void);
+/* Scheduler: tells node n that its registration was refused, and why
+ * (registration.c). */
+void psl__tell_refused(const struct psl__node *n, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+/* Scheduler: the PS_JOB_SECRET nonce of registered node n, or NULL. */
+const char *psl__registration_nonce(const struct psl__node *n);
+
 /* Received control messages, by kind. */
 void psl__scheduler_add_node(const struct psl__meta *m);
 void psl__node_take_list(const struct psl__meta *m);

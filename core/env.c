@@ -568,6 +568,11 @@ static int config_load(struct psl__config *c, int joint_role, char *err, size_t 
 	if ((rc = env_int("PS_HELD_TIMEOUT", 30, 0, 86400 * 7, &c->held_timeout_s, err,
 			  errlen)))
 		return rc;
+	if ((rc = env_int("PS_RECOVERY", 0, 0, 1, &rs, err, errlen)))
+		return rc;
+	c->recovery = rs != 0;
+	if ((rc = env_int("PS_RECOVERY_WAIT", 0, 0, 86400 * 7, &c->recovery_wait_s, err, errlen)))
+		return rc;
 	if ((rc = env_int("BYTEPS_ENABLE_MIXED_MODE", 0, 0, 1, &rs, err, errlen)))
 		return rc;
 	c->mixed_mode = rs != 0;

@@ -38,6 +38,10 @@ struct psl__config {
 	int start_timeout_s;	     /* PS_START_TIMEOUT */
 	int barrier_warn_s;	     /* PS_BARRIER_WARN_S, 0 = off */
 	int request_timeout_s;	     /* PS_REQUEST_TIMEOUT: KV workers' default, 0 = off */
+	bool recovery;		     /* PS_RECOVERY (scheduler): a node started again
+				      * takes a lost node's place (recovery.c) */
+	int recovery_wait_s;	     /* PS_RECOVERY_WAIT: a request to a lost node
+				      * waits this long for its replacement, 0 = fails */
 	int held_timeout_s;	     /* PS_HELD_TIMEOUT: a message held for a missing
 				      * customer fails back after it, 0 = held until
 				      * finalize */

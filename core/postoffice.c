@@ -168,6 +168,8 @@ int psl__send_check(int id)
 	else if (po.peers[id].dead)
 		rc = -EHOSTDOWN;
 	pthread_mutex_unlock(&po.mu);
+	if (rc == -EHOSTDOWN && po.cfg.recovery_wait_s > 0 && po.role != PSL_SCHEDULER)
+		rc = psl__recovery_wait(id);
 	return rc;
 }
 
@@ -229,6 +231,8 @@ void psl__node_lost(int id, int err, const char *why)
 	if (po.role == PSL_SCHEDULER && !leaving)
 		psl__control_announce_lost(id, why);
 	psl__control_forget_node(id);
+	if (po.role == PSL_SCHEDULER && !leaving && po.cfg.recovery)
+		psl__recovery_retry();
 }
 
 /* ------------------------------------------------------------- queries -- */
@@ -671,6 +675,7 @@ static int start_node(int joint_role)
 	po.barrier_err = 0;
 	po.barrier_msg[0] = 0;
 	po.start_err = 0;
+	po.recovered = false;
 	po.job_lost_err = 0;
 	po.job_lost_msg[0] = 0;
 	atomic_store(&po.van_ts, 0);
@@ -839,6 +844,12 @@ int psl_start(int customer_id, bool do_barrier)
 		}
 	}
 	pthread_mutex_unlock(&start_mu);
+	if (psl_is_recovery() && do_barrier) {
+		/* the others passed it long ago (ps-lite's nodes skip it by hand) */
+		PSL_INFO("this node takes the place of a lost one (PS_RECOVERY): the start-up "
+			 "barrier is skipped");
+		return 0;
+	}
 	if (!do_barrier)
 		return 0;
 	rc = barrier_here(customer_id, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER);

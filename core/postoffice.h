@@ -35,6 +35,9 @@ struct psl__peer {
 	 * the timer tells it and declares it lost (control_fail.c) */
 	int undeliv_err;
 	int undeliv_cmd;
+	/* a request waited PS_RECOVERY_WAIT for its replacement in vain, and
+	 * that was said (recovery.c) */
+	bool wait_told;
 };
 
 /* One node's state. A process is one node, or two for DMLC_ROLE=joint (a
@@ -119,6 +122,8 @@ struct psl__office {
 	char log_who[48];
 	/* the timer thread's wake-up (timer.c), under mu */
 	pthread_cond_t timer_cv;
+	/* this node took a lost node's place (psl_is_recovery, recovery.c) */
+	bool recovered;
 	/* this node's registration nonce (registration.c) */
 	char nonce[33];
 };
@@ -192,6 +197,12 @@ bool psl__node_dead(int id);
  * once, pending ones included; nothing waits for answers that may never
  * come). */
 int psl__send_check(int id);
+/* A request to lost node id waits for a node that takes its place, up to
+ * PS_RECOVERY_WAIT seconds after the loss: 0 once one did, else the loss's
+ * error (recovery.c). Takes po.mu itself. */
+int psl__recovery_wait(int id);
+/* Scheduler, after a loss: a newcomer waiting for a place takes it. */
+void psl__recovery_retry(void);
 /* "server 1 (id 10, 127.0.0.1:4567)" */
 const char *psl__node_desc(int id, char *buf, size_t len);
 

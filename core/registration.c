@@ -91,13 +91,39 @@ int psl__control_register(void)
 	return psl__send_control(&m, true);
 }
 
-static const char *nonce_of(const struct psl__node *n)
+static struct reg_nonce *nonce_entry(const struct psl__node *n)
 {
 	int i;
 	for (i = 0; i < nreg_nonces; i++)
 		if (reg_nonces[i].port == n->port && !strcmp(reg_nonces[i].host, n->hostname))
-			return reg_nonces[i].nonce;
+			return &reg_nonces[i];
 	return NULL;
+}
+
+static const char *nonce_of(const struct psl__node *n)
+{
+	struct reg_nonce *r = nonce_entry(n);
+	return r ? r->nonce : NULL;
+}
+
+const char *psl__registration_nonce(const struct psl__node *n)
+{
+	return nonce_of(n);
+}
+
+/* With po.mu held: keeps the nonce of n's registration (a node started
+ * again at the same address brings a new one). */
+static void keep_nonce(const struct psl__node *n, const char *nonce)
+{
+	struct reg_nonce *r = nonce_entry(n);
+	if (!r && (r = realloc(reg_nonces, sizeof(*r) * (size_t)(nreg_nonces + 1)))) {
+		reg_nonces = r;
+		r += nreg_nonces++;
+		snprintf(r->host, sizeof(r->host), "%s", n->hostname);
+		r->port = n->port;
+	}
+	if (r)
+		memcpy(r->nonce, nonce, 33);
 }
 
 static int host_count(const char *h)
@@ -322,9 +348,7 @@ void psl__registration_reset(void)
 	nodd = 0;
 }
 
-static void tell_refused(const struct psl__node *n, const char *fmt, ...)
-	__attribute__((format(printf, 2, 3)));
-static void tell_refused(const struct psl__node *n, const char *fmt, ...)
+void psl__tell_refused(const struct psl__node *n, const char *fmt, ...)
 {
 	char body[400];
 	struct psl__node t = *n;
@@ -395,7 +419,7 @@ static bool refuse_other_counts(const struct psl__meta *m, const struct psl__nod
 	counts_diff(&c, n, why, sizeof(why));
 	PSL_ERR("refused the registration of the %s at %s:%d: %s: set the same value on every "
 		"node", psl__role_name(n->role), n->hostname, n->port, why);
-	tell_refused(n, "%s: set the same value on every node", why);
+	psl__tell_refused(n, "%s: set the same value on every node", why);
 	pthread_mutex_lock(&po.mu);
 	if (nodd == 0 || (odd.s == c.s && odd.w == c.w && odd.g == c.g)) {
 		odd = c;
@@ -446,7 +470,6 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 	n = &m->nodes[0];
 	if (psl__auth_on()) {
 		char nonce[33];
-		struct reg_nonce *r;
 		if (psl__auth_register_check(m, nonce)) {
 			PSL_WARN("ignored a registration from the %s at %s:%d: it carries no valid "
 				 "proof of PS_JOB_SECRET (every node of the job needs the same secret)",
@@ -454,13 +477,7 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 			return;
 		}
 		pthread_mutex_lock(&po.mu);
-		if (!nonce_of(n) && (r = realloc(reg_nonces, sizeof(*r) * (size_t)(nreg_nonces + 1)))) {
-			reg_nonces = r;
-			r += nreg_nonces++;
-			snprintf(r->host, sizeof(r->host), "%s", n->hostname);
-			r->port = n->port;
-			memcpy(r->nonce, nonce, 33);
-		}
+		keep_nonce(n, nonce);
 		pthread_mutex_unlock(&po.mu);
 	}
 	if (refuse_other_counts(m, n))
@@ -468,12 +485,18 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 	pthread_mutex_lock(&po.mu);
 	if (po.state != PSL__STARTING || po.list_sent || po.nreg >= total) {
 		pthread_mutex_unlock(&po.mu);
+		if (psl__recovery_take(n))
+			return;
 		PSL_WARN("ignored a registration from the %s at %s:%d: this job already has its "
 			 "%d servers and %d workers (check DMLC_NUM_SERVER and DMLC_NUM_WORKER on "
-			 "every node)",
+			 "every node; %s)",
 			 psl__role_name(n->role), n->hostname, n->port, po.cfg.num_servers,
-			 po.cfg.num_workers);
-		tell_refused(n,
+			 po.cfg.num_workers,
+			 po.cfg.recovery ? "PS_RECOVERY=1: no lost node of its role (and DMLC_RANK) "
+					   "to replace"
+					 : "set PS_RECOVERY=1 on the scheduler to let a node "
+					   "started again take a lost one's place");
+		psl__tell_refused(n,
 			     "the job already has its %d servers and %d workers: another node "
 			     "registered in this one's place (set the same PS_JOB_SECRET on every "
 			     "node to keep strangers out), or DMLC_NUM_SERVER / DMLC_NUM_WORKER "
@@ -503,7 +526,7 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 			pthread_mutex_unlock(&po.mu);
 			PSL_WARN("ignored a registration from the %s at %s:%d with DMLC_RANK=%d: %s",
 				 psl__role_name(n->role), n->hostname, n->port, n->aux_id, clash);
-			tell_refused(n, "DMLC_RANK=%d: %s", n->aux_id, clash);
+			psl__tell_refused(n, "DMLC_RANK=%d: %s", n->aux_id, clash);
 			return;
 		}
 	}
@@ -513,7 +536,7 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 			 "to %d (DMLC_NUM_%s=%d here)",
 			 psl__role_name(n->role), n->hostname, n->port, n->aux_id, want - 1,
 			 n->role == PSL_SERVER ? "SERVER" : "WORKER", want);
-		tell_refused(n, "DMLC_RANK=%d, expected 0 to %d (DMLC_NUM_%s=%d at the scheduler)",
+		psl__tell_refused(n, "DMLC_RANK=%d, expected 0 to %d (DMLC_NUM_%s=%d at the scheduler)",
 			     n->aux_id, want - 1, n->role == PSL_SERVER ? "SERVER" : "WORKER",
 			     want);
 		return;
@@ -525,7 +548,7 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 			 psl__role_name(n->role), n->hostname, n->port, have,
 			 psl__role_name(n->role), n->role == PSL_SERVER ? "SERVER" : "WORKER",
 			 want);
-		tell_refused(n,
+		psl__tell_refused(n,
 			     "%d %ss are registered already and DMLC_NUM_%s=%d at the scheduler: "
 			     "another node registered in this one's place (set the same "
 			     "PS_JOB_SECRET on every node to keep strangers out), or the numbers "
@@ -555,6 +578,11 @@ void psl__node_take_list(const struct psl__meta *m)
 		return;
 	}
 	pthread_mutex_lock(&po.mu);
+	if (po.state == PSL__READY) {
+		pthread_mutex_unlock(&po.mu);
+		psl__recovery_news(m); /* a node took a lost one's place */
+		return;
+	}
 	if (po.state != PSL__STARTING || po.got_node_list) {
 		pthread_mutex_unlock(&po.mu);
 		PSL_WARN("ignored a node list that came after start-up: pslite does not recover "
@@ -633,6 +661,8 @@ void psl__node_take_list(const struct psl__meta *m)
 	}
 	pthread_mutex_lock(&po.mu);
 	po.me.id = m->nodes[me].id;
+	po.me.is_recovery = m->nodes[me].is_recovery;
+	po.recovered = m->nodes[me].is_recovery;
 	po.my_id = po.me.id;
 	po.my_rank = psl_id_to_rank(po.my_id);
 	po.cfg.instance = po.my_rank % (po.cfg.group_size > 0 ? po.cfg.group_size : 1);

@@ -202,6 +202,31 @@ static bool seen_check_add(uint64_t sig)
 	return false;
 }
 
+void psl__resender_forget_seen(int sender)
+{
+	uint64_t *keep;
+	uint32_t i, n = 0, count;
+
+	pthread_mutex_lock(&S.mu);
+	count = S.seen_count;
+	keep = S.on && count ? malloc(sizeof(*keep) * count) : NULL;
+	if (!keep) {
+		pthread_mutex_unlock(&S.mu);
+		return;
+	}
+	for (i = 0; i < count; i++) {
+		uint64_t k = S.seen_fifo[(S.seen_head + i) % SEEN_WINDOW];
+		if (((k >> 40) & 0xff) != (uint8_t)sender)
+			keep[n++] = k;
+	}
+	memset(S.seen_set, 0, 2 * SEEN_WINDOW * sizeof(uint64_t));
+	S.seen_head = S.seen_count = 0;
+	for (i = 0; i < n; i++)
+		seen_check_add(keep[i]);
+	pthread_mutex_unlock(&S.mu);
+	free(keep);
+}
+
 bool psl__resender_on_recv(const struct psl__meta *m)
 {
 	struct psl__meta ack;

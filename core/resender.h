@@ -25,5 +25,8 @@ int psl__resender_pending(void);
 void psl__resender_released(int cmd);
 /* Drops what waits for node id (it was lost). */
 void psl__resender_forget(int id);
+/* Forgets which messages of sender were received: a node that took a lost
+ * one's place numbers its messages from 0 again (recovery.c). */
+void psl__resender_forget_seen(int sender);
 
 #endif

@@ -94,6 +94,22 @@ static void host_peer_event(void *ctx, int32_t id, int event, int err, const cha
 	psl__control_peer_event(id, event, err, detail);
 }
 
+/* A node that takes a lost one's place (recovery.c) hears from the others
+ * as soon as the scheduler told them of it, which may be before its own node
+ * list arrives on another connection: until the list, a server or worker
+ * takes data messages from any server or worker id of the job (they wait
+ * for their customer, which exists only once psl_start returned). */
+static bool early_peer(int sender)
+{
+	bool early;
+	if (psl__po.role == PSL_SCHEDULER)
+		return false;
+	pthread_mutex_lock(&psl__po.mu);
+	early = psl__po.state == PSL__STARTING && !psl__po.got_node_list;
+	pthread_mutex_unlock(&psl__po.mu);
+	return early && psl__group_has(PSL_GROUP_WORKERS | PSL_GROUP_SERVERS, sender);
+}
+
 /* Whether a message the van received from sender may be used: a node hears
  * only from registered peers of its job, never from its own id (it sends to
  * itself without the van), and the scheduler hears anonymous peers only for
@@ -113,6 +129,9 @@ static const char *sender_refused(int sender, int cmd)
 		return "it claims this node's own id";
 	if (sender == PSL_VAN_ID_SCHEDULER)
 		return NULL; /* a server's or worker's scheduler */
+	if (sender >= 8 && sender <= psl__po.max_id && psl__po.peers &&
+	    !psl__po.peers[sender].known && cmd == PSL_CMD_EMPTY && early_peer(sender))
+		return NULL;
 	if (sender < 8 || sender > psl__po.max_id || !psl__po.peers ||
 	    !psl__po.peers[sender].known)
 		return psl__po.role == PSL_SCHEDULER && !psl__po.got_node_list

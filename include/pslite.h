@@ -83,6 +83,12 @@ PSL_EXPORT int psl_finalize(int customer_id, bool do_barrier);
  * psl_finalize can succeed without the lost node. */
 PSL_EXPORT int psl_job_lost(char *why, size_t len);
 
+/* True on a server or worker that took the place of a lost node of the
+ * running job (ps-lite's is_recovery, docs/recovery.md): it has the lost
+ * node's id, rank and key range, and psl_start skipped the start-up barrier
+ * (the other nodes passed it long ago). False before psl_start. */
+PSL_EXPORT bool psl_is_recovery(void);
+
 /* Block until every node of group (PSL_GROUP_*) has called it. With
  * instance groups (DMLC_GROUP_SIZE > 1) every instance of the group's
  * members takes part (StepMesh's instance barrier). */

@@ -2,7 +2,7 @@
  * pslite-run: start a whole job, on this machine or across machines.
  *
  *   pslite-run -s S -w W [--van NAME] [--port P] [--host H] [--timeout SEC]
- *              [--verbose N] [--keep-going] -- COMMAND [ARGS...]
+ *              [--verbose N] [--keep-going] [--restart N] -- COMMAND [ARGS...]
  *
  * Starts one scheduler, S servers and W workers, each running COMMAND with
  * the ps-lite environment of its role (DMLC_ROLE, DMLC_PS_ROOT_URI,
@@ -13,7 +13,10 @@
  * DMLC_RANK each instance's rank. The first process to fail decides the exit code and
  * the others are ended (with --keep-going they run on, and the first failure
  * is still the exit code); with --timeout, everything is ended after SEC
- * seconds and the exit code is 124.
+ * seconds and the exit code is 124. With --restart N, a server or worker
+ * that fails is started again (up to N times each) with the same role and
+ * DMLC_RANK, and takes its own place in the job (PS_RECOVERY=1 for every
+ * node, docs/recovery.md).
  *
  * Across machines (docs/launch.md):
  *   --hostfile FILE   the same, each process started over ssh on a host of
@@ -58,6 +61,9 @@ struct child {
 	size_t len[2];
 	bool running;
 	int status;
+	int role;     /* PSL_LAUNCH_* */
+	long rank;
+	int restarts; /* --restart: how many times this node was started again */
 };
 
 static volatile sig_atomic_t g_signal;
@@ -70,7 +76,7 @@ static void on_signal(int sig)
 static const char usage_text[] =
 	"usage: pslite-run -s SERVERS -w WORKERS [--joint N] [--van NAME] [--port PORT]\n"
 	"                  [--host HOST]\n"
-	"                  [--timeout SECONDS] [--verbose N] [--keep-going]\n"
+	"                  [--timeout SECONDS] [--verbose N] [--keep-going] [--restart N]\n"
 	"                  [--hostfile FILE [--ssh-opts OPTS] [-x NAME[=VALUE]]...]\n"
 	"                  -- COMMAND [ARGS...]\n"
 	"       pslite-run --slurm|--mpi|--k8s [-s SERVERS | --servers-per-node N]\n"
@@ -102,6 +108,9 @@ static const char options_text[] =
 	"                    default: the environment's\n"
 	"  --keep-going      when a node fails, let the others go on; default: end\n"
 	"                    them\n"
+	"  --restart N       start a server or worker that failed again, up to N times\n"
+	"                    each, in its own place (PS_RECOVERY=1, docs/recovery.md);\n"
+	"                    on this machine only; default 0\n"
 	"  --hostfile FILE   start the nodes over ssh on the hosts of FILE (one per\n"
 	"                    line, optional slots=N); default: all on this machine\n"
 	"  --ssh-opts OPTS   more ssh options (also PSLITE_SSH_OPTS); default none\n"
@@ -215,6 +224,92 @@ static void read_child(struct child *c, int k)
 		close(c->fd[k]);
 		c->fd[k] = -1;
 	}
+}
+
+/* Starts c (its role and rank set): COMMAND cmd with its role's variables,
+ * or, over ssh, sv (in: the pipe that becomes ssh's stdin). 0, or -1 (said). */
+static int start_child(struct child *c, char **sv, int in[2], bool joint, char **cmd)
+{
+	int out[2], err2[2];
+	char num[32];
+
+	c->in = -1;
+	if (pipe2(out, O_CLOEXEC) || pipe2(err2, O_CLOEXEC)) {
+		perror("pslite-run: pipe");
+		return -1;
+	}
+	c->pid = fork();
+	if (c->pid < 0) {
+		perror("pslite-run: fork");
+		return -1;
+	}
+	if (c->pid == 0) {
+		dup2(out[1], 1);
+		dup2(err2[1], 2);
+		if (sv) {
+			/* a group of its own: Ctrl-C reaches pslite-run only,
+			 * which ends the remote processes through stdin */
+			setpgid(0, 0);
+			dup2(in[0], 0);
+			execvp(sv[0], sv);
+			fprintf(stderr, "pslite-run: cannot run %s: %s\n", sv[0], strerror(errno));
+			_exit(255);
+		}
+		setenv("DMLC_ROLE", psl_launch_role_name(c->role), 1);
+		if (joint) /* a joint process has two ranks: every rank the scheduler's choice */
+			unsetenv("DMLC_RANK");
+		else if (c->role != PSL_LAUNCH_SCHEDULER) {
+			snprintf(num, sizeof(num), "%ld", c->rank);
+			setenv("DMLC_RANK", num, 1);
+		}
+		execvp(cmd[0], cmd);
+		fprintf(stderr, "pslite-run: cannot run %s: %s\n", cmd[0], strerror(errno));
+		_exit(127);
+	}
+	if (in[0] >= 0) {
+		close(in[0]);
+		c->in = in[1];
+	}
+	close(out[1]);
+	close(err2[1]);
+	c->fd[0] = out[0];
+	c->fd[1] = err2[0];
+	c->running = true;
+	return 0;
+}
+
+/* --restart: starts node i (which failed) again in a new slot of *ch (its
+ * output keeps its label); true if it did. */
+static bool restart_child(struct child **ch, int *n, struct pollfd **pfd, int i, int max,
+			  char **cmd)
+{
+	struct child *grown, *c;
+	struct pollfd *p;
+	int none[2] = {-1, -1};
+
+	if ((*ch)[i].role == PSL_LAUNCH_SCHEDULER || (*ch)[i].restarts >= max)
+		return false;
+	grown = realloc(*ch, sizeof(**ch) * (size_t)(*n + 1));
+	if (!grown)
+		return false;
+	*ch = grown;
+	p = realloc(*pfd, sizeof(**pfd) * (2 * (size_t)(*n + 1) + 1));
+	if (!p)
+		return false;
+	*pfd = p;
+	c = &grown[*n];
+	memset(c, 0, sizeof(*c));
+	memcpy(c->label, grown[i].label, sizeof(c->label));
+	c->role = grown[i].role;
+	c->rank = grown[i].rank;
+	c->restarts = grown[i].restarts + 1;
+	if (start_child(c, NULL, none, false, cmd))
+		return false;
+	fprintf(stderr, "pslite-run: %s started again (%d of --restart %d): it takes its own "
+			"place in the job\n",
+		c->label, c->restarts, max);
+	(*n)++;
+	return true;
 }
 
 /* Ends the children: a local one gets sig; an ssh one first loses its stdin
@@ -855,7 +950,7 @@ int main(int argc, char **argv)
 	const char *van = NULL, *host = "127.0.0.1", *verbose = NULL, *hostfile = NULL;
 	const char *ssh_opts = NULL, *mode = NULL;
 	char **xvars = NULL;
-	int nx = 0, port = 0, i, n, cmd = -1, first_fail = 0, running, rc;
+	int nx = 0, port = 0, i, n, cmd = -1, first_fail = 0, running, rc, restart = 0;
 	struct child *ch = NULL;
 	struct pollfd *pfd = NULL;
 	char num[32], err[1024];
@@ -893,6 +988,8 @@ int main(int argc, char **argv)
 			timeout = parse_pos("--timeout", argv[++i], 86400 * 30);
 		} else if (!strcmp(argv[i], "--keep-going")) {
 			keep_going = true;
+		} else if (!strcmp(argv[i], "--restart") && i + 1 < argc) {
+			restart = (int)parse_pos("--restart", argv[++i], 1000);
 		} else if (!strcmp(argv[i], "--verbose") && i + 1 < argc) {
 			verbose = argv[++i];
 		} else if (!strcmp(argv[i], "--hostfile") && i + 1 < argc) {
@@ -927,7 +1024,7 @@ int main(int argc, char **argv)
 		goto out;
 	}
 	if (mode) {
-		if (hostfile || W > 0 || J > 0 || timeout || keep_going || nx) {
+		if (hostfile || W > 0 || J > 0 || timeout || keep_going || nx || restart) {
 			fprintf(stderr, "pslite-run %s: %s does not go with it: the launcher's tasks "
 					"are the job (-s or --servers-per-node pick the servers) and the "
 					"launcher runs them\n",
@@ -937,6 +1034,7 @@ int main(int argc, char **argv)
 				: J > 0      ? "--joint"
 				: timeout    ? "--timeout"
 				: keep_going ? "--keep-going"
+				: restart    ? "--restart"
 					     : "-x");
 			rc = 2;
 			goto out;
@@ -1047,9 +1145,19 @@ int main(int argc, char **argv)
 		rc = 2;
 		goto out;
 	}
+	if (restart && (hostfile || J > 0)) {
+		fprintf(stderr, "pslite-run: --restart with %s: a node is started again on this "
+				"machine only, and a joint process cannot take its own place; "
+				"leave one of them out\n",
+			hostfile ? "--hostfile" : "--joint");
+		rc = 2;
+		goto out;
+	}
 	signal(SIGINT, on_signal);
 	signal(SIGTERM, on_signal);
 	signal(SIGPIPE, SIG_IGN);
+	if (restart)
+		setenv("PS_RECOVERY", "1", 1);
 
 	setenv("DMLC_PS_ROOT_URI", host, 1);
 	snprintf(num, sizeof(num), "%d", port);
@@ -1073,7 +1181,7 @@ int main(int argc, char **argv)
 
 	for (i = 0; i < n; i++) {
 		struct child *c = &ch[i];
-		int out[2], err2[2], in[2] = {-1, -1};
+		int in[2] = {-1, -1};
 		long rank = i == 0 ? 0 : i <= S ? i - 1 : i <= S + W ? (long)(i - 1 - S) : i - 1 - S - W;
 		int role = i == 0 ? PSL_LAUNCH_SCHEDULER
 			   : i <= S ? PSL_LAUNCH_SERVER
@@ -1105,54 +1213,16 @@ int main(int argc, char **argv)
 		} else {
 			snprintf(c->label, sizeof(c->label), "%s %ld", psl_launch_role_name(role), rank);
 		}
-		if (pipe2(out, O_CLOEXEC) || pipe2(err2, O_CLOEXEC)) {
-			perror("pslite-run: pipe");
-			kill_all(ch, i, SIGKILL, true);
-			rc = 2;
-			goto out;
-		}
-		c->pid = fork();
-		if (c->pid < 0) {
-			perror("pslite-run: fork");
-			kill_all(ch, i, SIGKILL, true);
-			rc = 2;
-			goto out;
-		}
-		if (c->pid == 0) {
-			dup2(out[1], 1);
-			dup2(err2[1], 2);
-			if (sv) {
-				/* a group of its own: Ctrl-C reaches pslite-run only,
-				 * which ends the remote processes through stdin */
-				setpgid(0, 0);
-				dup2(in[0], 0);
-				execvp(sv[0], sv);
-				fprintf(stderr, "pslite-run: cannot run %s: %s\n", sv[0],
-					strerror(errno));
-				_exit(255);
-			}
-			setenv("DMLC_ROLE", psl_launch_role_name(role), 1);
-			if (J > 0) /* a joint process has two ranks: every rank the scheduler's choice */
-				unsetenv("DMLC_RANK");
-			else if (i > 0) {
-				snprintf(num, sizeof(num), "%ld", rank);
-				setenv("DMLC_RANK", num, 1);
-			}
-			execvp(argv[cmd], argv + cmd);
-			fprintf(stderr, "pslite-run: cannot run %s: %s\n", argv[cmd], strerror(errno));
-			_exit(127);
-		}
+		c->role = role;
+		c->rank = rank;
+		rc = start_child(c, sv, in, J > 0, argv + cmd);
 		free(script);
 		free(sv);
-		if (in[0] >= 0) {
-			close(in[0]);
-			c->in = in[1];
+		if (rc) {
+			kill_all(ch, i, SIGKILL, true);
+			rc = 2;
+			goto out;
 		}
-		close(out[1]);
-		close(err2[1]);
-		c->fd[0] = out[0];
-		c->fd[1] = err2[0];
-		c->running = true;
 	}
 
 wait_all:
@@ -1200,6 +1270,13 @@ wait_all:
 				ch[i].status = status;
 				code = WIFEXITED(status) ? WEXITSTATUS(status)
 							 : 128 + WTERMSIG(status);
+				if (code && !ended && restart) {
+					fprintf(stderr, "pslite-run: %s exited with %s %d\n",
+						ch[i].label, WIFEXITED(status) ? "code" : "signal",
+						WIFEXITED(status) ? code : WTERMSIG(status));
+					if (restart_child(&ch, &n, &pfd, i, restart, argv + cmd))
+						break; /* (ch moved) */
+				}
 				if (code && !first_fail && !ended) {
 					first_fail = code;
 					if (ch[i].host && code == 255)

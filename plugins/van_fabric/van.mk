@@ -74,3 +74,11 @@ EXTRA_DIST += plugins/van_fabric/tests/fabric_tcp_cxx.sh
 if BUILD_VAN_FABRIC
 TESTS += plugins/van_fabric/tests/fabric_tcp_cxx.sh
 endif
+
+# a lost node comes back (tests/integration/recovery.sh, docs/recovery.md)
+FABRIC_RECOVERY_TESTS = plugins/van_fabric/tests/fabric_tcp_recovery_server.sh \
+	plugins/van_fabric/tests/fabric_tcp_recovery_worker.sh
+EXTRA_DIST += $(FABRIC_RECOVERY_TESTS)
+if BUILD_VAN_FABRIC
+TESTS += $(FABRIC_RECOVERY_TESTS)
+endif

@@ -91,3 +91,11 @@ EXTRA_DIST += plugins/van_ucx/tests/ucx_tcp_cxx.sh
 if BUILD_VAN_UCX
 TESTS += plugins/van_ucx/tests/ucx_tcp_cxx.sh
 endif
+
+# a lost node comes back (tests/integration/recovery.sh, docs/recovery.md)
+UCX_RECOVERY_TESTS = plugins/van_ucx/tests/ucx_tcp_recovery_server.sh \
+	plugins/van_ucx/tests/ucx_tcp_recovery_worker.sh
+EXTRA_DIST += $(UCX_RECOVERY_TESTS)
+if BUILD_VAN_UCX
+TESTS += $(UCX_RECOVERY_TESTS)
+endif

@@ -39,6 +39,17 @@ if BUILD_VAN_ZMQ
 TESTS += $(ZMQ_LOSS_TESTS)
 endif
 
+# a lost node comes back (tests/integration/recovery.sh, docs/recovery.md)
+ZMQ_RECOVERY_TESTS = plugins/van_zmq/tests/zmq_recovery_server.sh \
+	plugins/van_zmq/tests/zmq_recovery_worker.sh plugins/van_zmq/tests/zmq_recovery_twice.sh \
+	plugins/van_zmq/tests/zmq_recovery_never.sh plugins/van_zmq/tests/zmq_recovery_secret.sh \
+	plugins/van_zmq/tests/zmq_recovery_resend.sh \
+	tests/integration/run_restart.sh
+EXTRA_DIST += $(ZMQ_RECOVERY_TESTS)
+if BUILD_VAN_ZMQ
+TESTS += $(ZMQ_RECOVERY_TESTS)
+endif
+
 # Attention-FFN batches (tests/integration/af_run.sh)
 EXTRA_DIST += plugins/van_zmq/tests/af_zmq.sh plugins/van_zmq/tests/ipc_zmq.sh \
 	plugins/van_zmq/tests/python_zmq.sh plugins/van_zmq/tests/zmq_groups.sh plugins/van_zmq/tests/zmq_joint.sh \

@@ -479,7 +479,7 @@ static void test_node_takes_list(void **state)
 		assert_true(g_conn_to[i] != 9);
 	}
 	assert_true(to_sched && to_8 && to_10);
-	/* a second list is ignored */
+	/* the same list again changes nothing: no loss, no connection */
 	psl__po.state = PSL__READY;
 	{
 		struct capture c;
@@ -487,8 +487,28 @@ static void test_node_takes_list(void **state)
 		capture_start(&c);
 		send_list(1);
 		log = capture_end(&c);
-		assert_contains(log, "ignored a node list that came after start-up");
+		assert_null(strstr(log, "lost"));
 		free(log);
+		assert_int_equal(g_nconn, 3);
+	}
+	/* ps-lite's news of a recovered node (recovery.c): server 8 at a new
+	 * address, alone in the list; the node reconnects to it as ps11 */
+	{
+		struct capture c;
+		char *log;
+		g_nlist = 0;
+		list_add(PSL_SERVER, 8, "127.0.0.1", 6100);
+		g_list[0].is_recovery = true;
+		capture_start(&c);
+		send_list(1);
+		log = capture_end(&c);
+		assert_contains(log, "is back");
+		free(log);
+		assert_int_equal(g_nconn, 4);
+		assert_int_equal(g_conn_to[3], 8);
+		assert_int_equal(g_conn_as[3], 11);
+		assert_int_equal(psl__po.peers[8].node.port, 6100);
+		assert_false(psl__po.peers[8].dead);
 	}
 }
 
@@ -725,6 +745,64 @@ static void test_barrier_request_undeliverable(void **state)
 	psl__po.barrier_err = 0;
 }
 
+/* PS_RECOVERY=1 (recovery.c): a server registering after the start takes
+ * the place of the lost one of its DMLC_RANK; the newcomer gets the whole
+ * list, its entry marked is_recovery, the others it alone. Before any loss
+ * it waits; without PS_RECOVERY it is refused. */
+static void test_recovery_takes_place(void **state)
+{
+	const struct sent *s;
+	const struct psl__node *n;
+	int i, to_new = -1, to_worker = -1;
+	(void)state;
+
+	scheduler_up(2, 1);
+	reg("10.0.0.3", 5000, PSL_WORKER, 0);
+	reg("10.0.0.2", 4001, PSL_SERVER, 1);
+	reg("10.0.0.2", 4000, PSL_SERVER, 0);
+	psl__po.got_node_list = true;
+	psl__po.state = PSL__READY;
+	psl__po.cfg.recovery = true;
+	clear_sent();
+	reg("10.0.0.7", 4100, PSL_SERVER, 1); /* nobody lost yet: it waits */
+	assert_int_equal(g_nsent, 0);
+	psl__node_lost(10, -ECONNRESET, "test");
+	for (i = 0; i < g_nsent; i++) {
+		if (g_sent[i].m.cmd != PSL_CMD_ADD_NODE)
+			continue;
+		if (g_sent[i].to == 10)
+			to_new = i;
+		else if (g_sent[i].to == 9)
+			to_worker = i;
+	}
+	assert_true(to_new >= 0 && to_worker >= 0);
+	s = &g_sent[to_new];
+	assert_int_equal(s->m.node_size, 4);
+	n = in_list(s, "10.0.0.7", 4100);
+	assert_non_null(n);
+	assert_int_equal(n->id, 10);
+	assert_true(n->is_recovery);
+	s = &g_sent[to_worker];
+	assert_int_equal(s->m.node_size, 1);
+	assert_int_equal(s->m.nodes[0].id, 10);
+	assert_int_equal(s->m.nodes[0].port, 4100);
+	assert_false(psl__po.peers[10].dead);
+	assert_int_equal(psl__po.peers[10].node.port, 4100);
+	assert_int_equal(psl__po.job_lost_err, 0); /* the job is whole again */
+	/* without PS_RECOVERY a late registration is refused */
+	psl__po.cfg.recovery = false;
+	clear_sent();
+	{
+		struct capture c;
+		char *log;
+		capture_start(&c);
+		reg("10.0.0.8", 4200, PSL_SERVER, 0);
+		log = capture_end(&c);
+		assert_contains(log, "set PS_RECOVERY=1 on the scheduler");
+		free(log);
+	}
+}
+
 #define T(f) cmocka_unit_test_teardown(f, scheduler_down)
 
 int main(void)
@@ -737,6 +815,7 @@ int main(void)
 		T(test_node_takes_list),   T(test_node_refuses_lists),
 		T(test_node_list_undeliverable), T(test_release_undeliverable),
 		T(test_node_takes_abort), T(test_barrier_request_undeliverable),
+		T(test_recovery_takes_place),
 	};
 	return cmocka_run_group_tests_name("control", tests, NULL, NULL);
 }

@@ -1,0 +1,156 @@
+#!/bin/sh
+# A lost node comes back (docs/recovery.md):  recovery.sh VAN CASE
+# A 1+2+2 job of recovnode (every value pulled is checked) with PS_RECOVERY=1
+# and heartbeats; every node has DMLC_RANK.
+#   server  server 1 is killed (SIGKILL) at worker 0's round 60 and started
+#           again: the workers' later rounds complete with correct data, the
+#           new server says it is a recovery, every node exits 0
+#   worker  the same for worker 1 (restarted with 100 rounds)
+#   twice   server 1 killed and started again twice
+#   secret  as server, with PS_JOB_SECRET: a stranger with another secret
+#           that registers first as server 1 does not take its place (it
+#           fails its start), the real one does
+#   resend  as worker, with PS_RESEND=1: the new worker numbers its messages
+#           from 0 again, and they are not taken for the old one's resends
+#   never   server 1 is killed and never comes back, PS_RECOVERY_WAIT=3: the
+#           workers fail within the bound (exit 3) with one ERROR line
+#           saying that no node took its place
+[ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
+set -u
+van=$1
+case=$2
+b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
+node=$b/tests/integration/recovnode
+dir=$(mktemp -d "${TMPDIR:-/tmp}/pslite-recovery.XXXXXX")
+pids=
+fail=0
+ulimit -c 0 2>/dev/null
+bad() { echo "recovery.sh $van $case: $*" >&2; fail=1; }
+cleanup() {
+	for p in $pids; do kill -9 "$p" 2>/dev/null; done
+	rm -rf "$dir"
+}
+trap cleanup EXIT
+port=$("$b/tests/integration/startnode" --free-port) || { echo "no free port" >&2; exit 99; }
+export DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port DMLC_NODE_HOST=127.0.0.1 \
+	DMLC_NUM_SERVER=2 DMLC_NUM_WORKER=2 DMLC_ENABLE_RDMA=$van UCX_TLS=tcp FI_PROVIDER=tcp \
+	PS_RECOVERY=1 PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=4 PS_RECOVERY_WAIT=20 \
+	PS_START_TIMEOUT=60 PS_REQUEST_TIMEOUT=30
+unset DMLC_PORT
+[ "$case" = never ] && export PS_RECOVERY_WAIT=3
+[ "$case" = resend ] && export PS_RESEND=1
+[ "$case" = secret ] && export PS_JOB_SECRET=recovery-test-secret-0123456789
+# start ROLE RANK LOG [ROUNDS]: a node in the background; its pid in $last
+start() {
+	DMLC_ROLE=$1 DMLC_RANK=$2 RECOV_ROUNDS=${4:-300} "$node" >"$dir/$3" 2>&1 &
+	last=$!
+	pids="$pids $last"
+}
+# wait_for FILE PATTERN SECONDS
+wait_for() {
+	i=0
+	until grep -q "$2" "$dir/$1" 2>/dev/null; do
+		sleep 0.1
+		i=$((i + 1))
+		[ $i -lt $(($3 * 10)) ] || return 1
+	done
+}
+# (no timeout(1) around the nodes: a SIGKILL must reach the node itself;
+# every wait below is bounded, and the cleanup kills what is left)
+DMLC_ROLE=scheduler "$node" >"$dir/sched" 2>&1 &
+sched=$!
+pids="$sched"
+start server 0 s0
+start server 1 s1
+s1=$last
+start worker 0 w0 400
+w0=$last
+start worker 1 w1
+w1=$last
+wait_for w0 "round 60$" 40 || bad "worker 0 did not reach round 60"
+victim=$s1
+{ [ "$case" = worker ] || [ "$case" = resend ]; } && victim=$w1
+killed=$victim
+t0=$(date +%s%N)
+kill -9 "$victim"
+wait "$victim" 2>/dev/null
+case $case in
+server | twice | secret)
+	if [ "$case" = secret ]; then
+		PS_JOB_SECRET=a-stranger-s-secret-9876543210 PS_START_TIMEOUT=4 DMLC_ROLE=server \
+			DMLC_RANK=1 "$node" >"$dir/stranger" 2>&1 &
+		stranger=$!
+		sleep 0.5
+	fi
+	start server 1 s1b
+	wait_for s1b "ready (recovery 1)" 30 || bad "the new server 1 did not start as a recovery"
+	t1=$(date +%s%N)
+	echo "recovery.sh $van $case: server 1 back $((($t1 - $t0) / 1000000)) ms after the kill"
+	if [ "$case" = twice ]; then
+		wait_for w0 "round 200$" 40 || bad "worker 0 did not reach round 200"
+		kill -9 "$last"
+		wait "$last" 2>/dev/null
+		killed="$killed $last"
+		start server 1 s1c
+		wait_for s1c "ready (recovery 1)" 30 || bad "the third server 1 did not start as a recovery"
+	fi
+	;;
+worker | resend)
+	start worker 1 w1b 100
+	w1=$last
+	wait_for w1b "ready (recovery 1)" 30 || bad "the new worker 1 did not start as a recovery"
+	t1=$(date +%s%N)
+	echo "recovery.sh $van $case: worker 1 back $((($t1 - $t0) / 1000000)) ms after the kill"
+	;;
+esac
+if [ "$case" = secret ]; then
+	wait "$stranger"
+	code=$?
+	[ $code -ne 0 ] || bad "the stranger's start succeeded"
+	grep -q "ready" "$dir/stranger" && bad "the stranger took a place in the job"
+fi
+# every node ends; the exit codes
+for p in $pids; do
+	case " $killed " in *" $p "*) continue ;; esac
+	i=0
+	while kill -0 "$p" 2>/dev/null && [ $i -lt 600 ]; do
+		sleep 0.1
+		i=$((i + 1))
+	done
+	kill -0 "$p" 2>/dev/null && { bad "a node (pid $p) did not end within 60 s"; continue; }
+	wait "$p"
+	code=$?
+	if [ "$case" = never ] && { [ "$p" = "$w0" ] || [ "$p" = "$w1" ]; }; then
+		[ $code -eq 3 ] || bad "a worker exited $code, expected 3"
+	elif [ "$case" != never ] && [ $code -ne 0 ]; then
+		bad "a node (pid $p) exited $code"
+	fi
+done
+t2=$(date +%s%N)
+case $case in
+never)
+	echo "recovery.sh $van never: the job ended $((($t2 - $t0) / 1000000)) ms after the kill"
+	[ $((($t2 - $t0) / 1000000)) -lt 15000 ] || bad "the job took more than 15 s to end"
+	for w in w0 w1; do
+		n=$(grep -c "no node took the place of lost server 1 .*PS_RECOVERY_WAIT=3 s" "$dir/$w")
+		[ "$n" -eq 1 ] || bad "$w said $n times that no node took server 1's place, expected 1"
+		grep -q "gave up" "$dir/$w" || bad "$w did not give up"
+	done
+	;;
+*)
+	for w in w0 w1; do
+		[ "$case" = worker ] || [ "$case" = resend ] && [ $w = w1 ] && w=w1b
+		grep -q "OK (" "$dir/$w" || bad "$w did not finish with OK"
+	done
+	grep "recovnode worker" "$dir"/w0 | tail -n 1
+	;;
+esac
+grep -l "FAILED\|AddressSanitizer\|runtime error" "$dir"/* >/dev/null 2>&1 &&
+	bad "a node failed a check: $(grep -h "FAILED\|AddressSanitizer\|runtime error" "$dir"/* | head -n 3)"
+if [ $fail -ne 0 ]; then
+	for f in "$dir"/*; do
+		echo "----- $(basename "$f") -----" >&2
+		tail -n 25 "$f" >&2
+	done
+fi
+exit $fail

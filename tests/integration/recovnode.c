@@ -1,0 +1,143 @@
+/*
+ * recovnode: a node of the recovery tests (recovery.sh). DMLC_ROLE says
+ * which:
+ *
+ *   scheduler  psl_start, psl_finalize; exits 3 if the job is not whole at
+ *              its end (psl_job_lost), else 0
+ *   server     serves a PSL_KV_STORE_OVERWRITE store of uint64 values
+ *   worker     RECOV_ROUNDS rounds (default 300), 10 ms apart: pushes one
+ *              key of every server's range, pulls it back and checks every
+ *              value. A round that fails with a loss error (a server was
+ *              lost) is tried again, up to 5 times (with PS_RECOVERY_WAIT
+ *              the retry waits for the server's replacement).
+ *
+ * Every node prints "recovnode ROLE RANK: ready (recovery N)" once started.
+ * A worker prints "round N" every 20 rounds, then "OK (N rounds, M retried)"
+ * and exits 0; a wrong value: "FAILED ..." and exit 1; a round that could
+ * not complete: "gave up ..." and exit 3.
+ */
+#define _GNU_SOURCE 1
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <pslite.h>
+
+#define VALS 4 /* values per key */
+
+static int rank_here;
+
+static bool loss_error(int rc)
+{
+	return rc == -EHOSTDOWN || rc == -ECONNRESET || rc == -ETIMEDOUT ||
+	       rc == -ECONNABORTED || rc == -ENOENT;
+}
+
+static uint64_t value(uint64_t key, int round, int j)
+{
+	return key * 31 + (uint64_t)round * 7919 + (uint64_t)j;
+}
+
+/* One round: push, pull, check. 0, a loss error, or 1 for a wrong value. */
+static int one_round(struct psl_kv_worker *w, int round)
+{
+	int ns = psl_num_servers(), r, j, rc;
+	uint64_t keys[64], vals[64 * VALS], got[64 * VALS];
+	struct psl_kv kv = {.keys = keys, .num_keys = (size_t)ns, .vals = vals,
+			    .num_vals = (size_t)ns * VALS};
+	struct psl_kv_out out = {.vals = got, .cap = (size_t)ns * VALS};
+
+	for (r = 0; r < ns && r < 64; r++) {
+		uint64_t b, e;
+		psl_server_key_range(r, &b, &e);
+		keys[r] = b + (uint64_t)rank_here * 64 + (uint64_t)(round % 8);
+		for (j = 0; j < VALS; j++)
+			vals[r * VALS + j] = value(keys[r], round, j);
+	}
+	rc = psl_kv_push(w, &kv, 0, NULL, NULL);
+	if (rc >= 0)
+		rc = psl_kv_wait(w, rc);
+	if (rc)
+		return rc;
+	memset(got, 0, sizeof(got));
+	rc = psl_kv_pull(w, keys, (size_t)ns, &out, 0, NULL, NULL);
+	if (rc >= 0)
+		rc = psl_kv_wait(w, rc);
+	if (rc)
+		return rc;
+	for (r = 0; r < ns * VALS; r++)
+		if (got[r] != vals[r]) {
+			printf("recovnode worker %d: FAILED round %d: value %d of key %" PRIu64
+			       " is %" PRIu64 ", expected %" PRIu64 "\n",
+			       rank_here, round, r % VALS, keys[r / VALS], got[r], vals[r]);
+			return 1;
+		}
+	return 0;
+}
+
+static int worker(void)
+{
+	struct psl_kv_worker *w;
+	const char *e = getenv("RECOV_ROUNDS");
+	int rounds = e ? atoi(e) : 300, i, tries, rc = 0, retried = 0;
+	struct timespec pause = {0, 10 * 1000000L};
+
+	if (psl_kv_worker_new(0, 0, PSL_UINT64, &w))
+		return 1;
+	for (i = 0; i < rounds; i++) {
+		for (tries = 0; tries < 6; tries++) {
+			rc = one_round(w, i);
+			if (!rc || !loss_error(rc))
+				break;
+			retried++;
+		}
+		if (rc == 1)
+			break;
+		if (rc) {
+			printf("recovnode worker %d: gave up in round %d: %s\n", rank_here, i,
+			       psl_strerror(rc));
+			break;
+		}
+		if (i % 20 == 0)
+			printf("recovnode worker %d: round %d\n", rank_here, i);
+		fflush(stdout);
+		nanosleep(&pause, NULL);
+	}
+	psl_kv_worker_free(w);
+	if (!rc)
+		printf("recovnode worker %d: OK (%d rounds, %d retried)\n", rank_here, rounds,
+		       retried);
+	return rc == 1 ? 1 : rc ? 3 : 0;
+}
+
+int main(void)
+{
+	struct psl_kv_store *st = NULL;
+	const char *who;
+	char why[400];
+	int rc, code = 0;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	rc = psl_start(0, true);
+	if (rc) {
+		printf("recovnode: psl_start: %s\n", psl_strerror(rc));
+		return 3;
+	}
+	rank_here = psl_my_rank();
+	who = psl_is_scheduler() ? "scheduler" : psl_is_server() ? "server" : "worker";
+	if (psl_is_server() && psl_kv_store_new(0, PSL_UINT64, PSL_KV_STORE_OVERWRITE, &st))
+		return 1;
+	printf("recovnode %s %d: ready (recovery %d)\n", who, rank_here, psl_is_recovery());
+	if (psl_is_worker())
+		code = worker();
+	psl_finalize(0, true);
+	psl_kv_store_free(st);
+	if (!code && psl_job_lost(why, sizeof(why))) {
+		printf("recovnode %s %d: the job is not whole: %s\n", who, rank_here, why);
+		code = 3;
+	}
+	return code;
+}
