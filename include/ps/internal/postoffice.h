@@ -192,8 +192,8 @@ public:
 		return is_worker() ? "worker" : is_server() ? "server" : is_scheduler() ? "scheduler" : "";
 	}
 	int verbose() const { return detail::Verbose(); }
-	/* pslite restarts no node in a running job: never a recovery */
-	bool is_recovery() const { return false; }
+	/* this node took a lost node's place (PS_RECOVERY, docs/recovery.md) */
+	bool is_recovery() const { return psl_is_recovery(); }
 
 	/* Blocks until every node of node_group has called it. */
 	void Barrier(int customer_id, int node_group)
