@@ -185,6 +185,21 @@ static void peer_retry_later(struct psl_van *v, struct fab_peer *p, int64_t now,
 	p->retry_ms = p->retry_ms * 2 > 1000 ? 1000 : p->retry_ms * 2;
 }
 
+/* With p->mu held: a lost node disconnected FAB_DROP_GRACE_MS ago still
+ * holds sends; they fail now (the core's requests wait for them), as when
+ * a connection breaks (fab_report_down: posted ones are reported before
+ * the provider has let go of them). True if it did that. */
+static bool drop_due(struct psl_van *v, struct fab_peer *p, int64_t now)
+{
+	if (!atomic_load(&p->retiring) || !p->drop_at_ms || now < p->drop_at_ms ||
+	    (!p->qhead && !p->live) || p->state == P_DOWN)
+		return false;
+	fab_fail_pending(v, p, -ECONNRESET);
+	LOG(v, PSL_VAN_LOG_DEBUG, "node %d at %s: disconnected %d ms ago, its pending sends "
+	    "fail", p->id, p->where, FAB_DROP_GRACE_MS);
+	return true;
+}
+
 void fab_peer_io(struct psl_van *v, struct fab_peer *p, uint32_t events)
 {
 	int64_t now = psl_van_now_ms();
@@ -525,6 +540,13 @@ int fab_housekeeping(struct psl_van *v)
 		int st;
 		bool broken;
 		pthread_mutex_lock(&p->mu);
+		if (drop_due(v, p, now)) {
+			pthread_mutex_unlock(&p->mu);
+			conn_close(v, &p->conn);
+			continue;
+		}
+		if (p->drop_at_ms && p->state != P_DOWN && p->drop_at_ms < next)
+			next = p->drop_at_ms;
 		st = p->state;
 		if (atomic_load(&p->retiring) && st == P_UP && !p->qhead && !p->inflight &&
 		    !p->bye_sent && p->conn.fd >= 0) {

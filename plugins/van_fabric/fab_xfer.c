@@ -202,6 +202,13 @@ static void fab_fail_live(struct psl_van *v, struct fab_peer *p, int err)
 	}
 }
 
+void fab_fail_pending(struct psl_van *v, struct fab_peer *p, int err)
+{
+	p->state = P_DOWN;
+	fab_fail_queue(v, p, err);
+	fab_fail_live(v, p, err);
+}
+
 static int check_segs(struct psl_van *v, const struct psl_van_seg *segs, uint32_t nseg)
 {
 	uint32_t i;
@@ -531,10 +538,8 @@ void fab_report_down(struct psl_van *v, struct fab_peer *p, int err, const char 
 	bool tell;
 	pthread_mutex_lock(&p->mu);
 	tell = p->state == P_UP && !atomic_load(&p->retiring) && !p->told;
-	p->state = P_DOWN;
 	p->told = p->told || tell;
-	fab_fail_queue(v, p, err);
-	fab_fail_live(v, p, err);
+	fab_fail_pending(v, p, err);
 	pthread_mutex_unlock(&p->mu);
 	if (tell && !atomic_load(&v->closing))
 		v->host->peer_event(v->host->ctx, p->id, PSL_VAN_PEER_DOWN, err, detail);

@@ -86,6 +86,8 @@ void fab_pool_kill(struct fab_pool *p);
 #define FAB_API FI_VERSION(1, 9)
 #define OQ_WINDOW (1u << 20)
 #define HANDSHAKE_MS 10000
+/* after disconnect, a lost node's sends still pending fail (ECONNRESET) */
+#define FAB_DROP_GRACE_MS 1000
 
 enum conn_type { CONN_LISTEN = 1, CONN_OUT, CONN_IN, CONN_WAKE, CONN_CQ };
 enum peer_state { P_CONNECTING = 0, P_HANDSHAKE, P_UP, P_DOWN };
@@ -116,6 +118,8 @@ struct fab_peer {
 	int inflight;			/* posted, not yet complete */
 	struct fab_txop *live;		/* every op not finished yet */
 	atomic_bool retiring;		/* replaced or disconnected */
+	int64_t drop_at_ms;		/* disconnected (a lost node): what it still
+				 * holds fails then (under mu; 0 never) */
 	bool broken;			/* a send failed half-way */
 	/* progress thread only */
 	struct fab_conn conn;
@@ -263,6 +267,10 @@ int fab_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
 	     const struct psl_van_seg *segs, uint32_t nseg, void *cookie);
 int fab_post_queue(struct psl_van *v, struct fab_peer *p);
 void fab_fail_queue(struct psl_van *v, struct fab_peer *p, int err);
+/* With p->mu held: p is down; its queued sends and its posted ones (these
+ * before the provider let go of them: it may still read their buffers) are
+ * reported done with err. */
+void fab_fail_pending(struct psl_van *v, struct fab_peer *p, int err);
 void fab_op_free(struct psl_van *v, struct fab_txop *op);
 void fab_op_unlink(struct fab_peer *p, struct fab_txop *op);
 void fab_rx_free(struct fab_rx *r);

@@ -694,6 +694,11 @@ static int fdisconnect(struct psl_van *v, int32_t id)
 	pthread_rwlock_unlock(&v->lock);
 	if (!p)
 		return -ENOENT;
+	/* the core disconnects a node it lost: a frozen one never takes what
+	 * is queued or posted to it, and the requests wait for their sends */
+	pthread_mutex_lock(&p->mu);
+	p->drop_at_ms = psl_van_now_ms() + FAB_DROP_GRACE_MS;
+	pthread_mutex_unlock(&p->mu);
 	atomic_store(&p->retiring, true);
 	fab_wake(v);
 	return 0;
