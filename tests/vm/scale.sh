@@ -50,6 +50,10 @@ job() { # van
 	if [ $rc -ne 0 ] || [ "$ok" -ne "$n" ] || [ "$nodes" -ne $((2 * n + 1)) ]; then
 		vm_bad "$1: exit $rc, $ok of $n workers checked their data, $nodes of $((2 * n + 1)) nodes reported"
 		grep -n 'ERROR\|pslite-run:' "$log" | head -n 20
+		# a node that crashed: what it said before (libfabric prints a
+		# backtrace of its own on SIGSEGV)
+		grep -n -B 12 -A 14 'terminated with signal\|Backtrace\|Segmentation\|Sanitizer' "$log" |
+			head -n 60
 		tail -n 30 "$log"
 	fi
 }

@@ -193,8 +193,9 @@ t_secret() { # PS_JOB_SECRET: the same on every node works; a server with anothe
 t_cxx() { # C++ ps-lite's RDMA protocol, against ibv_cxx_peer standing in for a C++ node
 	# a pslite worker whose scheduler is C++: it finds out from the accept,
 	# connects again with C++'s record and registers in C++'s rendezvous:
-	# the peer gets the ADD_NODE meta of a worker by WRITE_WITH_IMM (683 bytes:
-	# one node entry and the body "pslite-counts 1 1 1", docs/wire.md 6.1)
+	# the peer gets the ADD_NODE meta of a worker by WRITE_WITH_IMM (702 bytes:
+	# one node entry and the body "pslite-counts 1 1 1|pslite-heartbeat 2",
+	# docs/wire.md 6.1)
 	"$b/plugins/van_ibverbs/tests/ibv_cxx_peer" listen "$host" 9311 30 >"$dir/cxx-peer.log" 2>&1 &
 	peer=$!
 	sleep 1
@@ -207,8 +208,8 @@ t_cxx() { # C++ ps-lite's RDMA protocol, against ibv_cxx_peer standing in for a 
 	if [ $rc -eq 124 ] && grep -q "runs C++ ps-lite's RDMA van: speaking its protocol" \
 		"$dir/cxx-sched.log" && grep -q "accepted a record that is not C++'s" "$dir/cxx-peer.log" &&
 		grep -q "accepted node 32767" "$dir/cxx-peer.log" &&
-		grep -q "start: meta 683 bytes, 0 segments" "$dir/cxx-peer.log" &&
-		grep -q "message: 683 bytes, cmd 2, node_size 1, role 1, id 32767, host $host" \
+		grep -q "start: meta 702 bytes, 0 segments" "$dir/cxx-peer.log" &&
+		grep -q "message: 702 bytes, cmd 2, node_size 1, role 1, id 32767, host $host" \
 			"$dir/cxx-peer.log"; then
 		pass cxx_scheduler; else fail cxx_scheduler "rc $rc"; show "$dir/cxx-peer.log"; show "$dir/cxx-sched.log"; fi
 	# a C++ node connecting to a pslite scheduler: accepted, its START
