@@ -12,6 +12,10 @@
 #           fails its start), the real one does
 #   resend  as worker, with PS_RESEND=1: the new worker numbers its messages
 #           from 0 again, and they are not taken for the old one's resends
+#   inflight  as server, with PS_RESEND=1, push-pull rounds and no retries:
+#           server 1 is stopped (SIGSTOP) for 1 s with the workers' requests
+#           in flight to it, then killed; they are sent again to its
+#           replacement and complete with correct data (0 retried)
 #   never   server 1 is killed and never comes back, PS_RECOVERY_WAIT=3: the
 #           workers fail within the bound (exit 3) with one ERROR line
 #           saying that no node took its place
@@ -39,6 +43,7 @@ export DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port DMLC_NODE_HOST=127.0.0
 unset DMLC_PORT
 [ "$case" = never ] && export PS_RECOVERY_WAIT=3
 [ "$case" = resend ] && export PS_RESEND=1
+[ "$case" = inflight ] && export PS_RESEND=1 RECOV_PUSHPULL=1 RECOV_NO_RETRY=1
 [ "$case" = secret ] && export PS_JOB_SECRET=recovery-test-secret-0123456789
 # start ROLE RANK LOG [ROUNDS]: a node in the background; its pid in $last
 start() {
@@ -71,11 +76,15 @@ wait_for w0 "round 60$" 40 || bad "worker 0 did not reach round 60"
 victim=$s1
 { [ "$case" = worker ] || [ "$case" = resend ]; } && victim=$w1
 killed=$victim
+if [ "$case" = inflight ]; then
+	kill -STOP "$victim"
+	sleep 1
+fi
 t0=$(date +%s%N)
 kill -9 "$victim"
 wait "$victim" 2>/dev/null
 case $case in
-server | twice | secret)
+server | twice | secret | inflight)
 	if [ "$case" = secret ]; then
 		PS_JOB_SECRET=a-stranger-s-secret-9876543210 PS_START_TIMEOUT=4 DMLC_ROLE=server \
 			DMLC_RANK=1 "$node" >"$dir/stranger" 2>&1 &
@@ -143,6 +152,13 @@ never)
 		grep -q "OK (" "$dir/$w" || bad "$w did not finish with OK"
 	done
 	grep "recovnode worker" "$dir"/w0 | tail -n 1
+	if [ "$case" = inflight ]; then
+		grep -h "sent .* request(s) in flight to the lost node again" "$dir"/w0 "$dir"/w1
+		n=$(cat "$dir"/w0 "$dir"/w1 | grep -c "sent .* request(s) in flight to the lost node again")
+		[ "$n" -ge 1 ] || bad "no worker sent its requests in flight to the new server 1"
+		grep -q "OK (.*, 0 retried)" "$dir"/w0 && grep -q "OK (.*, 0 retried)" "$dir"/w1 ||
+			bad "a worker retried a round"
+	fi
 	;;
 esac
 grep -l "FAILED\|AddressSanitizer\|runtime error" "$dir"/* >/dev/null 2>&1 &&
