@@ -252,6 +252,9 @@ void psl__recovery_tick(int64_t now)
 	struct psl__node n;
 	int i;
 
+	/* a barrier that waited in vain for a lost node's replacement */
+	psl__control_forget_node(0);
+
 	for (;;) {
 		pthread_mutex_lock(&waiting_mu);
 		for (i = 0; i < nwaiting; i++)

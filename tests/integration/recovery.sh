@@ -16,6 +16,9 @@
 #           server 1 is stopped (SIGSTOP) for 1 s with the workers' requests
 #           in flight to it, then killed; they are sent again to its
 #           replacement and complete with correct data (0 retried)
+#   barrier worker 1 is killed while the others wait in the final barrier
+#           (worker 0 ran 61 rounds only) and started again: the barrier
+#           waits for it, and every node exits 0 with the job whole
 #   never   server 1 is killed and never comes back, PS_RECOVERY_WAIT=3: the
 #           workers fail within the bound (exit 3) with one ERROR line
 #           saying that no node took its place
@@ -68,13 +71,19 @@ pids="$sched"
 start server 0 s0
 start server 1 s1
 s1=$last
-start worker 0 w0 400
+w0rounds=400
+[ "$case" = barrier ] && w0rounds=61
+start worker 0 w0 $w0rounds
 w0=$last
 start worker 1 w1
 w1=$last
 wait_for w0 "round 60$" 40 || bad "worker 0 did not reach round 60"
 victim=$s1
-{ [ "$case" = worker ] || [ "$case" = resend ]; } && victim=$w1
+case $case in worker | resend | barrier) victim=$w1 ;; esac
+if [ "$case" = barrier ]; then
+	wait_for w0 "OK (" 20 || bad "worker 0 did not finish its rounds"
+	sleep 0.3 # (in its final barrier)
+fi
 killed=$victim
 if [ "$case" = inflight ]; then
 	kill -STOP "$victim"
@@ -104,7 +113,7 @@ server | twice | secret | inflight)
 		wait_for s1c "ready (recovery 1)" 30 || bad "the third server 1 did not start as a recovery"
 	fi
 	;;
-worker | resend)
+worker | resend | barrier)
 	start worker 1 w1b 100
 	w1=$last
 	wait_for w1b "ready (recovery 1)" 30 || bad "the new worker 1 did not start as a recovery"
@@ -148,10 +157,12 @@ never)
 	;;
 *)
 	for w in w0 w1; do
-		[ "$case" = worker ] || [ "$case" = resend ] && [ $w = w1 ] && w=w1b
+		case $case in worker | resend | barrier) [ $w = w1 ] && w=w1b ;; esac
 		grep -q "OK (" "$dir/$w" || bad "$w did not finish with OK"
 	done
 	grep "recovnode worker" "$dir"/w0 | tail -n 1
+	[ "$case" = barrier ] && grep -q "released without" "$dir/sched" &&
+		bad "the scheduler released the final barrier without worker 1"
 	if [ "$case" = inflight ]; then
 		grep -h "sent .* request(s) in flight to the lost node again" "$dir"/w0 "$dir"/w1
 		n=$(cat "$dir"/w0 "$dir"/w1 | grep -c "sent .* request(s) in flight to the lost node again")
