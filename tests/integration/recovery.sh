@@ -145,6 +145,7 @@ for p in $pids; do
 	fi
 done
 t2=$(date +%s%N)
+[ "$case" = never ] || echo "recovery.sh $van $case: the job ended $((($t2 - $t0) / 1000000)) ms after the kill"
 case $case in
 never)
 	echo "recovery.sh $van never: the job ended $((($t2 - $t0) / 1000000)) ms after the kill"
