@@ -45,6 +45,22 @@ static bool *arrived(int kind, int g)
 	return po.barrier_senders[g] + (kind ? po.max_id + 1 : 0);
 }
 
+/* Scheduler, with po.mu held: how long a barrier waits for the replacement
+ * of a member lost while it was in progress (PS_RECOVERY): PS_RECOVERY_WAIT,
+ * else as long as a newcomer waits for a place. */
+static int awaited_s(void)
+{
+	return po.cfg.recovery_wait_s > 0 ? po.cfg.recovery_wait_s : psl__recovery_bound_s();
+}
+
+/* Scheduler, with po.mu held: whether a barrier still waits for lost node
+ * id, whose replacement may come and arrive in its place. */
+static bool awaited_locked(int id)
+{
+	return po.cfg.recovery && !po.final_released && po.state == PSL__READY &&
+	       psl__now_ms() - po.peers[id].down_at_ms <= awaited_s() * 1000LL;
+}
+
 /* Scheduler, with po.mu held: if every live member of group g arrived,
  * returns the number of recipients written into out (and resets). */
 static int check_release_locked(int kind, int g, int *out)
@@ -68,7 +84,7 @@ static int check_release_locked(int kind, int g, int *out)
 		for (i = 0; i < n; i++) {
 			if (a[out[i]])
 				any = true;
-			else if (!po.peers[out[i]].dead)
+			else if (!po.peers[out[i]].dead || awaited_locked(out[i]))
 				return 0;
 		}
 	}
@@ -178,6 +194,20 @@ static void scheduler_arrive(int sender, int g, int cmd, int customer_id)
 	free(ids);
 }
 
+/* Scheduler, with po.mu held: the first member of group g that a barrier
+ * of kind waited for in vain (lost, not replaced in time), or 0. */
+static int given_up_locked(int kind, int g, int *ids)
+{
+	int i, n = psl__group_members(g, ids);
+	bool *a = arrived(kind, g), any = false;
+	for (i = 0; i < n; i++)
+		any |= a[ids[i]];
+	for (i = 0; any && i < n; i++)
+		if (!a[ids[i]] && po.peers[ids[i]].dead && po.cfg.recovery)
+			return ids[i];
+	return 0;
+}
+
 void psl__control_forget_node(int id)
 {
 	int g, kind, n, *ids;
@@ -190,10 +220,18 @@ void psl__control_forget_node(int id)
 	for (g = 1; g <= 7; g++) {
 		for (kind = 0; kind < 2; kind++) {
 			int cust;
+			int gone;
+			char d[96];
 			pthread_mutex_lock(&po.mu);
+			gone = po.barrier_senders[g] ? given_up_locked(kind, g, ids) : 0;
 			n = po.barrier_senders[g] ? check_release_locked(kind, g, ids) : 0;
 			cust = po.barrier_last_customer[g];
 			pthread_mutex_unlock(&po.mu);
+			if (n && gone)
+				PSL_WARN("barrier (%s, group %d) released without lost %s: no node took "
+					 "its place within %d s (PS_RECOVERY)",
+					 psl__cmd_name(kind ? PSL_CMD_INSTANCE_BARRIER : PSL_CMD_BARRIER),
+					 g, psl__node_desc(gone, d, sizeof(d)), awaited_s());
 			if (n)
 				send_releases(kind ? PSL_CMD_INSTANCE_BARRIER : PSL_CMD_BARRIER, g,
 					      ids, n, cust);

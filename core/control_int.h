@@ -60,6 +60,16 @@ void psl__recovery_news(const struct psl__meta *m);
 /* Scheduler, from the timer: refuses the newcomers that waited too long
  * for a lost node to replace. */
 void psl__recovery_tick(int64_t now);
+/* How long a newcomer waits at the scheduler for a place: twice the
+ * heartbeat timeout, and 10 s. */
+int psl__recovery_bound_s(void);
+/* Node, PS_RESEND with PS_RECOVERY (recovery_resend.c): whether the requests
+ * in flight to lost node id wait for its replacement; holds them; sends them
+ * to the replacement, now connected; fails them after the bound (timer). */
+bool psl__recovery_holds(int id);
+void psl__recovery_hold(int id, int err);
+void psl__recovery_resend(int id);
+void psl__recovery_hold_tick(int64_t now);
 /* Forgets the newcomers waiting for a place (the scheduler's state reset). */
 void psl__recovery_reset(void);
 /* Scheduler: tells node n that its registration was refused, and why

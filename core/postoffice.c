@@ -187,11 +187,12 @@ bool psl__node_dead(int id)
 void psl__node_lost(int id, int err, const char *why)
 {
 	char d[96];
-	bool leaving, cut;
+	bool leaving, cut, hold;
 	if (id < 1 || id > po.max_id)
 		return;
 	psl__ipc_peer_lost(id);
 	leaving = psl__control_node_leaving(id);
+	hold = !leaving && psl__recovery_holds(id);
 	pthread_mutex_lock(&po.mu);
 	if (po.peers[id].dead || (po.state != PSL__READY && po.state != PSL__STARTING)) {
 		pthread_mutex_unlock(&po.mu);
@@ -214,6 +215,9 @@ void psl__node_lost(int id, int err, const char *why)
 	else if (cut)
 		PSL_ERR("lost %s: %s; every request fails now with \"%s\"",
 			psl__node_desc(id, d, sizeof(d)), why, psl_strerror(-ENOLINK));
+	else if (hold)
+		PSL_ERR("lost %s: %s; the requests in flight to it wait for its replacement",
+			psl__node_desc(id, d, sizeof(d)), why);
 	else
 		PSL_ERR("lost %s: %s; requests waiting on it fail with \"%s\"",
 			psl__node_desc(id, d, sizeof(d)), why, psl_strerror(err));
@@ -222,8 +226,12 @@ void psl__node_lost(int id, int err, const char *why)
 	 * worker's requests until the server woke up) */
 	if (!leaving && id != po.my_id && po.van && po.lib.ops && po.lib.ops->disconnect)
 		po.lib.ops->disconnect(po.van, id);
-	psl__resender_forget(id);
-	psl__customers_node_lost(id, err);
+	if (hold) {
+		psl__recovery_hold(id, err ? err : -EHOSTDOWN);
+	} else {
+		psl__resender_forget(id);
+		psl__customers_node_lost(id, err);
+	}
 	if (cut)
 		psl__customers_node_lost(0, -ENOLINK);
 	/* the others hear of the loss before a barrier it releases (the final
@@ -658,7 +666,7 @@ static int start_node(int joint_role)
 	 * (a joint process: once both vans read theirs) */
 	if (!po.cfg.joint || po.role == PSL_WORKER)
 		psl__env_compat_warn(po.role);
-	if (po.cfg.resend && (rc = psl__resender_init(po.cfg.resend_timeout_ms)))
+	if (po.cfg.resend && (rc = psl__resender_init(po.cfg.resend_timeout_ms, po.cfg.recovery)))
 		return rc;
 
 	memset(&po.me, 0, sizeof(po.me));

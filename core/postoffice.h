@@ -38,6 +38,10 @@ struct psl__peer {
 	/* a request waited PS_RECOVERY_WAIT for its replacement in vain, and
 	 * that was said (recovery.c) */
 	bool wait_told;
+	/* PS_RESEND with PS_RECOVERY: its requests in flight wait for its
+	 * replacement, and would fail with held_err (recovery_resend.c) */
+	bool held;
+	int held_err;
 };
 
 /* One node's state. A process is one node, or two for DMLC_ROLE=joint (a

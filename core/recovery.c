@@ -167,8 +167,7 @@ static struct {
 static int nwaiting;
 static pthread_mutex_t waiting_mu = PTHREAD_MUTEX_INITIALIZER;
 
-/* how long a newcomer waits: twice the heartbeat timeout, and 10 s */
-static int waiting_bound_s(void)
+int psl__recovery_bound_s(void)
 {
 	bool hb = po.cfg.heartbeat_interval > 0 && po.cfg.heartbeat_timeout > 0;
 	return (hb ? 2 * po.cfg.heartbeat_timeout : 0) + 10;
@@ -209,7 +208,7 @@ static bool hold(const struct psl__node *n)
 	if (i >= 0)
 		PSL_INFO("the %s at %s:%d waits up to %d s for a lost %s whose place it can take "
 			 "(PS_RECOVERY)",
-			 psl__role_name(n->role), n->hostname, n->port, waiting_bound_s(),
+			 psl__role_name(n->role), n->hostname, n->port, psl__recovery_bound_s(),
 			 psl__role_name(n->role));
 	return i >= 0;
 }
@@ -253,10 +252,13 @@ void psl__recovery_tick(int64_t now)
 	struct psl__node n;
 	int i;
 
+	/* a barrier that waited in vain for a lost node's replacement */
+	psl__control_forget_node(0);
+
 	for (;;) {
 		pthread_mutex_lock(&waiting_mu);
 		for (i = 0; i < nwaiting; i++)
-			if (now - waiting[i].since > waiting_bound_s() * 1000LL)
+			if (now - waiting[i].since > psl__recovery_bound_s() * 1000LL)
 				break;
 		if (i >= nwaiting) {
 			pthread_mutex_unlock(&waiting_mu);
@@ -268,11 +270,11 @@ void psl__recovery_tick(int64_t now)
 		PSL_WARN("refused the %s at %s:%d: no %s of this job was lost within %d s of its "
 			 "registration, so it has no place to take (PS_RECOVERY)",
 			 psl__role_name(n.role), n.hostname, n.port, psl__role_name(n.role),
-			 waiting_bound_s());
+			 psl__recovery_bound_s());
 		psl__tell_refused(&n, "no %s of this job was lost within %d s: there is no place "
 				      "to take (PS_RECOVERY=1; check DMLC_NUM_SERVER, "
 				      "DMLC_NUM_WORKER and DMLC_RANK)",
-				  psl__role_name(n.role), waiting_bound_s());
+				  psl__role_name(n.role), psl__recovery_bound_s());
 	}
 }
 
@@ -332,6 +334,7 @@ void psl__recovery_news(const struct psl__meta *m)
 		revive(n->id, n);
 		PSL_INFO("%s is back (a new node took the lost one's place)",
 			 psl__node_desc(n->id, d, sizeof(d)));
+		psl__recovery_resend(n->id);
 	}
 }
 

@@ -29,6 +29,8 @@ struct entry {
 	int recver;
 	int cmd;      /* control command of the kept message */
 	bool request;
+	bool acked;   /* a request ACKed, kept until its response (keep_asked) */
+	bool held;    /* its receiver was lost: kept for its replacement */
 	int retries;
 	int64_t sent_ms;
 	size_t meta_len;
@@ -44,6 +46,9 @@ static struct resender {
 	struct entry *table[BUCKETS];
 	int timeout_ms;
 	bool on;
+	/* PS_RESEND with PS_RECOVERY: a request is kept until its response, so
+	 * that a replacement of its lost receiver gets it again */
+	bool keep_asked;
 	/* de-duplication: a FIFO window of signatures plus an open hash set */
 	uint64_t *seen_fifo;
 	uint64_t *seen_set; /* 2*SEEN_WINDOW slots, 0 = empty */
@@ -75,10 +80,11 @@ static uint32_t hash(uint64_t x)
 	return (uint32_t)x;
 }
 
-int psl__resender_init(int t_ms)
+int psl__resender_init(int t_ms, bool keep_asked)
 {
 	pthread_mutex_lock(&S.mu);
 	S.timeout_ms = t_ms;
+	S.keep_asked = keep_asked;
 	S.seen_fifo = calloc(SEEN_WINDOW, sizeof(uint64_t));
 	S.seen_set = calloc(2 * SEEN_WINDOW, sizeof(uint64_t));
 	S.seen_head = S.seen_count = 0;
@@ -138,6 +144,7 @@ void psl__resender_on_send(const struct psl__meta *m, const void *meta, size_t m
 	e->recver = m->recver;
 	e->cmd = m->cmd;
 	e->request = m->request;
+	e->acked = e->held = false;
 	e->retries = 0;
 	e->sent_ms = psl__now_ms();
 	e->meta_len = meta_len;
@@ -227,27 +234,63 @@ void psl__resender_forget_seen(int sender)
 	free(keep);
 }
 
+/* A data request: what keep_asked keeps until its response. */
+static bool asked(const struct entry *e)
+{
+	return e->request && e->cmd == PSL_CMD_EMPTY;
+}
+
+/* With S.mu held: takes the entry of signature sig out of the table (NULL if
+ * none); a request kept until its response is only marked ACKed. */
+static struct entry *take_sig(uint64_t sig, bool ack)
+{
+	struct entry **pp, *e;
+	for (pp = &S.table[hash(sig) % BUCKETS]; (e = *pp); pp = &e->next) {
+		if (e->sig != sig)
+			continue;
+		if (ack && S.keep_asked && asked(e)) {
+			e->acked = true;
+			return NULL;
+		}
+		*pp = e->next;
+		return e;
+	}
+	return NULL;
+}
+
+/* With S.mu held: whether the message was seen before (and now it is). A
+ * node that takes a lost one's place gets the others' resent requests before
+ * its node list, by their new connections: it records them under the id the
+ * sender gave it, which is its own-to-be, and cannot ACK them yet. */
+static bool seen_locked(const struct psl__meta *m)
+{
+	int me = psl__po.my_id;
+	if (!S.on)
+		return false;
+	if (me == PSL_EMPTY && (m->sender < 8 || m->recver < 8))
+		return false;
+	return seen_check_add(psl__msg_sig(m->app_id, m->sender, me == PSL_EMPTY ? m->recver : me,
+					   m->timestamp, m->request));
+}
+
 bool psl__resender_on_recv(const struct psl__meta *m)
 {
 	struct psl__meta ack;
+	struct entry *e = NULL;
 	uint64_t sig;
 	bool dup;
 
-	if (m->cmd == PSL_CMD_ACK) {
-		uint32_t b = hash(m->msg_sig) % BUCKETS;
-		struct entry **pp, *e = NULL;
-		pthread_mutex_lock(&S.mu);
-		for (pp = &S.table[b]; *pp; pp = &(*pp)->next) {
-			if ((*pp)->sig == m->msg_sig) {
-				e = *pp;
-				*pp = e->next;
-				break;
-			}
-		}
-		pthread_mutex_unlock(&S.mu);
-		entry_put(e);
+	pthread_mutex_lock(&S.mu);
+	if (m->cmd == PSL_CMD_ACK)
+		e = take_sig(m->msg_sig, true);
+	else if (S.keep_asked && !m->request && m->cmd == PSL_CMD_EMPTY)
+		/* a response: the request it answers needs no keeping */
+		e = take_sig(psl__msg_sig(m->app_id, psl__po.my_id, m->sender, m->timestamp, true),
+			     false);
+	pthread_mutex_unlock(&S.mu);
+	entry_put(e);
+	if (m->cmd == PSL_CMD_ACK)
 		return true;
-	}
 	if (m->sender == PSL_EMPTY)
 		return false; /* an anonymous peer cannot be ACKed */
 	/* Nor is the node list, which arrives while this node has no id yet:
@@ -255,16 +298,16 @@ bool psl__resender_on_recv(const struct psl__meta *m)
 	 * 32767 in its signature, and a C++ scheduler, whose resender does not
 	 * exist yet, logs it as "Drop unknown typed message". ps-lite never
 	 * ACKs what a node receives before it is ready (docs/wire.md 9 and 5). */
-	if (psl__po.my_id == PSL_EMPTY)
-		return false;
-	sig = psl__msg_sig(m->app_id, m->sender, psl__po.my_id, m->timestamp, m->request);
-	psl__meta_init(&ack);
-	ack.cmd = PSL_CMD_ACK;
-	ack.msg_sig = sig;
-	ack.recver = m->sender;
-	psl__send_control(&ack, false); /* (a failure is logged: psl__control_sent) */
+	if (psl__po.my_id != PSL_EMPTY) {
+		sig = psl__msg_sig(m->app_id, m->sender, psl__po.my_id, m->timestamp, m->request);
+		psl__meta_init(&ack);
+		ack.cmd = PSL_CMD_ACK;
+		ack.msg_sig = sig;
+		ack.recver = m->sender;
+		psl__send_control(&ack, false); /* (a failure is logged: psl__control_sent) */
+	}
 	pthread_mutex_lock(&S.mu);
-	dup = S.on && seen_check_add(sig);
+	dup = seen_locked(m);
 	pthread_mutex_unlock(&S.mu);
 	if (dup)
 		PSL_DBG("dropped a duplicate %s from node %d (ts %d)", psl__cmd_name(m->cmd),
@@ -279,23 +322,29 @@ int psl__resender_pending(void)
 	for (i = 0; i < BUCKETS; i++) {
 		struct entry *e;
 		for (e = S.table[i]; e; e = e->next)
-			n++;
+			n += !e->acked && !e->held;
 	}
 	pthread_mutex_unlock(&S.mu);
 	return n;
 }
 
 /* Drops what is kept for node recver: every message (cmd < 0), or only its
- * requests of control command cmd. */
-static void drop_kept(int recver, int cmd)
+ * requests of control command cmd. hold: keeps its data requests instead,
+ * held for a replacement; returns how many. */
+static int drop_kept(int recver, int cmd, bool hold)
 {
-	int i;
+	int i, held = 0;
 	pthread_mutex_lock(&S.mu);
 	for (i = 0; i < BUCKETS; i++) {
 		struct entry **pp = &S.table[i];
 		while (*pp) {
 			struct entry *e = *pp;
-			if (e->recver == recver && (cmd < 0 || (e->request && e->cmd == cmd))) {
+			if (e->recver == recver && hold && asked(e)) {
+				e->held = true;
+				held++;
+				pp = &e->next;
+			} else if (e->recver == recver &&
+				   (cmd < 0 || (e->request && e->cmd == cmd))) {
 				*pp = e->next;
 				entry_put(e);
 			} else {
@@ -304,6 +353,7 @@ static void drop_kept(int recver, int cmd)
 		}
 	}
 	pthread_mutex_unlock(&S.mu);
+	return held;
 }
 
 /* A barrier's release proves that the scheduler has our request: it needs no
@@ -317,12 +367,43 @@ static void drop_kept(int recver, int cmd)
  * well before PS_RESEND_TIMEOUT unless a node is slower than that to ask. */
 void psl__resender_released(int cmd)
 {
-	drop_kept(1, cmd);
+	drop_kept(1, cmd, false);
 }
 
 void psl__resender_forget(int id)
 {
-	drop_kept(id, -1);
+	drop_kept(id, -1, false);
+}
+
+int psl__resender_hold(int id)
+{
+	return S.keep_asked ? drop_kept(id, -1, true) : 0;
+}
+
+int psl__resender_resend_held(int id)
+{
+	int64_t now = psl__now_ms();
+	int i, n = 0;
+
+	pthread_mutex_lock(&S.mu);
+	for (i = 0; i < BUCKETS; i++) {
+		struct entry *e;
+		for (e = S.table[i]; e; e = e->next) {
+			if (e->recver != id || !e->held)
+				continue;
+			e->held = e->acked = false;
+			e->retries = 0;
+			e->sent_ms = now;
+			n++;
+			/* (a send that fails now is resent by the tick) */
+			atomic_fetch_add(&e->refs, 1);
+			if (psl__po.lib.ops->send(psl__po.van, id, e + 1, e->meta_len, e->segs,
+						  e->nseg, &e->ref))
+				atomic_fetch_sub(&e->refs, 1);
+		}
+	}
+	pthread_mutex_unlock(&S.mu);
+	return n;
 }
 
 void psl__resender_tick(int64_t now)
@@ -333,7 +414,8 @@ void psl__resender_tick(int64_t now)
 	for (i = 0; i < BUCKETS && lost < 0; i++) {
 		struct entry *e;
 		for (e = S.table[i]; e; e = e->next) {
-			if (now - e->sent_ms <= (int64_t)S.timeout_ms * (1 + e->retries))
+			if (e->acked || e->held ||
+			    now - e->sent_ms <= (int64_t)S.timeout_ms * (1 + e->retries))
 				continue;
 			/* the last resend is still being sent (a large message, or a
 			 * busy link): another copy behind it would only delay the ACK */

@@ -8,7 +8,10 @@
 #include "message.h"
 #include "pslite/van.h"
 
-int psl__resender_init(int timeout_ms);
+/* keep_asked (PS_RESEND with PS_RECOVERY): a data request is kept, after
+ * its ACK, until its response comes, so that a lost receiver's replacement
+ * can get it again (psl__resender_hold). */
+int psl__resender_init(int timeout_ms, bool keep_asked);
 void psl__resender_fini(void);
 /* Keeps a copy of an outgoing message until it is ACKed. */
 void psl__resender_on_send(const struct psl__meta *m, const void *meta, size_t meta_len,
@@ -25,6 +28,12 @@ int psl__resender_pending(void);
 void psl__resender_released(int cmd);
 /* Drops what waits for node id (it was lost). */
 void psl__resender_forget(int id);
+/* Node id was lost and a replacement may come: its data requests kept
+ * (keep_asked) are held, not resent, the rest dropped. Returns how many. */
+int psl__resender_hold(int id);
+/* Node id's replacement is connected: sends it the held requests again.
+ * Returns how many. */
+int psl__resender_resend_held(int id);
 /* Forgets which messages of sender were received: a node that took a lost
  * one's place numbers its messages from 0 again (recovery.c). */
 void psl__resender_forget_seen(int sender);

@@ -47,6 +47,8 @@ static void *timer_main(void *arg)
 			psl__control_undeliv_tick();
 		if (po.role == PSL_SCHEDULER && po.cfg.recovery)
 			psl__recovery_tick(now);
+		if (po.role != PSL_SCHEDULER && po.cfg.recovery && po.cfg.resend)
+			psl__recovery_hold_tick(now);
 		psl__customers_tick(now);
 		/* woken by psl__timer_need: the deadline it was called for is
 		 * set right after it; look again soon */

@@ -12,6 +12,13 @@
 #           fails its start), the real one does
 #   resend  as worker, with PS_RESEND=1: the new worker numbers its messages
 #           from 0 again, and they are not taken for the old one's resends
+#   inflight  as server, with PS_RESEND=1, push-pull rounds and no retries:
+#           server 1 is stopped (SIGSTOP) for 1 s with the workers' requests
+#           in flight to it, then killed; they are sent again to its
+#           replacement and complete with correct data (0 retried)
+#   barrier worker 1 is killed while the others wait in the final barrier
+#           (worker 0 ran 61 rounds only) and started again: the barrier
+#           waits for it, and every node exits 0 with the job whole
 #   never   server 1 is killed and never comes back, PS_RECOVERY_WAIT=3: the
 #           workers fail within the bound (exit 3) with one ERROR line
 #           saying that no node took its place
@@ -39,6 +46,7 @@ export DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port DMLC_NODE_HOST=127.0.0
 unset DMLC_PORT
 [ "$case" = never ] && export PS_RECOVERY_WAIT=3
 [ "$case" = resend ] && export PS_RESEND=1
+[ "$case" = inflight ] && export PS_RESEND=1 RECOV_PUSHPULL=1 RECOV_NO_RETRY=1
 [ "$case" = secret ] && export PS_JOB_SECRET=recovery-test-secret-0123456789
 # start ROLE RANK LOG [ROUNDS]: a node in the background; its pid in $last
 start() {
@@ -63,19 +71,29 @@ pids="$sched"
 start server 0 s0
 start server 1 s1
 s1=$last
-start worker 0 w0 400
+w0rounds=400
+[ "$case" = barrier ] && w0rounds=61
+start worker 0 w0 $w0rounds
 w0=$last
 start worker 1 w1
 w1=$last
 wait_for w0 "round 60$" 40 || bad "worker 0 did not reach round 60"
 victim=$s1
-{ [ "$case" = worker ] || [ "$case" = resend ]; } && victim=$w1
+case $case in worker | resend | barrier) victim=$w1 ;; esac
+if [ "$case" = barrier ]; then
+	wait_for w0 "OK (" 20 || bad "worker 0 did not finish its rounds"
+	sleep 0.3 # (in its final barrier)
+fi
 killed=$victim
+if [ "$case" = inflight ]; then
+	kill -STOP "$victim"
+	sleep 1
+fi
 t0=$(date +%s%N)
 kill -9 "$victim"
 wait "$victim" 2>/dev/null
 case $case in
-server | twice | secret)
+server | twice | secret | inflight)
 	if [ "$case" = secret ]; then
 		PS_JOB_SECRET=a-stranger-s-secret-9876543210 PS_START_TIMEOUT=4 DMLC_ROLE=server \
 			DMLC_RANK=1 "$node" >"$dir/stranger" 2>&1 &
@@ -95,7 +113,7 @@ server | twice | secret)
 		wait_for s1c "ready (recovery 1)" 30 || bad "the third server 1 did not start as a recovery"
 	fi
 	;;
-worker | resend)
+worker | resend | barrier)
 	start worker 1 w1b 100
 	w1=$last
 	wait_for w1b "ready (recovery 1)" 30 || bad "the new worker 1 did not start as a recovery"
@@ -127,6 +145,7 @@ for p in $pids; do
 	fi
 done
 t2=$(date +%s%N)
+[ "$case" = never ] || echo "recovery.sh $van $case: the job ended $((($t2 - $t0) / 1000000)) ms after the kill"
 case $case in
 never)
 	echo "recovery.sh $van never: the job ended $((($t2 - $t0) / 1000000)) ms after the kill"
@@ -139,10 +158,19 @@ never)
 	;;
 *)
 	for w in w0 w1; do
-		[ "$case" = worker ] || [ "$case" = resend ] && [ $w = w1 ] && w=w1b
+		case $case in worker | resend | barrier) [ $w = w1 ] && w=w1b ;; esac
 		grep -q "OK (" "$dir/$w" || bad "$w did not finish with OK"
 	done
 	grep "recovnode worker" "$dir"/w0 | tail -n 1
+	[ "$case" = barrier ] && grep -q "released without" "$dir/sched" &&
+		bad "the scheduler released the final barrier without worker 1"
+	if [ "$case" = inflight ]; then
+		grep -h "sent .* request(s) in flight to the lost node again" "$dir"/w0 "$dir"/w1
+		n=$(cat "$dir"/w0 "$dir"/w1 | grep -c "sent .* request(s) in flight to the lost node again")
+		[ "$n" -ge 1 ] || bad "no worker sent its requests in flight to the new server 1"
+		grep -q "OK (.*, 0 retried)" "$dir"/w0 && grep -q "OK (.*, 0 retried)" "$dir"/w1 ||
+			bad "a worker retried a round"
+	fi
 	;;
 esac
 grep -l "FAILED\|AddressSanitizer\|runtime error" "$dir"/* >/dev/null 2>&1 &&

@@ -57,13 +57,17 @@ static int one_round(struct psl_kv_worker *w, int round)
 		for (j = 0; j < VALS; j++)
 			vals[r * VALS + j] = value(keys[r], round, j);
 	}
-	rc = psl_kv_push(w, &kv, 0, NULL, NULL);
-	if (rc >= 0)
-		rc = psl_kv_wait(w, rc);
-	if (rc)
-		return rc;
 	memset(got, 0, sizeof(got));
-	rc = psl_kv_pull(w, keys, (size_t)ns, &out, 0, NULL, NULL);
+	if (getenv("RECOV_PUSHPULL")) {
+		rc = psl_kv_pushpull(w, &kv, &out, 0, NULL, NULL);
+	} else {
+		rc = psl_kv_push(w, &kv, 0, NULL, NULL);
+		if (rc >= 0)
+			rc = psl_kv_wait(w, rc);
+		if (rc)
+			return rc;
+		rc = psl_kv_pull(w, keys, (size_t)ns, &out, 0, NULL, NULL);
+	}
 	if (rc >= 0)
 		rc = psl_kv_wait(w, rc);
 	if (rc)
@@ -83,16 +87,17 @@ static int worker(void)
 	struct psl_kv_worker *w;
 	const char *e = getenv("RECOV_ROUNDS");
 	int rounds = e ? atoi(e) : 300, i, tries, rc = 0, retried = 0;
+	int max_tries = getenv("RECOV_NO_RETRY") ? 1 : 6;
 	struct timespec pause = {0, 10 * 1000000L};
 
 	if (psl_kv_worker_new(0, 0, PSL_UINT64, &w))
 		return 1;
 	for (i = 0; i < rounds; i++) {
-		for (tries = 0; tries < 6; tries++) {
+		for (tries = 0; tries < max_tries; tries++) {
 			rc = one_round(w, i);
 			if (!rc || !loss_error(rc))
 				break;
-			retried++;
+			retried += tries + 1 < max_tries;
 		}
 		if (rc == 1)
 			break;

@@ -334,7 +334,7 @@ static void test_direct_resend(void **state)
 	psl__po.caps.flags |= PSL_VAN_CAP_MEM_CUDA;
 	psl__po.cfg.resend = true;
 	atomic_store(&psl__po.resend_live, true);
-	assert_int_equal(psl__resender_init(10), 0);
+	assert_int_equal(psl__resender_init(10, false), 0);
 	d = dev_copy_of(v, sizeof(v));
 	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
 	kv = (struct psl_kv){&key, 1, d, 4, NULL, PSL_MEM_CUDA, 0};
