@@ -4,7 +4,7 @@ pkglib_LTLIBRARIES += plugins/van_ucx/van_ucx.la
 plugins_van_ucx_van_ucx_la_SOURCES = \
 	plugins/van_ucx/van_ucx.c plugins/van_ucx/ucx_van.h \
 	plugins/van_ucx/ucx_boot.c plugins/van_ucx/ucx_connect.c \
-	plugins/van_ucx/ucx_send.c plugins/van_ucx/ucx_recv.c \
+	plugins/van_ucx/ucx_send.c plugins/van_ucx/ucx_recv.c plugins/van_ucx/ucx_drive.c \
 	plugins/van_ucx/ucx_proto.c plugins/van_ucx/ucx_proto.h
 plugins_van_ucx_van_ucx_la_CPPFLAGS = $(VAN_CPPFLAGS) $(UCX_DEFS)
 plugins_van_ucx_van_ucx_la_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
