@@ -605,6 +605,18 @@ out:
 
 /* ------------------------------------------------ send-from-callback -- */
 
+/* B's host: every message goes back to A from the receive callback (the
+ * first n with cookies). False when out of memory. */
+static bool echo_host(struct vt_host *t, int n)
+{
+	vt_host_init(t, "B");
+	t->echo = true;
+	t->echo_to = A_ID;
+	t->echo_cap = n;
+	t->echo_cookies = calloc((size_t)n, sizeof(struct vt_send));
+	return t->echo_cookies != NULL;
+}
+
 /* B sends every message back to A from its receive callback (a server's
  * answers are sent from the van's thread): no deadlock, all back, in order. */
 static int c_echo(void)
@@ -614,12 +626,7 @@ static int c_echo(void)
 	struct vt_send *s = calloc(N, sizeof(*s));
 	int i, rc;
 	CHECK(s, "out of memory");
-	vt_host_init(&b.t, "B");
-	b.t.echo = true;
-	b.t.echo_to = A_ID;
-	b.t.echo_cap = N;
-	b.t.echo_cookies = calloc(N, sizeof(struct vt_send));
-	CHECK(b.t.echo_cookies, "out of memory");
+	CHECK(echo_host(&b.t, N), "out of memory");
 	CHECK(pair_up(&a, &b), "%s", vt_why);
 	a.t.expect_sender = B_ID;
 	for (i = 0; i < N; i++) {
@@ -687,19 +694,23 @@ static void *co_drive_main(void *arg)
 	return NULL;
 }
 
-/* One ping-pong message A -> B -> A, A driving until the answer is in. */
-static bool ping(struct vt_node *a, int i, struct vt_send *s)
+/* Message i of stream 1 to B, shaped as in case order. */
+static bool send_shaped(struct vt_node *a, int i, struct vt_send *s)
 {
 	uint32_t nseg = 0;
 	size_t lens[VT_MAXSEG] = {0}, ml = 0;
 	int rc;
 	shape_order(i, &nseg, lens, &ml);
 	rc = vt_send_msg(a, B_ID, 1, (uint32_t)i, nseg, lens, ml, 0, &s[i]);
-	if (rc) {
+	if (rc)
 		vt_failf(__LINE__, "send %d returned %d", i, rc);
-		return false;
-	}
-	return drive_until(a, i + 1, DATA_MS);
+	return rc == 0;
+}
+
+/* One ping-pong message A -> B -> A, A driving until the answer is in. */
+static bool ping(struct vt_node *a, int i, struct vt_send *s)
+{
+	return send_shaped(a, i, s) && drive_until(a, i + 1, DATA_MS);
 }
 
 /* ABI 1.3's optional progress(): a van without it passes. A ping-pongs with
@@ -715,19 +726,14 @@ static int c_progress(void)
 	struct co_driver co = {.a = &a};
 	pthread_t th;
 	bool co_up = false;
-	int i, rc;
+	int i;
 	CHECK(s, "out of memory");
 	if (!has_progress()) {
 		vt_note("no progress entry (optional, ABI 1.3)");
 		free(s);
 		return VT_PASS;
 	}
-	vt_host_init(&b.t, "B");
-	b.t.echo = true;
-	b.t.echo_to = A_ID;
-	b.t.echo_cap = N;
-	b.t.echo_cookies = calloc(N, sizeof(struct vt_send));
-	CHECK(b.t.echo_cookies, "out of memory");
+	CHECK(echo_host(&b.t, N), "out of memory");
 	vt_host_init(&a.t, "A");
 	a.t.driver = pthread_self();
 	atomic_store(&a.t.has_driver, true);
@@ -754,15 +760,9 @@ static int c_progress(void)
 	co_up = false;
 	CHECK(!atomic_load(&co.bad), "progress() on a second thread returned %d",
 	      atomic_load(&co.bad));
-	for (; i < N; i++) { /* nobody drives: the van's thread delivers */
-		uint32_t nseg = 0;
-		size_t lens[VT_MAXSEG] = {0}, ml = 0;
-		shape_order(i, &nseg, lens, &ml);
-		rc = vt_send_msg(&a, B_ID, 1, (uint32_t)i, nseg, lens, ml, 0, &s[i]);
-		CHECK(rc == 0, "send %d returned %d", i, rc);
-		CHECK(wait_recv(&a, i + 1, 10000), "%s (after the caller stopped driving)",
-		      vt_why);
-	}
+	for (; i < N; i++) /* nobody drives: the van's thread delivers */
+		CHECK(send_shaped(&a, i, s) && wait_recv(&a, i + 1, 10000),
+		      "%s (after the caller stopped driving)", vt_why);
 	CHECK(WAIT(all_done(s, N) && all_done(b.t.echo_cookies, N), DATA_MS),
 	      "not every send got send_done");
 	{
