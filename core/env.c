@@ -553,6 +553,9 @@ static int config_load(struct psl__config *c, int joint_role, char *err, size_t 
 		return rc;
 	if ((rc = env_int("PS_DROP_MSG", 0, 0, 100, &c->drop_rate, err, errlen)))
 		return rc;
+	if ((rc = env_int("PS_CALLER_PROGRESS", 0, 0, 1, &rs, err, errlen)))
+		return rc;
+	c->caller_progress = rs != 0;
 	if ((rc = env_int("PS_CONNECT_TIMEOUT", 60, 1, 86400, &c->connect_timeout_s, err,
 			  errlen)))
 		return rc;

@@ -33,6 +33,7 @@ struct psl__config {
 	bool resend;		     /* PS_RESEND */
 	int resend_timeout_ms;	     /* PS_RESEND_TIMEOUT */
 	int drop_rate;		     /* PS_DROP_MSG: percent of received messages dropped (tests) */
+	bool caller_progress;	     /* PS_CALLER_PROGRESS: waiting callers drive the van (progress.c) */
 	int preferred_rank;	     /* DMLC_RANK, -1 = any; with groups the instance's rank */
 	int connect_timeout_s;	     /* PS_CONNECT_TIMEOUT */
 	int start_timeout_s;	     /* PS_START_TIMEOUT */

@@ -13,6 +13,7 @@
 #include "log.h"
 #include "ipc.h"
 #include "postoffice.h"
+#include "tracker.h"
 #include "resender.h"
 #include "van_host.h"
 
@@ -544,6 +545,7 @@ static void teardown(void)
 	pthread_mutex_unlock(&po.mu);
 	psl__timer_stop();
 	t0 = psl__now_ms();
+	psl__drive_stop(&po);
 	if (po.van)
 		po.lib.ops->fini(po.van);
 	PSL_DBG("van stopped in %lld ms", (long long)(psl__now_ms() - t0));
@@ -639,6 +641,7 @@ static int start_node(int joint_role)
 		psl__env_note_read("STEPMESH_GPU");
 		psl__env_note_read("DMLC_RANK_OFFSET");
 	}
+	atomic_store(&po.drive_off, false);
 	rc = po.lib.ops->init(&po.host, &po.van);
 	if (rc) {
 		po.van = NULL;

@@ -130,6 +130,10 @@ struct psl__office {
 	bool recovered;
 	/* this node's registration nonce (registration.c) */
 	char nonce[33];
+	/* PS_CALLER_PROGRESS (progress.c): threads driving the van now, and
+	 * whether fini is near (no more drives) */
+	atomic_int drivers;
+	atomic_bool drive_off;
 };
 
 /* [0]: the process's node (a joint process's server); [1]: a joint

@@ -83,6 +83,19 @@ int psl__req_wait(struct psl__customer *c, int ts);
 /* The same for at most timeout_ms (< 0: no limit): -ETIMEDOUT if request
  * ts is still pending then. */
 int psl__req_wait_ms(struct psl__customer *c, int ts, int timeout_ms);
+/* With c->mu held: request ts is done, or no longer tracked. */
+bool psl__req_settled_locked(struct psl__customer *c, int ts);
+
+struct psl__office;
+/* progress.c (PS_CALLER_PROGRESS=1): the caller drives c's van until
+ * request ts is settled, for a short while, or until dl (CLOCK_MONOTONIC,
+ * NULL: none); c->mu not held. Does nothing without the setting, or when
+ * the van has no progress entry. */
+void psl__drive(struct psl__customer *c, int ts, const struct timespec *dl);
+/* Before the van's fini: no more drives, and those running ended. */
+void psl__drive_stop(struct psl__office *o);
+/* The calling thread is driving a van (its deliveries are the caller's). */
+extern __thread bool psl__driving;
 /* With c->mu held: fails r with err whoever still owes it an answer (its
  * holds and loans stay). Same return as psl__req_answer_locked. */
 bool psl__req_fail_locked(struct psl__customer *c, struct psl__req *r, int err);

@@ -21,6 +21,7 @@
 #include "ipc.h"
 #include "log.h"
 #include "postoffice.h"
+#include "tracker.h"
 #include "resender.h"
 #include "van_host.h"
 
@@ -188,8 +189,8 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 	int rc;
 	psl__enter(ctx); /* the node whose van calls */
 
-	if (psl__po.cfg.bind && raw->release != loop_release)
-		bind_receive_thread();
+	if (psl__po.cfg.bind && raw->release != loop_release && !psl__driving)
+		bind_receive_thread(); /* (not a caller's thread that drives the van) */
 
 	rc = psl__meta_decode(raw->meta, raw->meta_len, &m, why, sizeof(why));
 	if (rc) {

@@ -28,7 +28,7 @@ extern "C" {
 #endif
 
 #define PSL_VAN_ABI_MAJOR 1
-#define PSL_VAN_ABI_MINOR 2
+#define PSL_VAN_ABI_MINOR 3
 #define PSL_VAN_ABI_MAKE(maj, min) ((((uint32_t)(maj)) << 16) | (uint32_t)(min))
 #define PSL_VAN_ABI_VERSION PSL_VAN_ABI_MAKE(PSL_VAN_ABI_MAJOR, PSL_VAN_ABI_MINOR)
 #define PSL_VAN_ABI_MAJOR_OF(v) ((uint32_t)(v) >> 16)
@@ -268,7 +268,30 @@ struct psl_van_ops {
 	int (*reg_mem)(struct psl_van *van, void *addr, size_t len, int32_t mem_type,
 		       int32_t dev_id, void **mr);
 	int (*dereg_mem)(struct psl_van *van, void *mr);
+
+	/* ABI 1.3, optional (the core checks size >= PSL_VAN_OPS_SIZE_1_3 and
+	 * a non-NULL entry). Caller-driven progress: a thread that waits for a
+	 * message (the core's psl_kv_wait with PS_CALLER_PROGRESS=1) lends
+	 * itself to the transport for up to timeout_us microseconds (0: one
+	 * pass that does not block). What arrives or completes meanwhile is
+	 * handed to the host (recv, send_done, recv_dest, peer_event) on the
+	 * calling thread, so that a reply completes there without waking
+	 * another thread. The call returns as soon as it delivered or
+	 * completed anything: > 0 then, 0 when nothing happened before
+	 * timeout_us passed. The van's own threads keep progress going when
+	 * nobody calls, and must not leave a message undelivered because a
+	 * caller stopped calling (they may step aside while callers come
+	 * often, for at most a millisecond or so after the last call).
+	 * Thread-safe; only one thread progresses the transport at a time.
+	 * Returns -EBUSY when another thread kept the transport for the whole
+	 * timeout (the caller waits as it would without this entry), -EDEADLK
+	 * when called from a host callback of this van (a callback that waits
+	 * would progress inside a progress), -ESHUTDOWN after fini began,
+	 * another -errno on failure. Never called after fini returned. */
+	int (*progress)(struct psl_van *van, int timeout_us);
 };
+
+#define PSL_VAN_OPS_SIZE_1_3 (offsetof(struct psl_van_ops, progress) + sizeof(void *))
 
 /* The entry point: host_abi_version is the core's PSL_VAN_ABI_VERSION. */
 typedef const struct psl_van_ops *(*psl_van_entry_fn)(uint32_t host_abi_version);

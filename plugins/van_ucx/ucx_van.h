@@ -272,6 +272,12 @@ struct psl_van {
 	atomic_bool stop;
 	atomic_bool sleeping; /* the thread is in (or about to enter) epoll_wait */
 	atomic_bool kicked;   /* a wake-up is written and not yet read */
+	/* caller-driven progress (ucx_drive.c): callers drive the worker
+	 * until then (ns), and the thread sleeps meanwhile without the
+	 * worker's event fd (efd_off, the thread's own) */
+	_Atomic int64_t driven_until;
+	bool efd_off;
+	bool in_round; /* the worker's owner is in progress_once (ucx_mu) */
 
 	/* the inbox: work for the thread from other threads */
 	pthread_mutex_t inbox_mu;
@@ -319,11 +325,21 @@ struct psl_van {
 };
 
 /* van_ucx.c */
+/* Drives UCX, then hands what happened to the host; the caller owns the
+ * worker. Returns true if anything happened. */
+bool psl__ucx_progress_once(struct psl_van *v);
 void psl__ucx_wake(struct psl_van *v);
 /* Wakes the thread if it sleeps (after putting work where it looks). */
 void psl__ucx_kick(struct psl_van *v);
 int psl__ucx_errno(ucs_status_t st);
 void psl__ucx_unref(struct psl_van *v);
+
+/* ucx_drive.c: caller-driven progress (psl_van_ops.progress) */
+int psl__ucx_drive(struct psl_van *v, int timeout_us);
+/* The progress thread, about to sleep: true while callers drive (the
+ * worker's event fd is then out of its epoll set, and *us capped); false
+ * with the event fd back, to arm the worker. */
+bool psl__ucx_aside(struct psl_van *v, long *us);
 
 /* ucx_boot.c: the listening port, inbound connections, socket helpers */
 int psl__ucx_listen(struct psl_van *v, const char *host, int port, int *bound);

@@ -4,7 +4,7 @@ pkglib_LTLIBRARIES += plugins/van_ucx/van_ucx.la
 plugins_van_ucx_van_ucx_la_SOURCES = \
 	plugins/van_ucx/van_ucx.c plugins/van_ucx/ucx_van.h \
 	plugins/van_ucx/ucx_boot.c plugins/van_ucx/ucx_connect.c \
-	plugins/van_ucx/ucx_send.c plugins/van_ucx/ucx_recv.c \
+	plugins/van_ucx/ucx_send.c plugins/van_ucx/ucx_recv.c plugins/van_ucx/ucx_drive.c \
 	plugins/van_ucx/ucx_proto.c plugins/van_ucx/ucx_proto.h
 plugins_van_ucx_van_ucx_la_CPPFLAGS = $(VAN_CPPFLAGS) $(UCX_DEFS)
 plugins_van_ucx_van_ucx_la_CFLAGS = $(AM_CFLAGS) $(UCX_CFLAGS)
@@ -45,7 +45,8 @@ UCX_INTEGRATION_TESTS = \
 	plugins/van_ucx/tests/ucx_shm_data.sh plugins/van_ucx/tests/ucx_shm_kill.sh \
 	plugins/van_ucx/tests/ucx_shm_soak.sh \
 	plugins/van_ucx/tests/ucx_shm_resend.sh \
-	plugins/van_ucx/tests/ucx_busy_data.sh plugins/van_ucx/tests/ucx_tcp_netns.sh \
+	plugins/van_ucx/tests/ucx_busy_data.sh plugins/van_ucx/tests/ucx_caller_data.sh \
+	plugins/van_ucx/tests/ucx_tcp_netns.sh \
 	plugins/van_ucx/tests/ucx_kill_big.sh plugins/van_ucx/tests/ucx_tcp_zfree.sh
 UCX_SERVER_TESTS = plugins/van_ucx/tests/ucx_tcp_server_sync.sh \
 	plugins/van_ucx/tests/ucx_tcp_server_async.sh \

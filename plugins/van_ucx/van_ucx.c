@@ -456,7 +456,7 @@ static int uquery(struct psl_van *v, struct psl_van_caps *caps)
 
 /* Drives UCX until it has nothing to do, then hands what happened to the
  * host. Returns true if more work may be waiting. */
-static bool progress_once(struct psl_van *v)
+static bool progress_round(struct psl_van *v)
 {
 	unsigned n = 0, k;
 
@@ -495,6 +495,15 @@ static bool progress_once(struct psl_van *v)
 	v->deferring = false;
 	n += (unsigned)psl__ucx_post_deferred(v);
 	return n > 0;
+}
+
+bool psl__ucx_progress_once(struct psl_van *v)
+{
+	bool busy;
+	v->in_round = true; /* a host callback that drives is told -EDEADLK */
+	busy = progress_round(v);
+	v->in_round = false;
+	return busy;
 }
 
 /* epoll_wait with a timeout in microseconds (-1: none). */
@@ -559,7 +568,7 @@ static void *progress_main(void *arg)
 	while (!atomic_load(&v->stop)) {
 		int n, i, timeout;
 		long us;
-		bool busy = progress_once(v);
+		bool busy = psl__ucx_progress_once(v);
 
 		timeout = psl__ucx_boot_tick(v);
 		us = timeout < 0 ? -1 : (long)timeout * 1000;
@@ -582,7 +591,7 @@ static void *progress_main(void *arg)
 			if (++rounds & 63)
 				continue;
 			us = 0;
-		} else if (ucp_worker_arm(v->worker) == UCS_ERR_BUSY) {
+		} else if (!psl__ucx_aside(v, &us) && ucp_worker_arm(v->worker) == UCS_ERR_BUSY) {
 			us = 0;
 		} else {
 			if (atomic_load(&v->requests) > 0) {
@@ -794,7 +803,7 @@ static int usend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 static void drain(struct psl_van *v, int64_t until, bool (*done)(struct psl_van *))
 {
 	while (!done(v) && psl_van_now_ms() < until) {
-		if (!progress_once(v))
+		if (!psl__ucx_progress_once(v))
 			usleep(200);
 		psl__ucx_boot_tick(v);
 	}
@@ -938,6 +947,7 @@ static const struct psl_van_ops ucx_ops = {
 	.connect = uconnect,
 	.disconnect = udisconnect,
 	.send = usend,
+	.progress = psl__ucx_drive,
 };
 
 PSL_VAN_DEFINE_ENTRY(ucx_ops)

@@ -605,6 +605,18 @@ out:
 
 /* ------------------------------------------------ send-from-callback -- */
 
+/* B's host: every message goes back to A from the receive callback (the
+ * first n with cookies). False when out of memory. */
+static bool echo_host(struct vt_host *t, int n)
+{
+	vt_host_init(t, "B");
+	t->echo = true;
+	t->echo_to = A_ID;
+	t->echo_cap = n;
+	t->echo_cookies = calloc((size_t)n, sizeof(struct vt_send));
+	return t->echo_cookies != NULL;
+}
+
 /* B sends every message back to A from its receive callback (a server's
  * answers are sent from the van's thread): no deadlock, all back, in order. */
 static int c_echo(void)
@@ -614,12 +626,7 @@ static int c_echo(void)
 	struct vt_send *s = calloc(N, sizeof(*s));
 	int i, rc;
 	CHECK(s, "out of memory");
-	vt_host_init(&b.t, "B");
-	b.t.echo = true;
-	b.t.echo_to = A_ID;
-	b.t.echo_cap = N;
-	b.t.echo_cookies = calloc(N, sizeof(struct vt_send));
-	CHECK(b.t.echo_cookies, "out of memory");
+	CHECK(echo_host(&b.t, N), "out of memory");
 	CHECK(pair_up(&a, &b), "%s", vt_why);
 	a.t.expect_sender = B_ID;
 	for (i = 0; i < N; i++) {
@@ -643,6 +650,131 @@ static int c_echo(void)
 		return r;
 	}
 out:
+	finish(&a, &b, false);
+	free_sends(s, N);
+	return VT_FAIL;
+}
+
+/* ----------------------------------------------------------- progress -- */
+
+static bool has_progress(void)
+{
+	return vt_ops->size >= PSL_VAN_OPS_SIZE_1_3 && vt_ops->progress;
+}
+
+/* Drives a until it received want messages (or ms passed): progress()
+ * returns > 0, 0 or -EBUSY. False with vt_why set. */
+static bool drive_until(struct vt_node *a, long want, int ms)
+{
+	int64_t end = vt_now_ms() + ms;
+	while (nrecv(a) < want && vt_now_ms() < end && vt_host_ok(&a->t)) {
+		int rc = vt_ops->progress(a->v, 1000);
+		if (rc < 0 && rc != -EBUSY) {
+			vt_failf(__LINE__, "progress returned %d (expected > 0, 0 or -EBUSY)", rc);
+			return false;
+		}
+	}
+	return wait_recv(a, want, 0);
+}
+
+struct co_driver {
+	struct vt_node *a;
+	atomic_bool stop;
+	atomic_int bad;
+};
+
+static void *co_drive_main(void *arg)
+{
+	struct co_driver *d = arg;
+	while (!atomic_load(&d->stop)) {
+		int rc = vt_ops->progress(d->a->v, 200);
+		if (rc < 0 && rc != -EBUSY)
+			atomic_store(&d->bad, rc);
+	}
+	return NULL;
+}
+
+/* Message i of stream 1 to B, shaped as in case order. */
+static bool send_shaped(struct vt_node *a, int i, struct vt_send *s)
+{
+	uint32_t nseg = 0;
+	size_t lens[VT_MAXSEG] = {0}, ml = 0;
+	int rc;
+	shape_order(i, &nseg, lens, &ml);
+	rc = vt_send_msg(a, B_ID, 1, (uint32_t)i, nseg, lens, ml, 0, &s[i]);
+	if (rc)
+		vt_failf(__LINE__, "send %d returned %d", i, rc);
+	return rc == 0;
+}
+
+/* One ping-pong message A -> B -> A, A driving until the answer is in. */
+static bool ping(struct vt_node *a, int i, struct vt_send *s)
+{
+	return send_shaped(a, i, s) && drive_until(a, i + 1, DATA_MS);
+}
+
+/* ABI 1.3's optional progress(): a van without it passes. A ping-pongs with
+ * B (which echoes) driving its van from this thread: the answers arrive, at
+ * least some on this thread, and a progress() from the receive callback is
+ * refused with -EDEADLK; then two threads drive at once; then nobody drives
+ * and the van's own thread delivers. */
+static int c_progress(void)
+{
+	enum { N1 = 200, N2 = 200, N3 = 50, N = N1 + N2 + N3 };
+	struct vt_node a = {0}, b = {0};
+	struct vt_send *s = calloc(N, sizeof(*s));
+	struct co_driver co = {.a = &a};
+	pthread_t th;
+	bool co_up = false;
+	int i;
+	CHECK(s, "out of memory");
+	if (!has_progress()) {
+		vt_note("no progress entry (optional, ABI 1.3)");
+		free(s);
+		return VT_PASS;
+	}
+	CHECK(echo_host(&b.t, N), "out of memory");
+	vt_host_init(&a.t, "A");
+	a.t.driver = pthread_self();
+	atomic_store(&a.t.has_driver, true);
+	a.t.drive_in_recv = true;
+	CHECK(pair_up(&a, &b), "%s", vt_why);
+	a.t.van = a.v;
+	a.t.expect_sender = B_ID;
+	for (i = 0; i < N1; i++)
+		CHECK(ping(&a, i, s), "%s", vt_why);
+	CHECK(atomic_load(&a.t.on_driver) > 0,
+	      "none of %d answers was delivered on the thread that called progress() "
+	      "(it should progress the transport itself)", N1);
+	vt_note("%ld of %d answers delivered on the driving thread",
+		atomic_load(&a.t.on_driver), N1);
+	CHECK(!atomic_load(&a.t.recv_drive_bad),
+	      "progress() called from the recv callback returned %d (%d times), not -EDEADLK",
+	      atomic_load(&a.t.recv_drive_rc), atomic_load(&a.t.recv_drive_bad));
+	CHECK(!pthread_create(&th, NULL, co_drive_main, &co), "pthread_create failed");
+	co_up = true;
+	for (; i < N1 + N2; i++)
+		CHECK(ping(&a, i, s), "%s (two threads driving)", vt_why);
+	atomic_store(&co.stop, true);
+	pthread_join(th, NULL);
+	co_up = false;
+	CHECK(!atomic_load(&co.bad), "progress() on a second thread returned %d",
+	      atomic_load(&co.bad));
+	for (; i < N; i++) /* nobody drives: the van's thread delivers */
+		CHECK(send_shaped(&a, i, s) && wait_recv(&a, i + 1, 10000),
+		      "%s (after the caller stopped driving)", vt_why);
+	CHECK(WAIT(all_done(s, N) && all_done(b.t.echo_cookies, N), DATA_MS),
+	      "not every send got send_done");
+	{
+		int r = finish(&a, &b, true);
+		free_sends(s, N);
+		return r;
+	}
+out:
+	if (co_up) {
+		atomic_store(&co.stop, true);
+		pthread_join(th, NULL);
+	}
 	finish(&a, &b, false);
 	free_sends(s, N);
 	return VT_FAIL;
@@ -1368,6 +1500,10 @@ const struct vt_case vt_cases[] = {
 	 c_bad_send},
 	{"send-from-callback", "the receiver sends every message back from its recv callback",
 	 c_echo},
+	{"progress",
+	 "ABI 1.3's optional progress(): answers delivered on the thread that drives, "
+	 "-EDEADLK from a callback, two drivers, the van's thread after them",
+	 c_progress},
 	{"release-later", "received messages stay valid after fini, released by another thread",
 	 c_release_later},
 	{"reconnect", "connect again with a new id: new sender id, nothing lost, no PEER_DOWN",

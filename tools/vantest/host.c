@@ -321,6 +321,13 @@ static void t_recv(void *ctx, struct psl_van_rmsg *m)
 	if (why[0])
 		host_error(t, "%s", why);
 	atomic_fetch_add(&t->nrecv, 1);
+	if (atomic_load(&t->has_driver) && pthread_equal(pthread_self(), t->driver))
+		atomic_fetch_add(&t->on_driver, 1);
+	if (t->drive_in_recv) { /* a wait inside a callback: never a progress in a progress */
+		int rc = vt_ops->progress(t->van, 0);
+		if (rc != -EDEADLK && !atomic_fetch_add(&t->recv_drive_bad, 1))
+			atomic_store(&t->recv_drive_rc, rc);
+	}
 	if (t->echo) {
 		struct psl_van_seg segs[VT_MAXSEG];
 		uint32_t n = m->nseg < VT_MAXSEG ? m->nseg : VT_MAXSEG;

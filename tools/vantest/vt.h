@@ -137,6 +137,14 @@ struct vt_host {
 	atomic_long echo_sent, echo_fail;
 	struct vt_send *echo_cookies; /* one per echo, up to echo_cap */
 	long echo_cap;
+	/* caller-driven progress (ABI 1.3): messages received on the thread
+	 * that drives the van, and what progress() returned when recv called
+	 * it (drive_in_recv) other than -EDEADLK */
+	pthread_t driver;
+	atomic_bool has_driver;
+	atomic_long on_driver;
+	bool drive_in_recv;
+	atomic_int recv_drive_bad, recv_drive_rc;
 	/* after fini */
 	atomic_bool closed;
 	atomic_int after_fini;
