@@ -95,11 +95,15 @@ void psl__handle_heartbeat(const struct psl__meta *m)
 	int64_t now = psl__now_ms();
 	if (po.role == PSL_SCHEDULER) {
 		struct psl__meta r;
+		bool over;
 		if (m->sender < 8 || m->sender > po.max_id || !po.peers[m->sender].known)
 			return;
 		pthread_mutex_lock(&po.mu);
 		po.peers[m->sender].last_heartbeat_ms = now;
+		over = po.final_released; /* (no answer to a node on its way out) */
 		pthread_mutex_unlock(&po.mu);
+		if (over)
+			return;
 		psl__meta_init(&r);
 		r.cmd = PSL_CMD_HEARTBEAT;
 		r.nodes = &po.me;
@@ -228,6 +232,16 @@ static void judge_scheduler(int64_t now)
 void psl__heartbeat_tick(int64_t now, int64_t *last_hb)
 {
 	const struct psl__config *c = &po.cfg;
+	bool over;
+
+	/* the final barrier released, nodes go: nothing to say or judge, and
+	 * no message to a node on its way out (fewer sends in flight while the
+	 * vans close) */
+	pthread_mutex_lock(&po.mu);
+	over = po.final_released;
+	pthread_mutex_unlock(&po.mu);
+	if (over)
+		return;
 
 	if (po.role != PSL_SCHEDULER && c->heartbeat_interval > 0 &&
 	    now - *last_hb >= c->heartbeat_interval * 1000LL) {
