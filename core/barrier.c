@@ -101,14 +101,19 @@ static int check_release_locked(int kind, int g, int *out)
 	return k;
 }
 
-bool psl__control_node_leaving(int id)
+bool psl__control_final_released(void)
 {
 	bool r;
-	(void)id;
 	pthread_mutex_lock(&po.mu);
 	r = po.final_released;
 	pthread_mutex_unlock(&po.mu);
 	return r;
+}
+
+bool psl__control_node_leaving(int id)
+{
+	(void)id;
+	return psl__control_final_released();
 }
 
 /* A node waiting in its final barrier may see a peer leave before its own

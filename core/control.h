@@ -26,6 +26,8 @@ void psl__control_forget_node(int id);
  * it had asked for the final barrier (or that barrier was released); on
  * other nodes, this node is in its final barrier. */
 bool psl__control_node_leaving(int id);
+/* Whether this node's final barrier was released (peers may go now). */
+bool psl__control_final_released(void);
 /* Scheduler: tell every live node that node id was lost, and why. */
 void psl__control_announce_lost(int id, const char *why);
 /* Says at PS_VERBOSE=1 how this node's heartbeats are set (heartbeat.c). */

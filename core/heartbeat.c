@@ -232,15 +232,11 @@ static void judge_scheduler(int64_t now)
 void psl__heartbeat_tick(int64_t now, int64_t *last_hb)
 {
 	const struct psl__config *c = &po.cfg;
-	bool over;
 
 	/* the final barrier released, nodes go: nothing to say or judge, and
 	 * no message to a node on its way out (fewer sends in flight while the
 	 * vans close) */
-	pthread_mutex_lock(&po.mu);
-	over = po.final_released;
-	pthread_mutex_unlock(&po.mu);
-	if (over)
+	if (psl__control_final_released())
 		return;
 
 	if (po.role != PSL_SCHEDULER && c->heartbeat_interval > 0 &&
