@@ -1012,11 +1012,12 @@ int psl_kv_worker_set_timeout(struct psl_kv_worker *w, int timeout_ms)
 	if (!w || timeout_ms < 0)
 		return -EINVAL;
 	psl__enter(w->c.office);
-	if (timeout_ms > 0)
-		rc = psl__timer_need();
 	pthread_mutex_lock(&w->c.mu);
 	w->c.timeout_ms = timeout_ms;
 	pthread_mutex_unlock(&w->c.mu);
+	/* (after the store: the timer takes its period from the deadlines) */
+	if (timeout_ms > 0)
+		rc = psl__timer_need();
 	return rc;
 }
 

@@ -24,7 +24,7 @@
 static void *timer_main(void *arg)
 {
 	int64_t last_hb = 0, now;
-	int period = 1000, wait, woken;
+	int period = 1000, wait;
 	psl__enter(arg); /* the node this thread times */
 	if (po.cfg.heartbeat_interval > 0 && po.cfg.heartbeat_interval * 1000 < period)
 		period = po.cfg.heartbeat_interval * 1000;
@@ -33,7 +33,7 @@ static void *timer_main(void *arg)
 	wait = psl__customers_period_ms(period);
 	pthread_mutex_lock(&po.mu);
 	while (!po.timer_stop) {
-		woken = psl__cond_wait_ms(&po.timer_cv, &po.mu, wait) == 0;
+		psl__cond_wait_ms(&po.timer_cv, &po.mu, wait);
 		if (po.timer_stop)
 			break;
 		pthread_mutex_unlock(&po.mu);
@@ -50,9 +50,7 @@ static void *timer_main(void *arg)
 		if (po.role != PSL_SCHEDULER && po.cfg.recovery && po.cfg.resend)
 			psl__recovery_hold_tick(now);
 		psl__customers_tick(now);
-		/* woken by psl__timer_need: the deadline it was called for is
-		 * set right after it; look again soon */
-		wait = woken ? 10 : psl__customers_period_ms(period);
+		wait = psl__customers_period_ms(period);
 		pthread_mutex_lock(&po.mu);
 	}
 	pthread_mutex_unlock(&po.mu);
