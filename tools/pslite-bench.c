@@ -26,6 +26,9 @@
  *                 gpu2cpu (workers' buffers on a GPU); ps-lite's
  *                 TEST_NUM_GPU_WORKER / TEST_NUM_GPU_SERVER > 0 say the same
  *   --gpu N       the CUDA device of the GPU side (default 0)
+ *   --stream S    the CUDA stream GPU buffers are ordered with: legacy (the
+ *                 default stream, pslite's default), per-thread, or none
+ *                 (nothing waited for: StepMesh's need_event = false)
  */
 #define _GNU_SOURCE 1
 #include <errno.h>
@@ -58,6 +61,7 @@ static long g_total = 2000000000;
 static const char *g_mem_name = "cpu2cpu";
 static bool g_wgpu, g_sgpu; /* the worker's, the server's data on a GPU */
 static int g_gpu;	    /* its device */
+static void *g_stream = PSL_CUDA_STREAM_LEGACY; /* --stream */
 
 /* One line of /proc/self/status in KiB ("VmRSS", "VmHWM"), 0 if not there.
  * VmHWM is computed there as at least the VmRSS the kernel reads at the same
@@ -687,6 +691,7 @@ static void *worker_main(void *arg)
 		w->rc = 2;
 		return NULL;
 	}
+	psl_kv_worker_set_cuda_stream(w->kv, g_stream);
 	w->nkeys = S * g_keys_per_server;
 	w->keys = calloc((size_t)w->nkeys, sizeof(uint64_t));
 	w->vals = calloc((size_t)w->nkeys, sizeof(void *));
@@ -783,6 +788,7 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: pslite-bench [bytes_per_key] [repeat] [mode] [--seconds S] [--json] "
 		"[--quiet] [--idle S] [--mem cpu2cpu|cpu2gpu|gpu2gpu|gpu2cpu] [--gpu N]\n"
+		"       [--stream legacy|per-thread|none]\n"
 		"  mode: 0 push then pull, 1 push-pull, 2 push only, 3 pull only, 4 fused "
 		"push-pull\n"
 		"  environment: DMLC_ROLE and the other ps-lite variables; NUM_KEY_PER_SERVER, "
@@ -839,6 +845,20 @@ static int parse_args(int argc, char **argv)
 				return -1;
 			}
 			g_gpu = (int)v;
+		} else if (!strcmp(argv[i], "--stream") && i + 1 < argc) {
+			const char *m = argv[++i];
+			if (!strcmp(m, "legacy")) {
+				g_stream = PSL_CUDA_STREAM_LEGACY;
+			} else if (!strcmp(m, "per-thread")) {
+				g_stream = PSL_CUDA_STREAM_PER_THREAD;
+			} else if (!strcmp(m, "none")) {
+				g_stream = PSL_CUDA_STREAM_NONE;
+			} else {
+				fprintf(stderr, "pslite-bench: --stream %s: expected legacy, "
+						"per-thread or none\n",
+					m);
+				return -1;
+			}
 		} else if (!strcmp(argv[i], "-h") || !strcmp(argv[i], "--help")) {
 			return -1;
 		} else {
@@ -952,6 +972,8 @@ int main(int argc, char **argv)
 			fprintf(stderr, "pslite-bench: cannot create the KV server: %s\n",
 				psl_strerror(rc));
 			exit_code = 2;
+		} else {
+			psl_kv_server_set_cuda_stream(srv, g_stream);
 		}
 		if (psl_my_role() == PSL_JOINT) {
 			/* this process's worker runs the benchmark below and finalizes;
