@@ -17,9 +17,14 @@ pushed (a numpy array without torch, bytes without either; flat uint8 for a
 buffer with no dtype, such as a bytearray). CUDA tensors are taken as they are (by device pointer:
 pslite stages them through pinned host memory where the van cannot move
 GPU memory), ordered with PyTorch's current stream as StepMesh's
-need_event says (push_pull: True by default, respond: False); the server's
-tensors are host memory.
+need_event says (push_pull: True by default, respond: False). A server whose
+PyTorch sees a GPU gets the pushed tensors on it, as StepMesh's FFN server
+does: device STEPMESH_GPU (an ordinal) where set, else PyTorch's current
+device; SERVER_DEVICE ("cpu", "cuda:1") chooses another. Registered receive
+buffers stay where they are.
 """
+
+import os
 
 import time
 
@@ -92,6 +97,10 @@ def fetch_trace(handler):
     return [submit, sent, sent, sent, sent, sent, answered, completed]
 
 
+# Where a server's get_batch puts pushed tensors: None (a GPU when PyTorch
+# sees one, see the module's text), or a torch device name such as "cpu".
+SERVER_DEVICE = None
+
 # What get_batch gives pushed tensors as: "torch", "numpy", or None: torch
 # where it imports, else numpy, else bytes.
 TENSOR_KIND = None
@@ -109,9 +118,26 @@ def _kind():
     return None
 
 
+def _server_device():
+    """The torch device a server's pushed tensors go to, None for host."""
+    if _kind() != "torch":
+        return None
+    if SERVER_DEVICE is not None:
+        return None if SERVER_DEVICE == "cpu" else SERVER_DEVICE
+    import torch
+    if not torch.cuda.is_available():
+        return None
+    gpu = os.environ.get("STEPMESH_GPU")
+    return "cuda:%d" % (int(gpu) if gpu else torch.cuda.current_device())
+
+
 def _as_tensor(data, desc):
     kind = _kind()
-    return pslite.as_tensor(data, desc, kind) if kind else data
+    if not kind:
+        return data
+    t = pslite.as_tensor(data, desc, kind)
+    dev = _server_device()
+    return t.to(dev) if dev else t
 
 
 def register_recv_buffer(tensor, worker_ranks, push_keys):

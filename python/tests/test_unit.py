@@ -153,6 +153,37 @@ def test_fserver_recv_buffer():
     f._state["recv"].clear()
 
 
+def test_fserver_server_device():
+    """Where a server's get_batch puts pushed tensors: its GPU when PyTorch
+    sees one (STEPMESH_GPU's), SERVER_DEVICE's otherwise, host for numpy."""
+    try:
+        import torch
+    except ImportError:
+        return
+    import os
+    import pslite.fserver as f
+    kind, dev, gpu = f.TENSOR_KIND, f.SERVER_DEVICE, os.environ.pop("STEPMESH_GPU", None)
+    try:
+        f.TENSOR_KIND, f.SERVER_DEVICE = "torch", None
+        want = "cuda:%d" % torch.cuda.current_device() if torch.cuda.is_available() else None
+        assert f._server_device() == want
+        if torch.cuda.is_available():
+            os.environ["STEPMESH_GPU"] = "0"
+            assert f._server_device() == "cuda:0"
+        f.SERVER_DEVICE = "cpu"
+        assert f._server_device() is None
+        assert f._as_tensor(b"\x00\x00\x80\x3f", ("float32", (1,))).device.type == "cpu"
+        f.SERVER_DEVICE = "cuda:1"
+        assert f._server_device() == "cuda:1"
+        f.TENSOR_KIND = "numpy"
+        assert f._server_device() is None
+    finally:
+        f.TENSOR_KIND, f.SERVER_DEVICE = kind, dev
+        os.environ.pop("STEPMESH_GPU", None)
+        if gpu is not None:
+            os.environ["STEPMESH_GPU"] = gpu
+
+
 def test_tensor_describe():
     import numpy
     from pslite import _Tensor, as_tensor
