@@ -3,7 +3,7 @@
 # (exit 77) where pslite finds no CUDA runtime or GPU, which is every CI
 # machine.
 #   tests/gpu/gpu_bench.sh [--quick] [--vans "zmq ucx"] [--sizes "4096 65536 1048576"]
-#                          [--seconds N] [--out FILE]
+#                          [--seconds N] [--out FILE] [--mps]
 # 1. bench/cuda_copy_ref at each size: pinned host <-> GPU copy bandwidth on
 #    pslite's stream, and rt, one host-to-device plus one device-to-host
 #    copy, each synchronised (the round trip a GPU end adds to a request);
@@ -16,6 +16,10 @@
 #    overhead per request, p50 minus cpu2cpu's, in round trips (goal: at
 #    most 2), and gpu2gpu push-pull goodput over cpu2cpu's (goal: at least
 #    0.5). Reported, not asserted: the machine's load moves them.
+# --mps runs the jobs under CUDA MPS (a daemon of its own, stopped at the
+# end): without it, a worker and a server sharing one GPU pay the driver's
+# switch between their two contexts (~300 us each time the GPU changes
+# hands, docs/gpu.md), which jobs with a GPU per process do not.
 # Fails only when a job fails or data is wrong; a van other than zmq that
 # does not start here is skipped with one line. Defaults: zmq and ucx, 4
 # KiB, 64 KiB and 1 MiB, 2 seconds a run (86 runs: about 3-4 minutes);
@@ -25,12 +29,13 @@
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
-secs=2 vans="zmq ucx" sizes="4096 65536 1048576" out=
-usage() { echo "usage: tests/gpu/gpu_bench.sh [--quick] [--vans \"zmq ucx\"] [--sizes \"4096 65536 1048576\"] [--seconds N] [--out FILE]" >&2; exit 2; }
+secs=2 vans="zmq ucx" sizes="4096 65536 1048576" out= mps=0
+usage() { echo "usage: tests/gpu/gpu_bench.sh [--quick] [--vans \"zmq ucx\"] [--sizes \"4096 65536 1048576\"] [--seconds N] [--out FILE] [--mps]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
-	[ $# -ge 2 ] || [ "$1" = --quick ] || usage
+	[ $# -ge 2 ] || [ "$1" = --quick ] || [ "$1" = --mps ] || usage
 	case $1 in
 	--quick) secs=1 vans=zmq sizes=65536; shift ;;
+	--mps) mps=1; shift ;;
 	--van|--vans) vans=$2; shift 2 ;;
 	--size|--sizes) sizes=$2; shift 2 ;;
 	--seconds) secs=$2; shift 2 ;;
@@ -51,6 +56,15 @@ if [ $rc -eq 77 ]; then
 fi
 [ $rc -eq 0 ] || { echo "gpu_bench.sh: cuda_copy_ref failed:" >&2; cat "$dir/copy.txt" >&2; exit 1; }
 cat "$dir/copy.txt"
+if [ $mps -eq 1 ]; then
+	command -v nvidia-cuda-mps-control >/dev/null ||
+		{ echo "gpu_bench.sh: --mps: nvidia-cuda-mps-control is not on PATH" >&2; exit 2; }
+	export CUDA_MPS_PIPE_DIRECTORY="$dir/mps" CUDA_MPS_LOG_DIRECTORY="$dir/mpslog"
+	mkdir -p "$CUDA_MPS_PIPE_DIRECTORY" "$CUDA_MPS_LOG_DIRECTORY"
+	nvidia-cuda-mps-control -d || { echo "gpu_bench.sh: --mps: the MPS daemon did not start" >&2; exit 1; }
+	trap 'echo quit | nvidia-cuda-mps-control; rm -rf "$dir"' EXIT
+	echo "gpu_bench.sh: the jobs run under CUDA MPS"
+fi
 
 # run VAN SIZE MEM MODE KEYS: one job; appends "VAN SIZE MEM MODE KEYS GBPS
 # P50" to $dir/results; 0, 1 (the job failed or data was wrong), 2 (it did
