@@ -106,7 +106,7 @@ static const char *reason(const struct psl__ctl_sent *s, int status, char *buf, 
 }
 
 /* Node: its registration did not go. The start fails with that (and says
- * it at ERROR, postoffice.c) after a grace in which the van's own reason
+ * it at ERROR, lifecycle.c) after a grace in which the van's own reason
  * (another van answered, a refused secret) may come and win. */
 static void registration_failed(int status, const char *what, const char *why)
 {

@@ -233,7 +233,7 @@ static int assign_ids(void)
 }
 
 /* The van may hand up registrations before its bind returned to start-up
- * (postoffice.c), and bind's result is the scheduler's own entry of the
+ * (lifecycle.c), and bind's result is the scheduler's own entry of the
  * list: wait for it, bounded (ucx_shm_data.sh: a node list whose scheduler
  * had port 0). */
 static void wait_bound(void)
