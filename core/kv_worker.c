@@ -588,12 +588,41 @@ int psl_kv_zpushpull(struct psl_kv_worker *w, const struct psl_kv *kv, struct ps
 	return do_request(w, kv, NULL, 0, out, OP_PUSH | OP_PULL, false, cmd, cb, arg);
 }
 
+/* A wait's result, with psl_last_error saying that a request failed and
+ * what is known here (the reason was logged on the thread that failed it):
+ * the job's loss (without recovery the job cannot go on), or what the
+ * errno means for a request. */
+static int wait_ret(struct psl_kv_worker *w, int ts, int rc, int timeout_ms)
+{
+	char lost[320];
+
+	if (rc >= 0) {
+		psl__clear_error();
+		return rc;
+	}
+	if (rc == -ETIMEDOUT && timeout_ms >= 0) {
+		psl__set_error("request %d of app %d is still pending after %d ms (it goes on: "
+			       "wait for it again)", ts, w->c.app_id, timeout_ms);
+	} else if (!psl__po.cfg.recovery && psl_job_lost(lost, sizeof(lost))) {
+		psl__set_error("request %d of app %d failed (%s); the job lost a node: %s", ts,
+			       w->c.app_id, psl_strerror(rc), lost);
+	} else if (rc == -ETIMEDOUT) {
+		psl__set_error("request %d of app %d failed: no answer within this worker's deadline "
+			       "(%d ms: psl_kv_worker_set_timeout, PS_REQUEST_TIMEOUT in seconds)",
+			       ts, w->c.app_id, w->c.timeout_ms);
+	} else {
+		psl__set_error("request %d of app %d failed: %s (the log says more)", ts,
+			       w->c.app_id, psl_strerror(rc));
+	}
+	return rc;
+}
+
 int psl_kv_wait(struct psl_kv_worker *w, int ts)
 {
 	if (!w)
 		return -EINVAL;
 	psl__enter(w->c.office);
-	return psl__req_wait(&w->c, ts);
+	return wait_ret(w, ts, psl__req_wait(&w->c, ts), -1);
 }
 
 int psl_kv_wait_timeout(struct psl_kv_worker *w, int ts, int timeout_ms)
@@ -601,7 +630,7 @@ int psl_kv_wait_timeout(struct psl_kv_worker *w, int ts, int timeout_ms)
 	if (!w)
 		return -EINVAL;
 	psl__enter(w->c.office);
-	return psl__req_wait_ms(&w->c, ts, timeout_ms);
+	return wait_ret(w, ts, psl__req_wait_ms(&w->c, ts, timeout_ms), timeout_ms);
 }
 
 static const struct psl__customer_ops kvw_ops = {

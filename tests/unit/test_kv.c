@@ -170,6 +170,7 @@ static void test_pushpull(void **state)
 	assert_int_equal(g_pp_calls, 0);
 	/* a bounded wait on the pending request says so, and leaves it be */
 	assert_int_equal(psl_kv_wait_timeout(w, ts, 20), -ETIMEDOUT);
+	assert_contains(psl_last_error(), "is still pending after 20 ms");
 	assert_int_equal(psl_kv_wait_timeout(w, ts, 0), -ETIMEDOUT);
 	reply(push[0], 0, 0, NULL, NULL);
 	assert_int_equal(g_pp_calls, 0);
@@ -979,6 +980,9 @@ static void test_request_deadline(void **state)
 	assert_int_equal(g_cb_calls[ts], 1);
 	assert_int_equal(g_cb_status[ts], -ETIMEDOUT);
 	assert_int_equal(psl_kv_wait(w, ts), -ETIMEDOUT);
+	/* the waiter learns it too (the reason was logged on the timer's
+	 * thread; this process lost a server in an earlier test) */
+	assert_contains(psl_last_error(), "request 0 of app 0 failed (timed out)");
 	capture_start(&c);
 	reply(&g_sent[0], 0, 0, NULL, NULL); /* late */
 	log = capture_end(&c);
