@@ -42,23 +42,6 @@ static void deliver(int sender, const struct psl__meta *m, uint32_t nseg, const 
 	deliver_raw(sender, buf, n, nseg, data, len);
 }
 
-/* The response meta for sent request s, encoded into buf; its length. */
-static size_t reply_meta(const struct sent *s, int option, uint8_t *buf)
-{
-	struct psl__meta m;
-	psl__meta_init(&m);
-	m.head = s->m.head;
-	m.app_id = s->m.app_id;
-	m.customer_id = s->m.customer_id;
-	m.timestamp = s->m.timestamp;
-	m.request = false;
-	m.push = s->m.push;
-	m.simple_app = s->m.simple_app;
-	m.option = option;
-	m.src_dev_type = m.dst_dev_type = PSL_DEV_CPU;
-	return psl__meta_encode(&m, buf);
-}
-
 static void reply(const struct sent *s, int option, uint32_t nseg, const void *const *data,
 		  const size_t *len)
 {
