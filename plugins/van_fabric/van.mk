@@ -50,7 +50,8 @@ FABRIC_SERVER_TESTS = plugins/van_fabric/tests/fabric_tcp_server_sync.sh \
 	plugins/van_fabric/tests/fabric_tcp_server_async.sh \
 	plugins/van_fabric/tests/fabric_tcp_server_bad.sh \
 	plugins/van_fabric/tests/fabric_tcp_server_leftover.sh
-EXTRA_DIST += plugins/van_fabric/van.m4 $(FABRIC_TESTS) $(FABRIC_SERVER_TESTS) docs/van-fabric.md
+EXTRA_DIST += plugins/van_fabric/van.m4 $(FABRIC_TESTS) $(FABRIC_SERVER_TESTS) docs/van-fabric.md \
+	bench/progress_fabric.sh
 if BUILD_VAN_FABRIC
 TESTS += $(FABRIC_TESTS) $(FABRIC_SERVER_TESTS)
 endif
