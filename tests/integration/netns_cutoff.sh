@@ -4,19 +4,33 @@
 # bridge (nshosts.sh): A holds the scheduler and server 0, B server 1 alone,
 # C the two workers (recovnode: every value pulled is checked). Heartbeats
 # every 1 s, 4 s timeout, PS_RECOVERY=1.
-#   1. at worker 0's round 60, the bridge drops every frame to and from B
-#      (nftables): the scheduler declares server 1 lost by the heartbeat;
-#   2. server 1 itself, its heartbeats unanswered, loses the scheduler and
-#      exits 3 with one ERROR line, within a bound;
-#   3. B is reconnected (the rule deleted), a new server 1 is started on B:
-#      it takes the lost one's place, the workers' rounds (retried while
-#      server 1 was lost) complete against it, every node exits 0.
-#   netns_cutoff.sh VAN      prints the times measured
+#   netns_cutoff.sh VAN [CASE]   prints the times measured
+#   exits  (the default) at worker 0's round 60 the bridge drops every frame
+#          to and from B (nftables): the scheduler declares server 1 lost by
+#          the heartbeat; server 1 itself, its heartbeats unanswered, loses
+#          the scheduler and exits 3 with one ERROR line, within a bound; B
+#          is reconnected, a new server 1 started on B takes the lost one's
+#          place, the workers' rounds (retried while server 1 was lost)
+#          complete against it, every other node exits 0
+#   ghost  the same, but server 1 has PS_HEARTBEAT_TIMEOUT=60 and B is
+#          reconnected as soon as the scheduler declared it lost: the old
+#          server 1 comes back under its old id; the scheduler refuses it
+#          with a WARN line and tells it to stop, and it exits 3 saying so
+#          (without that, it fought its replacement for the id: the job
+#          failed)
+#   taken  as ghost, but the new server 1 is started on host C while B is
+#          still cut off, and takes the place before B is reconnected: the
+#          old server 1 is refused (a new node took its place) or finds its
+#          connections closed, and exits 3 saying it lost the scheduler; the
+#          new one keeps its place (over zmq, the old one's connections
+#          from B are left open, unused, so that it cannot take the
+#          identity back) and the job ends whole
 # Needs root, iproute2 and nft; skips (77) where namespaces or the rule
 # cannot be made. Needs PSL_BUILDDIR (set by make check).
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 van=$1
+case=${2:-exits}
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
 node=$b/tests/integration/recovnode
 
@@ -35,7 +49,7 @@ pids=
 made=
 fail=0
 ulimit -c 0 2>/dev/null
-bad() { echo "netns_cutoff.sh $van: $*" >&2; fail=1; }
+bad() { echo "netns_cutoff.sh $van $case: $*" >&2; fail=1; }
 cleanup() {
 	for p in $pids; do kill -9 "$p" 2>/dev/null; done
 	wait 2>/dev/null
@@ -112,7 +126,9 @@ ms() { echo $((($2 - $1) / 1000000)); }
 start a scheduler "" sched
 sched=$last
 start a server 0 s0
-start b server 1 s1
+hb=4
+[ "$case" != exits ] && hb=60
+PS_HEARTBEAT_TIMEOUT=$hb start b server 1 s1
 s1=$last
 start c worker 0 w0
 w0=$last
@@ -123,33 +139,60 @@ t0=$(now)
 cut_b || bad "nftables refused the rule: $(cat "$dir/err")"
 wait_for sched "lost server 1" 15 "$sched" || { bad "the scheduler did not declare server 1 lost within 15 s"; finish; }
 t_lost=$(now)
-# the cut-off server: it must end by itself (its heartbeats unanswered)
+# reconnect: B back on the network (the frames dropped until then counted)
+reconnect() {
+	dropped=$(ip netns exec "$hub" nft list table bridge cutoff | awk '/counter packets/ {
+		for (f = 1; f < NF; f++) if ($f == "packets") n += $(f + 1) } END { print n + 0 }')
+	ip netns exec "$hub" nft delete table bridge cutoff
+	t_reconnect=$(now)
+}
+# the new server 1: on B once reconnected, or (taken) on C before that
+replace() {
+	start "$1" server 1 s1b
+	wait_for s1b "ready (recovery 1)" 30 "$last" || { bad "the new server 1 did not start as a recovery"; finish; }
+	t_back=$(now)
+}
+# the cut-off server ends by itself (its heartbeats unanswered), or, as a
+# ghost, when the scheduler tells it to stop after the reconnect
+[ "$case" = taken ] && replace c
+[ "$case" != exits ] && reconnect
 k=0
 while kill -0 "$s1" 2>/dev/null && [ $k -lt 150 ]; do
 	sleep 0.1
 	k=$((k + 1))
 done
+t_exit=$(now)
 if kill -0 "$s1" 2>/dev/null; then
-	bad "the cut-off server 1 was still running 15 s after the cut"
-	t_exit=$(now)
+	bad "the cut-off server 1 was still running 15 s after the scheduler declared it lost"
 else
-	t_exit=$(now)
 	wait "$s1"
 	code=$?
 	[ $code -eq 3 ] || bad "the cut-off server 1 exited $code, expected 3"
 fi
-grep -q "ERROR: lost the scheduler .*no heartbeat answer" "$dir/s1" ||
-	bad "the cut-off server 1 did not say that it lost the scheduler"
-dropped=$(ip netns exec "$hub" nft list table bridge cutoff | awk '/counter packets/ { for (f = 1; f < NF; f++) if ($f == "packets") n += $(f + 1) } END { print n + 0 }')
-ip netns exec "$hub" nft delete table bridge cutoff
-t_reconnect=$(now)
-start b server 1 s1b
-wait_for s1b "ready (recovery 1)" 30 "$last" || { bad "the new server 1 did not start as a recovery"; finish; }
-t_back=$(now)
-echo "netns_cutoff.sh $van: B cut off at worker 0's round 60 (the bridge dropped ${dropped:-no} frames)"
-echo "netns_cutoff.sh $van: the scheduler declared server 1 lost $(ms "$t0" "$t_lost") ms after the cut"
-echo "netns_cutoff.sh $van: the cut-off server 1 exited $(ms "$t0" "$t_exit") ms after the cut: $(grep -m1 "lost the scheduler" "$dir/s1" | sed 's/.*ERROR: //' | cut -c1-100)..."
-echo "netns_cutoff.sh $van: B reconnected $(ms "$t0" "$t_reconnect") ms after the cut; the new server 1 served $(ms "$t_reconnect" "$t_back") ms later"
+if [ "$case" = ghost ]; then
+	grep -q "ERROR: lost the scheduler .*: the scheduler declared this node .* lost earlier" "$dir/s1" ||
+		bad "the ghost server 1 did not say that the scheduler stopped it"
+	grep -q "WARN: refused a heartbeat from .* under the id of server 1" "$dir/sched" ||
+		bad "the scheduler did not say that it refused the ghost"
+elif [ "$case" = taken ]; then
+	# (told to stop, or its connections closed: either way it says so)
+	grep -q "ERROR: lost the scheduler" "$dir/s1" ||
+		bad "the ghost server 1 did not say that it lost the scheduler"
+else
+	grep -q "ERROR: lost the scheduler .*no heartbeat answer" "$dir/s1" ||
+		bad "the cut-off server 1 did not say that it lost the scheduler"
+	reconnect
+fi
+[ "$case" = taken ] || replace b
+echo "netns_cutoff.sh $van $case: B cut off at worker 0's round 60 (the bridge dropped ${dropped:-no} frames)"
+echo "netns_cutoff.sh $van $case: the scheduler declared server 1 lost $(ms "$t0" "$t_lost") ms after the cut"
+echo "netns_cutoff.sh $van $case: B reconnected $(ms "$t0" "$t_reconnect") ms after the cut"
+echo "netns_cutoff.sh $van $case: the cut-off server 1 exited $(ms "$t0" "$t_exit") ms after the cut: $(grep -m1 "lost the scheduler" "$dir/s1" | sed 's/.*ERROR: //' | cut -c1-120)..."
+if [ "$case" = taken ]; then
+	echo "netns_cutoff.sh $van $case: the new server 1 (on host C) served $(ms "$t_lost" "$t_back") ms after the loss, before the reconnect"
+else
+	echo "netns_cutoff.sh $van $case: the new server 1 served $(ms "$t_exit" "$t_back") ms after the old one exited"
+fi
 
 # every other node ends, with 0
 for p in $pids; do
@@ -164,7 +207,7 @@ for p in $pids; do
 	code=$?
 	[ $code -eq 0 ] || bad "a node (pid $p) exited $code"
 done
-echo "netns_cutoff.sh $van: the job ended $(ms "$t0" "$(now)") ms after the cut"
+echo "netns_cutoff.sh $van $case: the job ended $(ms "$t0" "$(now)") ms after the cut"
 for w in w0 w1; do
 	grep -q "OK (" "$dir/$w" || bad "$w did not finish with OK"
 	grep -q "lost server 1" "$dir/$w" || bad "$w did not hear that server 1 was lost"
