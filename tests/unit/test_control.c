@@ -64,7 +64,8 @@ static int scheduler_down(void **state)
 	return node_down(state);
 }
 
-static void reg(const char *host, int port, int role, int aux)
+/* A cmd message from node id "from" whose one entry is host:port, role, aux. */
+static void node_msg(int cmd, int from, const char *host, int port, int role, int aux)
 {
 	struct psl__node n;
 	struct psl__meta m;
@@ -72,17 +73,22 @@ static void reg(const char *host, int port, int role, int aux)
 	size_t len;
 	memset(&n, 0, sizeof(n));
 	n.role = role;
-	n.id = PSL_EMPTY;
+	n.id = from;
 	snprintf(n.hostname, sizeof(n.hostname), "%s", host);
 	n.port = port;
 	n.aux_id = aux;
 	psl__meta_init(&m);
-	m.cmd = PSL_CMD_ADD_NODE;
+	m.cmd = cmd;
 	m.nodes = &n;
 	m.node_size = 1;
 	m.timestamp = 0;
 	len = psl__meta_encode(&m, buf);
-	deliver_raw(PSL_EMPTY, buf, len, 0, NULL, NULL);
+	deliver_raw(from, buf, len, 0, NULL, NULL);
+}
+
+static void reg(const char *host, int port, int role, int aux)
+{
+	node_msg(PSL_CMD_ADD_NODE, PSL_EMPTY, host, port, role, aux);
 }
 
 static const struct psl__node *in_list(const struct sent *s, const char *host, int port)
@@ -757,6 +763,20 @@ static void test_barrier_request_undeliverable(void **state)
 	psl__po.barrier_err = 0;
 }
 
+/* A running job of 2 servers and 1 worker, with PS_RECOVERY=1: server 1
+ * (id 10) at 10.0.0.2:4001; nothing sent yet. */
+static void recovery_job_up(void)
+{
+	scheduler_up(2, 1);
+	reg("10.0.0.3", 5000, PSL_WORKER, 0);
+	reg("10.0.0.2", 4001, PSL_SERVER, 1);
+	reg("10.0.0.2", 4000, PSL_SERVER, 0);
+	psl__po.got_node_list = true;
+	psl__po.state = PSL__READY;
+	psl__po.cfg.recovery = true;
+	clear_sent();
+}
+
 /* PS_RECOVERY=1 (recovery.c): a server registering after the start takes
  * the place of the lost one of its DMLC_RANK; the newcomer gets the whole
  * list, its entry marked is_recovery, the others it alone. Before any loss
@@ -768,14 +788,7 @@ static void test_recovery_takes_place(void **state)
 	int i, to_new = -1, to_worker = -1;
 	(void)state;
 
-	scheduler_up(2, 1);
-	reg("10.0.0.3", 5000, PSL_WORKER, 0);
-	reg("10.0.0.2", 4001, PSL_SERVER, 1);
-	reg("10.0.0.2", 4000, PSL_SERVER, 0);
-	psl__po.got_node_list = true;
-	psl__po.state = PSL__READY;
-	psl__po.cfg.recovery = true;
-	clear_sent();
+	recovery_job_up();
 	reg("10.0.0.7", 4100, PSL_SERVER, 1); /* nobody lost yet: it waits */
 	assert_int_equal(g_nsent, 0);
 	psl__node_lost(10, -ECONNRESET, "test");
@@ -815,24 +828,10 @@ static void test_recovery_takes_place(void **state)
 	}
 }
 
-/* A HEARTBEAT from node id "from", whose entry is host:port. */
+/* A HEARTBEAT from server id "from", whose entry is host:port. */
 static void heartbeat_from(int from, const char *host, int port)
 {
-	struct psl__node n;
-	struct psl__meta m;
-	uint8_t buf[1024];
-	size_t len;
-	memset(&n, 0, sizeof(n));
-	n.role = PSL_SERVER;
-	n.id = from;
-	snprintf(n.hostname, sizeof(n.hostname), "%s", host);
-	n.port = port;
-	psl__meta_init(&m);
-	m.cmd = PSL_CMD_HEARTBEAT;
-	m.nodes = &n;
-	m.node_size = 1;
-	len = psl__meta_encode(&m, buf);
-	deliver_raw(from, buf, len, 0, NULL, NULL);
+	node_msg(PSL_CMD_HEARTBEAT, from, host, port, PSL_SERVER, 0);
 }
 
 /* How many cmd messages went to "to" (-1: to a spare id, >= 30000). */
@@ -856,14 +855,7 @@ static void test_ghost_refused(void **state)
 	int i;
 	(void)state;
 
-	scheduler_up(2, 1);
-	reg("10.0.0.3", 5000, PSL_WORKER, 0);
-	reg("10.0.0.2", 4001, PSL_SERVER, 1);
-	reg("10.0.0.2", 4000, PSL_SERVER, 0);
-	psl__po.got_node_list = true;
-	psl__po.state = PSL__READY;
-	psl__po.cfg.recovery = true;
-	clear_sent();
+	recovery_job_up();
 	heartbeat_from(10, "10.0.0.2", 4001); /* alive: answered */
 	assert_int_equal(count_sent(PSL_CMD_HEARTBEAT, 10), 1);
 	psl__node_lost(10, -ETIMEDOUT, "test");
