@@ -92,9 +92,12 @@ export DMLC_ENABLE_RDMA=$van DMLC_PS_ROOT_URI=10.77.0.1 DMLC_PS_ROOT_PORT=9100 \
 	PS_RECOVERY=1 PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=4 PS_RECOVERY_WAIT=20 \
 	PS_START_TIMEOUT=60 PS_REQUEST_TIMEOUT=30
 unset DMLC_PORT DMLC_NODE_HOST
-# start HOST ROLE RANK LOG: a node in the background; its pid in $last
+# start HOST ROLE RANK LOG [VAR=VALUE...]: a node in the background; its pid
+# in $last
 start() {
-	ip netns exec "$tag$1" env DMLC_ROLE=$2 ${3:+DMLC_RANK=$3} "$node" >"$dir/$4" 2>&1 &
+	sh=$1 sr=$2 sk=$3 sl=$4
+	shift 4
+	ip netns exec "$tag$sh" env DMLC_ROLE=$sr ${sk:+DMLC_RANK=$sk} "$@" "$node" >"$dir/$sl" 2>&1 &
 	last=$!
 	pids="$pids $last"
 }
@@ -128,7 +131,7 @@ sched=$last
 start a server 0 s0
 hb=4
 [ "$case" != exits ] && hb=60
-PS_HEARTBEAT_TIMEOUT=$hb start b server 1 s1
+start b server 1 s1 PS_HEARTBEAT_TIMEOUT=$hb
 s1=$last
 start c worker 0 w0
 w0=$last
