@@ -12,7 +12,10 @@
 # 2. mixed: G=2, one server group in one process, worker group 0 in one
 #    process, worker group 1 as two processes of one instance (DMLC_NODE_RANK,
 #    STEPMESH_GPU);
-# 3. bad input: psl_start_group without DMLC_RANK, with a group rank beyond
+# 3. joint: G=2, one process of DMLC_ROLE=joint with DMLC_PORT=p holds the
+#    only server group and the only worker group (servers on p and p+1,
+#    workers on p+2 and p+3), its workers' requests go to its own servers;
+# 4. bad input: psl_start_group without DMLC_RANK, with a group rank beyond
 #    DMLC_NUM_WORKER, with DMLC_GROUP_SIZE above PSL_MAX_GROUP (32): one
 #    ERROR line naming the variable, exit 3.
 # Needs PSL_BUILDDIR (set by make check).
@@ -103,7 +106,10 @@ expect="scheduler:1 server:2 worker0:2 worker1.0:1 worker1.1:1"
 finish "mixed"
 grep -q "insttest worker 1.1: OK" "$dir/worker1.1.log" || say "mixed: no OK from worker 1.1"
 
-# 3. bad input: one ERROR line naming what to set, exit 3
+# 3. joint: G=2, one process of DMLC_ROLE=joint with DMLC_PORT=p holds the
+#    only server group and the only worker group (servers on p and p+1,
+#    workers on p+2 and p+3), its workers' requests go to its own servers;
+# 4. bad input: one ERROR line naming what to set, exit 3
 bad() {
 	name=$1 expect=$2
 	shift 2

@@ -3,7 +3,8 @@
  * runs either a whole group in this process (INSTTEST_MODE=group,
  * psl_start_group: ps-lite's model, DMLC_RANK the group's rank) or one
  * instance of it (INSTTEST_MODE=single, psl_start: StepMesh's model,
- * DMLC_NODE_RANK and STEPMESH_GPU). DMLC_ROLE says what it is.
+ * DMLC_NODE_RANK and STEPMESH_GPU). DMLC_ROLE says what it is (joint: G
+ * servers and G workers).
  *
  * A server instance keeps the last value pushed to each key and answers
  * pulls from it; it checks that each request came from the worker instance
@@ -52,7 +53,8 @@ struct inst {
 	atomic_int requests, bad_sender;
 };
 
-static struct inst g_inst[MAX_INST];
+/* this process's server and worker instances (both for DMLC_ROLE=joint) */
+static struct inst g_srv[MAX_INST], g_wrk[MAX_INST];
 static int g_n;
 
 static uint64_t *slot(struct inst *in, uint64_t key, bool add)
@@ -149,24 +151,25 @@ static void *work(void *arg)
 	return NULL;
 }
 
-/* The instances this process runs: all G of its group, or its own. */
-static void list_instances(bool group)
+/* The instances this process runs of a role: all G of its group, or its
+ * own. */
+static void list_instances(bool group, struct inst *insts)
 {
 	int i, g = psl_group_size();
 	g_n = group ? g : 1;
 	for (i = 0; i < g_n; i++) {
-		g_inst[i].index = group ? i : psl_my_instance();
-		pthread_mutex_init(&g_inst[i].mu, NULL);
+		insts[i].index = group ? i : psl_my_instance();
+		pthread_mutex_init(&insts[i].mu, NULL);
 	}
 }
 
 /* Each instance: its identity checked, its KV object made on it. */
-static void make_objects(int role)
+static void make_objects(int role, struct inst *insts)
 {
 	int i, g = psl_group_size(), rc;
 	const char *rn = role == PSL_SERVER ? "server" : "worker";
 	for (i = 0; i < g_n; i++) {
-		struct inst *in = &g_inst[i];
+		struct inst *in = &insts[i];
 		int ir;
 		rc = psl_use_instance(role, in->index);
 		snprintf(in->who, sizeof(in->who), "%s %d.%d", rn, psl_my_rank(), in->index);
@@ -191,11 +194,11 @@ static void make_objects(int role)
 	      "psl_use_instance(%d) of %d: %d (%s)", g, g, rc, psl_last_error());
 }
 
-static void report(int role)
+static void report(int role, struct inst *insts)
 {
 	int i;
 	for (i = 0; i < g_n; i++) {
-		struct inst *in = &g_inst[i];
+		struct inst *in = &insts[i];
 		if (role == PSL_SERVER) {
 			CHECK(in->requests > 0 && !in->bad_sender, in->who,
 			      "%d requests, %d from another instance index", in->requests,
@@ -216,7 +219,8 @@ int main(void)
 	const char *mode = getenv("INSTTEST_MODE");
 	bool group = !mode || !strcmp(mode, "group");
 	pthread_t th[MAX_INST];
-	int rc, role, i;
+	int rc, i;
+	bool srv, wrk;
 
 	rc = group ? psl_start_group(0, true) : psl_start(0, true);
 	if (rc) {
@@ -224,27 +228,32 @@ int main(void)
 		psl_finalize(0, false);
 		return 3;
 	}
-	role = psl_is_scheduler() ? PSL_SCHEDULER : psl_is_server() ? PSL_SERVER : PSL_WORKER;
-	if (role != PSL_SCHEDULER) {
-		list_instances(group);
-		make_objects(role);
+	srv = psl_is_server();
+	wrk = psl_is_worker();
+	if (srv) {
+		list_instances(group, g_srv);
+		make_objects(PSL_SERVER, g_srv);
+	}
+	if (wrk) {
+		list_instances(group, g_wrk);
+		make_objects(PSL_WORKER, g_wrk);
 	}
 	/* every instance has its KV objects before any request */
 	rc = psl_barrier(0, PSL_GROUP_ALL);
 	CHECK(rc == 0, "process", "psl_barrier: %s", psl_strerror(rc));
-	if (role == PSL_WORKER) {
+	if (wrk) {
 		for (i = 0; i < g_n; i++)
-			pthread_create(&th[i], NULL, work, &g_inst[i]);
+			pthread_create(&th[i], NULL, work, &g_wrk[i]);
 		for (i = 0; i < g_n; i++)
 			pthread_join(th[i], NULL);
 	}
 	rc = psl_finalize(0, true);
 	CHECK(rc == 0, "process", "psl_finalize: %s", psl_strerror(rc));
-	if (role == PSL_SCHEDULER) {
-		if (!g_fail)
-			printf("insttest scheduler: OK\n");
-	} else {
-		report(role);
-	}
+	if (srv)
+		report(PSL_SERVER, g_srv);
+	if (wrk)
+		report(PSL_WORKER, g_wrk);
+	if (!srv && !wrk && !g_fail)
+		printf("insttest scheduler: OK\n");
 	return g_fail ? 1 : 0;
 }
