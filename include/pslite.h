@@ -108,7 +108,8 @@ PSL_EXPORT bool psl_is_recovery(void);
 
 /* Block until every node of group (PSL_GROUP_*) has called it. With
  * instance groups (DMLC_GROUP_SIZE > 1) every instance of the group's
- * members takes part (StepMesh's instance barrier). */
+ * members takes part (StepMesh's instance barrier); a process that runs
+ * several (joint, psl_start_group) calls it once for all of them. */
 PSL_EXPORT int psl_barrier(int customer_id, int group);
 
 /* This process's role; PSL_JOINT for DMLC_ROLE=joint, where the process is
@@ -124,8 +125,9 @@ PSL_EXPORT bool psl_is_server(void);
 PSL_EXPORT bool psl_is_worker(void);
 /* Which of this process's nodes psl_my_rank, psl_my_id, psl_my_instance,
  * psl_my_instance_rank, psl_van_name and psl_simple_app_new mean on the
- * calling thread (a joint process: PSL_SERVER or PSL_WORKER). 0, -ENOENT if
- * the process has no node of that role, -ESHUTDOWN before psl_start. */
+ * calling thread (a joint process: PSL_SERVER or PSL_WORKER; a group's
+ * process: its first instance of role). 0, -ENOENT if the process has no
+ * node of that role, -ESHUTDOWN before psl_start. */
 PSL_EXPORT int psl_use_role(enum psl_role role);
 /* The same for instance `instance` (0 to DMLC_GROUP_SIZE - 1) of role in a
  * process that runs a group (psl_start_group; ps-lite's
@@ -148,10 +150,11 @@ PSL_EXPORT int psl_my_id(void);
 PSL_EXPORT int psl_num_workers(void);
 PSL_EXPORT int psl_num_servers(void);
 /* Instance groups (StepMesh, ps-lite byteps branch): DMLC_GROUP_SIZE, 1 by
- * default. Each process is one instance of a group: its index in the group
- * (rank % group size) and its rank among the instances of its role (ids
- * follow it), -1 before start. Worker instance i talks to instance i of
- * each server group. */
+ * default. The node's index in its group (rank % group size) and its rank
+ * among the instances of its role (ids follow it), -1 before start: the
+ * process's instance (psl_start), or the one the calling thread chose with
+ * psl_use_instance (psl_start_group; instance 0 by default). Worker instance
+ * i talks to instance i of each server group. */
 PSL_EXPORT int psl_group_size(void);
 PSL_EXPORT int psl_my_instance(void);
 PSL_EXPORT int psl_my_instance_rank(void);
