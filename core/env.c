@@ -348,8 +348,9 @@ int psl__stepmesh_cpu(int gpu, int offset, int cores_per_gpu, int cores_per_sock
 
 /* STEPMESH_BIND_CPU_CORE=1 with STEPMESH_GPU: StepMesh binds its van's
  * receive thread (its slot 2) to one core of the GPU's block; pslite binds
- * the thread that delivers the van's messages (van_host.c). */
-static int bind_cpu(struct psl__config *c, char *err, size_t errlen)
+ * the thread that delivers the van's messages (van_host.c). Instance i of a
+ * group this process runs whole (local >= 0) serves GPU i. */
+static int bind_cpu(struct psl__config *c, int local, char *err, size_t errlen)
 {
 	int on, gpu, cpg, cps, start, rc;
 	c->bind_cpu = -1;
@@ -361,6 +362,8 @@ static int bind_cpu(struct psl__config *c, char *err, size_t errlen)
 	    (rc = env_int("STEPMESH_CPU_CORES_PER_SOCKET", 48, 1, 65536, &cps, err, errlen)) ||
 	    (rc = env_int("STEPMESH_CPU_START_OFFSET", 10, 0, 65536, &start, err, errlen)))
 		return rc;
+	if (local >= 0 && c->group_size > 1 && c->role != PSL_SCHEDULER)
+		gpu = local;
 	if (gpu >= 0)
 		c->bind_cpu = psl__stepmesh_cpu(gpu, 2, cpg, cps, start);
 	if (c->bind_cpu < 0)
@@ -433,7 +436,8 @@ int psl__config_load_inst(struct psl__config *c, int joint_role, int instance, c
  * servers). 0 stays 0: each picks a free port. */
 static int local_port(struct psl__config *c, int instance, char *err, size_t errlen)
 {
-	int g = instance >= 0 ? c->group_size : 1, ports = c->joint ? 2 * g : g, rc;
+	int g = instance >= 0 && c->role != PSL_SCHEDULER ? c->group_size : 1;
+	int ports = c->joint ? 2 * g : g, rc;
 
 	if ((rc = env_int("DMLC_PORT", 0, 0, 65536 - ports, &c->port, err, errlen)))
 		return rc;
@@ -605,7 +609,7 @@ static int config_load(struct psl__config *c, int joint_role, int instance, char
 		return rc;
 	if ((rc = group_rank(c, instance, err, errlen)))
 		return rc;
-	if ((rc = bind_cpu(c, err, errlen)))
+	if ((rc = bind_cpu(c, instance, err, errlen)))
 		return rc;
 	if ((rc = env_int("PS_MALLOC_TUNE", 1, 0, 1, &gs, err, errlen)))
 		return rc;

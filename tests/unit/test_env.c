@@ -528,7 +528,20 @@ static void test_group_in_process(void **state)
 	assert_int_equal(load_inst(PSL_SERVER, -1), 0);
 	assert_int_equal(cfg.preferred_rank, 3);
 	assert_int_equal(cfg.instance, 1);
+	/* STEPMESH_BIND_CPU_CORE: instance i serves GPU i */
+	setenv("DMLC_RANK", "0", 1);
+	setenv("STEPMESH_BIND_CPU_CORE", "1", 1);
+	setenv("STEPMESH_GPU", "0", 1);
+	assert_int_equal(load_inst(PSL_SERVER, 1), 0);
+	assert_int_equal(cfg.bind_cpu, psl__stepmesh_cpu(1, 2, 5, 48, 10));
+	unsetenv("STEPMESH_BIND_CPU_CORE");
+	unsetenv("STEPMESH_GPU");
 	unsetenv("DMLC_RANK");
+	/* the scheduler is one node: DMLC_PORT is not spread over a group */
+	setenv("DMLC_ROLE", "scheduler", 1);
+	setenv("DMLC_PORT", "65535", 1);
+	assert_int_equal(load_inst(PSL_SERVER, 0), 0);
+	unsetenv("DMLC_PORT");
 }
 
 /* ------------------------------------------------------------------ van -- */
