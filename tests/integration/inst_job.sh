@@ -8,7 +8,8 @@
 #    instances (the server's with DMLC_PORT=p: its instances listen on p and
 #    p+1): every worker instance pushes and pulls its own keys, values
 #    checked, each server instance served only the worker instance of its
-#    index, barriers pass, every instance says OK, all exit 0;
+#    index, barriers pass, every instance says OK, all exit 0; the same
+#    with G=4;
 # 2. mixed: G=2, one server group in one process, worker group 0 in one
 #    process, worker group 1 as two processes of one instance (DMLC_NODE_RANK,
 #    STEPMESH_GPU);
@@ -94,6 +95,14 @@ for i in 0 1; do
 	grep -q "insttest server 0.$i: OK" "$dir/server.log" || say "no OK from server 0.$i"
 	grep -q "insttest worker 0.$i: OK" "$dir/worker.log" || say "no OK from worker 0.$i"
 done
+
+# 1b. groups of 4: 4 server and 4 worker instances in two processes
+common 4 1 1
+node scheduler DMLC_ROLE=scheduler
+node server DMLC_ROLE=server DMLC_RANK=0
+node worker DMLC_ROLE=worker DMLC_RANK=0
+expect="scheduler:1 server:4 worker:4"
+finish "groups of 4"
 
 # 2. mixed: worker group 1 as two processes of one instance each
 common 2 1 2
