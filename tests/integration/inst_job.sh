@@ -115,9 +115,20 @@ expect="scheduler:1 server:2 worker0:2 worker1.0:1 worker1.1:1"
 finish "mixed"
 grep -q "insttest worker 1.1: OK" "$dir/worker1.1.log" || say "mixed: no OK from worker 1.1"
 
-# 3. joint: G=2, one process of DMLC_ROLE=joint with DMLC_PORT=p holds the
-#    only server group and the only worker group (servers on p and p+1,
-#    workers on p+2 and p+3), its workers' requests go to its own servers;
+# 3. joint: 2 servers and 2 workers in one process
+common 2 1 1
+sp=$(free_port)
+node scheduler DMLC_ROLE=scheduler
+node joint DMLC_ROLE=joint DMLC_RANK=0 DMLC_PORT=$sp
+expect="scheduler:1 joint:4"
+finish "joint"
+for i in 0 1; do
+	grep -q "server listening on 127.0.0.1:$((sp + i))," "$dir/joint.log" ||
+		say "joint: server instance $i did not listen on DMLC_PORT + $i"
+	grep -q "worker listening on 127.0.0.1:$((sp + 2 + i))," "$dir/joint.log" ||
+		say "joint: worker instance $i did not listen on DMLC_PORT + 2 + $i"
+done
+
 # 4. bad input: one ERROR line naming what to set, exit 3
 bad() {
 	name=$1 expect=$2
