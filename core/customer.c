@@ -42,10 +42,7 @@ static struct registry {
 	/* where a new customer's timestamps start: after those of every
 	 * customer removed from this node (ts_resume) */
 	int ts_next;
-} registries[PSL__OFFICES] = {
-	{.held_tail = &registries[0].held_head},
-	{.held_tail = &registries[1].held_head},
-};
+} registries[PSL__OFFICES]; /* (held_tail NULL: the list is empty) */
 /* the current node's */
 #define R (registries[psl__slot()])
 
@@ -255,7 +252,7 @@ void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw)
 	h->since = psl__now_ms();
 	h->warned = false;
 	h->next = NULL;
-	*R.held_tail = h;
+	*(R.held_tail ? R.held_tail : &R.held_head) = h;
 	R.held_tail = &h->next;
 	R.nheld++;
 	R.held_bytes += h->bytes;

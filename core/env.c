@@ -283,7 +283,8 @@ static int parse_van(struct psl__config *c, char *err, size_t errlen)
 	return 0;
 }
 
-static int config_load(struct psl__config *c, int joint_role, char *err, size_t errlen);
+static int config_load(struct psl__config *c, int joint_role, int instance, char *err,
+		       size_t errlen);
 
 /* PS_JOB_SECRET or PS_JOB_SECRET_FILE (not both). */
 static int load_secret(struct psl__config *c, char *err, size_t errlen)
@@ -347,8 +348,9 @@ int psl__stepmesh_cpu(int gpu, int offset, int cores_per_gpu, int cores_per_sock
 
 /* STEPMESH_BIND_CPU_CORE=1 with STEPMESH_GPU: StepMesh binds its van's
  * receive thread (its slot 2) to one core of the GPU's block; pslite binds
- * the thread that delivers the van's messages (van_host.c). */
-static int bind_cpu(struct psl__config *c, char *err, size_t errlen)
+ * the thread that delivers the van's messages (van_host.c). Instance i of a
+ * group this process runs whole (local >= 0) serves GPU i. */
+static int bind_cpu(struct psl__config *c, int local, char *err, size_t errlen)
 {
 	int on, gpu, cpg, cps, start, rc;
 	c->bind_cpu = -1;
@@ -360,6 +362,8 @@ static int bind_cpu(struct psl__config *c, char *err, size_t errlen)
 	    (rc = env_int("STEPMESH_CPU_CORES_PER_SOCKET", 48, 1, 65536, &cps, err, errlen)) ||
 	    (rc = env_int("STEPMESH_CPU_START_OFFSET", 10, 0, 65536, &start, err, errlen)))
 		return rc;
+	if (local >= 0 && c->group_size > 1 && c->role != PSL_SCHEDULER)
+		gpu = local;
 	if (gpu >= 0)
 		c->bind_cpu = psl__stepmesh_cpu(gpu, 2, cpg, cps, start);
 	if (c->bind_cpu < 0)
@@ -411,7 +415,13 @@ int psl__config_load(struct psl__config *c, char *err, size_t errlen)
 
 int psl__config_load_as(struct psl__config *c, int joint_role, char *err, size_t errlen)
 {
-	int rc = config_load(c, joint_role, err, errlen);
+	return psl__config_load_inst(c, joint_role, -1, err, errlen);
+}
+
+int psl__config_load_inst(struct psl__config *c, int joint_role, int instance, char *err,
+			  size_t errlen)
+{
+	int rc = config_load(c, joint_role, instance, err, errlen);
 	char *p;
 	/* the message quotes values: keep it one printable line */
 	for (p = err; rc && *p; p++)
@@ -420,11 +430,71 @@ int psl__config_load_as(struct psl__config *c, int joint_role, char *err, size_t
 	return rc;
 }
 
+/* DMLC_PORT for this process's node: a joint process's worker listens on
+ * the port after its server's; instance i of a group this process runs whole
+ * (instance >= 0) on DMLC_PORT + i (a joint process's workers after its
+ * servers). 0 stays 0: each picks a free port. */
+static int local_port(struct psl__config *c, int instance, char *err, size_t errlen)
+{
+	int g = instance >= 0 && c->role != PSL_SCHEDULER ? c->group_size : 1;
+	int ports = c->joint ? 2 * g : g, rc;
+
+	if ((rc = env_int("DMLC_PORT", 0, 0, 65536 - ports, &c->port, err, errlen)))
+		return rc;
+	if (!c->port)
+		return 0;
+	if (instance > 0)
+		c->port += instance;
+	if (c->joint && c->role == PSL_WORKER)
+		c->port += g; /* the servers have the ports before */
+	return 0;
+}
+
+/* Instance i of a group this process runs whole (psl_start_group, ps-lite's
+ * StartPS): DMLC_RANK (else DMLC_NODE_RANK) is the group's rank r, the
+ * instance's rank r x DMLC_GROUP_SIZE + i. */
+static int local_group_rank(struct psl__config *c, int i, char *err, size_t errlen)
+{
+	int r = c->preferred_rank, rc, n = c->role == PSL_SERVER ? c->num_servers : c->num_workers;
+	const char *var = "DMLC_RANK";
+
+	if (c->group_size > PSL_MAX_GROUP) {
+		snprintf(err, errlen,
+			 "DMLC_GROUP_SIZE=%d: one process runs at most %d instances of a role "
+			 "(psl_start_group); start one process per instance (psl_start) instead",
+			 c->group_size, PSL_MAX_GROUP);
+		return -EINVAL;
+	}
+	if (r < 0) {
+		if ((rc = env_int("DMLC_NODE_RANK", -1, -1, INT_MAX, &r, err, errlen)))
+			return rc;
+		var = "DMLC_NODE_RANK";
+	}
+	if (r < 0) {
+		snprintf(err, errlen,
+			 "DMLC_GROUP_SIZE=%d with psl_start_group: set DMLC_RANK (this process's "
+			 "%s group rank, 0 to %d)",
+			 c->group_size, psl__role_name(c->role), n / c->group_size - 1);
+		return -EINVAL;
+	}
+	if (r >= n / c->group_size) {
+		snprintf(err, errlen,
+			 "%s=%d with psl_start_group and DMLC_GROUP_SIZE=%d: expected a %s group "
+			 "rank, 0 to %d (DMLC_NUM_%s - 1)",
+			 var, r, c->group_size, psl__role_name(c->role), n / c->group_size - 1,
+			 c->role == PSL_SERVER ? "SERVER" : "WORKER");
+		return -EINVAL;
+	}
+	c->preferred_rank = r * c->group_size + i;
+	c->instance = i;
+	return 0;
+}
+
 /* Instance groups (DMLC_GROUP_SIZE > 1, StepMesh's rule): each process is
  * one instance, of rank DMLC_NODE_RANK x DMLC_GROUP_SIZE + STEPMESH_GPU +
  * DMLC_RANK_OFFSET unless DMLC_RANK gives the instance's rank; its index in
  * the group is rank % DMLC_GROUP_SIZE. */
-static int group_rank(struct psl__config *c, char *err, size_t errlen)
+static int group_rank(struct psl__config *c, int local, char *err, size_t errlen)
 {
 	int node_rank, gpu, offset, rc, n;
 	long r;
@@ -432,6 +502,8 @@ static int group_rank(struct psl__config *c, char *err, size_t errlen)
 	c->instance = 0;
 	if (c->group_size == 1 || c->role == PSL_SCHEDULER)
 		return 0;
+	if (local >= 0)
+		return local_group_rank(c, local, err, errlen);
 	n = c->role == PSL_SERVER ? c->num_servers : c->num_workers;
 	if ((rc = env_int("DMLC_NODE_RANK", -1, -1, INT_MAX, &node_rank, err, errlen)) ||
 	    (rc = env_int("STEPMESH_GPU", 0, 0, INT_MAX, &gpu, err, errlen)) ||
@@ -470,7 +542,8 @@ static int group_rank(struct psl__config *c, char *err, size_t errlen)
 	return 0;
 }
 
-static int config_load(struct psl__config *c, int joint_role, char *err, size_t errlen)
+static int config_load(struct psl__config *c, int joint_role, int instance, char *err,
+		       size_t errlen)
 {
 	const char *v;
 	int rc, gs, rs;
@@ -530,15 +603,13 @@ static int config_load(struct psl__config *c, int joint_role, char *err, size_t 
 	/* more than one: a WARN (env_compat.c), one port is used */
 	if ((rc = env_int("DMLC_NUM_PORTS", 1, 1, INT_MAX, &gs, err, errlen)))
 		return rc;
-	if ((rc = env_int("DMLC_PORT", 0, 0, c->joint ? 65534 : 65535, &c->port, err, errlen)))
+	if ((rc = local_port(c, instance, err, errlen)))
 		return rc;
-	if (c->joint && c->role == PSL_WORKER && c->port)
-		c->port++; /* the server has DMLC_PORT */
 	if ((rc = env_int("DMLC_RANK", -1, -1, INT_MAX, &c->preferred_rank, err, errlen)))
 		return rc;
-	if ((rc = group_rank(c, err, errlen)))
+	if ((rc = group_rank(c, instance, err, errlen)))
 		return rc;
-	if ((rc = bind_cpu(c, err, errlen)))
+	if ((rc = bind_cpu(c, instance, err, errlen)))
 		return rc;
 	if ((rc = env_int("PS_MALLOC_TUNE", 1, 0, 1, &gs, err, errlen)))
 		return rc;

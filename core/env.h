@@ -85,6 +85,13 @@ int psl__config_load(struct psl__config *c, char *err, size_t errlen);
  * or PSL_WORKER) is the node's role; the worker listens on DMLC_PORT + 1 when
  * DMLC_PORT is set. Without joint, joint_role is not used. */
 int psl__config_load_as(struct psl__config *c, int joint_role, char *err, size_t errlen);
+/* The same for instance `instance` of a group this process runs whole
+ * (psl_start_group): DMLC_RANK is the group's rank, the instance's rank
+ * DMLC_RANK x DMLC_GROUP_SIZE + instance, its port DMLC_PORT + instance (a
+ * joint process's workers: + DMLC_GROUP_SIZE more). instance -1: as
+ * psl__config_load_as (the process is one instance). */
+int psl__config_load_inst(struct psl__config *c, int joint_role, int instance, char *err,
+			  size_t errlen);
 
 /* Parses an integer variable value; name is only used in the message. */
 int psl__parse_int(const char *name, const char *val, long min, long max, long *out, char *err,

@@ -97,9 +97,8 @@ static struct {
 	char job[17];
 	char boot[64];
 } ipcs[PSL__OFFICES] = {
-	{.mu = PTHREAD_MUTEX_INITIALIZER},
-	{.mu = PTHREAD_MUTEX_INITIALIZER},
-}; /* each node's (a joint process has two) */
+	[0 ... PSL__OFFICES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER},
+}; /* each node's (a joint process has two, a group's process one each) */
 /* the current node's */
 #define IPC (ipcs[psl__slot()])
 

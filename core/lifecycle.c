@@ -1,4 +1,5 @@
-/* Start-up and finalize: a node (two for the joint role) registers, waits
+/* Start-up and finalize: a node (two for the joint role, a whole instance
+ * group for psl_start_group) registers, waits
  * for the node list and the start-up barrier, and leaves after the final
  * barrier. Above the node table (postoffice.c). */
 #include "config.h"
@@ -225,8 +226,9 @@ static const char *port_var(void)
 
 /* Starts the current node up to its registration (a scheduler: up to
  * listening); finish_start waits for the job. joint_role: the node's role
- * in a DMLC_ROLE=joint process. */
-static int start_node(int joint_role)
+ * in a DMLC_ROLE=joint process; instance: its index in the group this
+ * process runs (psl_start_group), -1 if the process is one instance. */
+static int start_node(int joint_role, int instance)
 {
 	char err[1024], vc[96];
 	unsigned van_errors;
@@ -234,7 +236,7 @@ static int start_node(int joint_role)
 	struct psl_van_bind_res bres;
 	int rc, g;
 
-	rc = psl__config_load_as(&po.cfg, joint_role, err, sizeof(err));
+	rc = psl__config_load_inst(&po.cfg, joint_role, instance, err, sizeof(err));
 	if (rc) {
 		PSL_FAIL(0, PSL_LOG_ERROR, "%s", err);
 		return rc;
@@ -270,8 +272,6 @@ static int start_node(int joint_role)
 	}
 	psl__host_init(&po.host);
 	van_errors = psl__van_errors();
-	if (!po.cfg.joint || po.role == PSL_SERVER) /* a joint process's first node */
-		psl__env_reads_clear();
 	if (po.cfg.group_size > 1 && po.role != PSL_SCHEDULER) {
 		/* read by config_load for the instance's rank: no compatibility WARN */
 		psl__env_note_read("DMLC_NODE_RANK");
@@ -302,10 +302,6 @@ static int start_node(int joint_role)
 	memset(&po.caps, 0, sizeof(po.caps));
 	po.caps.size = sizeof(po.caps);
 	po.lib.ops->query(po.van, &po.caps);
-	/* variables of ps-lite, BytePS, StepMesh that neither core nor van use
-	 * (a joint process: once both vans read theirs) */
-	if (!po.cfg.joint || po.role == PSL_WORKER)
-		psl__env_compat_warn(po.role);
 	if (po.cfg.resend && (rc = psl__resender_init(po.cfg.resend_timeout_ms, po.cfg.recovery)))
 		return rc;
 
@@ -442,21 +438,40 @@ static int finish_start(void)
 	return 0;
 }
 
-/* Starts this process's nodes: one, or a joint process's server and worker
- * (both register before either waits for the node list). */
-static int start_offices(void)
+/* Starts node `slot` of this process up to its registration. */
+static int start_slot(int slot, int joint_role, int instance, bool joint)
 {
-	int rc, i, n = 1;
+	psl__set_nodes(slot + 1, joint);
+	psl__enter(&psl__offices[slot]);
+	return start_node(joint_role, instance);
+}
 
-	psl__set_joint(false);
-	psl__enter(&psl__offices[0]);
-	rc = start_node(PSL_SERVER);
-	if (!rc && po.cfg.joint) {
-		psl__set_joint(true);
-		n = 2;
-		psl__enter(&psl__offices[1]);
-		rc = start_node(PSL_WORKER);
-	}
+/* Starts this process's nodes: one, a joint process's server and worker, or
+ * with group (psl_start_group) DMLC_GROUP_SIZE instances of its role (a
+ * joint process's servers, then its workers). Every node registers before
+ * any waits for the node list: the scheduler sends it once every node of the
+ * job registered. */
+static int start_offices(bool group)
+{
+	int rc, i, n = 1, g = 1, role;
+	bool joint;
+
+	psl__set_nodes(1, false);
+	psl__env_reads_clear();
+	rc = start_slot(0, PSL_SERVER, group ? 0 : -1, false);
+	role = po.role;
+	joint = !rc && po.cfg.joint;
+	if (!rc && group && role != PSL_SCHEDULER)
+		g = po.cfg.group_size;
+	if (!rc)
+		n = joint ? 2 * g : g;
+	for (i = 1; i < n && !rc; i++)
+		rc = start_slot(i, i < g ? role : PSL_WORKER, group ? i % g : -1, joint);
+	n = psl__nodes_here();
+	/* variables of ps-lite, BytePS, StepMesh that neither core nor van use
+	 * (once every van read its own) */
+	if (!rc)
+		psl__env_compat_warn(po.role);
 	for (i = 0; i < n && !rc; i++) {
 		psl__enter(&psl__offices[i]);
 		rc = finish_start();
@@ -466,20 +481,20 @@ static int start_offices(void)
 			psl__enter(&psl__offices[i]);
 			teardown();
 		}
-		psl__set_joint(false);
+		psl__set_nodes(1, false);
 	}
 	psl__enter(&psl__offices[0]);
 	return rc;
 }
 
-int psl_start(int customer_id, bool do_barrier)
+static int start(int customer_id, bool do_barrier, bool group)
 {
 	int rc;
 
 	psl__clear_error();
 	pthread_mutex_lock(&start_mu);
 	if (psl__offices[0].state != PSL__READY) {
-		rc = start_offices();
+		rc = start_offices(group);
 		if (rc) {
 			pthread_mutex_unlock(&start_mu);
 			return rc;
@@ -498,6 +513,16 @@ int psl_start(int customer_id, bool do_barrier)
 	if (rc)
 		PSL_ERR("the start-up barrier failed: %s", psl_strerror(rc));
 	return rc;
+}
+
+int psl_start(int customer_id, bool do_barrier)
+{
+	return start(customer_id, do_barrier, false);
+}
+
+int psl_start_group(int customer_id, bool do_barrier)
+{
+	return start(customer_id, do_barrier, true);
 }
 
 int psl_finalize(int customer_id, bool do_barrier)
@@ -529,7 +554,7 @@ int psl_finalize(int customer_id, bool do_barrier)
 		psl__enter(&psl__offices[i]);
 		teardown();
 	}
-	psl__set_joint(false);
+	psl__set_nodes(1, false);
 	psl__enter(home);
 	pthread_mutex_unlock(&start_mu);
 	return rc;

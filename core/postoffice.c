@@ -18,14 +18,16 @@
 		.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,            \
 		.timer_cv = PTHREAD_COND_INITIALIZER, .my_id = -1, .my_rank = -1,          \
 	}
-struct psl__office psl__offices[PSL__OFFICES] = {OFFICE_INIT, OFFICE_INIT};
+struct psl__office psl__offices[PSL__OFFICES] = {[0 ... PSL__OFFICES - 1] = OFFICE_INIT};
 __thread struct psl__office *psl__cur = &psl__offices[0];
 #define po psl__po
 
-/* DMLC_ROLE=joint: psl__offices[0] is the server, [1] the worker */
+/* DMLC_ROLE=joint: psl__offices[0] is the server, [1] the worker (a
+ * group's: lifecycle.c); nodes: how many run */
 static atomic_bool joint;
+static atomic_int nodes = 1;
 
-/* the node psl_use_role chose for the calling thread */
+/* the node psl_use_role or psl_use_instance chose for the calling thread */
 static __thread struct psl__office *selected;
 
 bool psl__joint(void)
@@ -33,22 +35,29 @@ bool psl__joint(void)
 	return atomic_load(&joint);
 }
 
-void psl__set_joint(bool on)
+void psl__set_nodes(int n, bool on)
 {
+	atomic_store(&nodes, n < 1 ? 1 : n);
 	atomic_store(&joint, on);
 }
 
 int psl__nodes_here(void)
 {
-	return psl__joint() ? 2 : 1;
+	return atomic_load(&nodes);
+}
+
+static bool running(const struct psl__office *o)
+{
+	return o && o >= psl__offices && o < psl__offices + psl__nodes_here() &&
+	       o->state != PSL__STOPPED;
 }
 
 /* The node the public queries describe: the calling thread's choice
- * (psl_use_role), else psl__offices[0] (not psl__cur: they may be called
- * from a handler of either node). */
+ * (psl_use_role, psl_use_instance), else psl__offices[0] (not psl__cur:
+ * they may be called from a handler of any node). */
 static struct psl__office *sel(void)
 {
-	return selected && psl__joint() ? selected : &psl__offices[0];
+	return psl__nodes_here() > 1 && running(selected) ? selected : &psl__offices[0];
 }
 
 void psl__enter_selected(void)
@@ -58,7 +67,9 @@ void psl__enter_selected(void)
 
 void psl__enter_role(int role)
 {
-	struct psl__office *o = psl__joint() ? psl__office_of(role) : NULL;
+	struct psl__office *o = NULL;
+	if (psl__nodes_here() > 1)
+		o = running(selected) && selected->role == role ? selected : psl__office_of(role);
 	if (o)
 		psl__enter(o);
 	else
@@ -70,6 +81,16 @@ struct psl__office *psl__office_of(int role)
 	int i;
 	for (i = 0; i < psl__nodes_here(); i++)
 		if (psl__offices[i].role == role && psl__offices[i].state != PSL__STOPPED)
+			return &psl__offices[i];
+	return NULL;
+}
+
+struct psl__office *psl__office_at(int role, int instance)
+{
+	int i;
+	for (i = 0; i < psl__nodes_here(); i++)
+		if (psl__offices[i].role == role && psl__offices[i].state != PSL__STOPPED &&
+		    psl__offices[i].cfg.instance == instance)
 			return &psl__offices[i];
 	return NULL;
 }
@@ -278,19 +299,62 @@ bool psl_is_worker(void)
 {
 	return psl__office_of(PSL_WORKER) != NULL;
 }
+/* The instances of role this process runs, for messages: "0 to 1" */
+static const char *instances_of(int role, char *buf, size_t len)
+{
+	int i, lo = -1, hi = -1;
+	for (i = 0; i < psl__nodes_here(); i++) {
+		const struct psl__office *o = &psl__offices[i];
+		if (o->role != role || o->state == PSL__STOPPED)
+			continue;
+		if (lo < 0 || o->cfg.instance < lo)
+			lo = o->cfg.instance;
+		if (o->cfg.instance > hi)
+			hi = o->cfg.instance;
+	}
+	if (lo == hi)
+		snprintf(buf, len, "%d", lo);
+	else
+		snprintf(buf, len, "%d to %d", lo, hi);
+	return buf;
+}
+
+/* Makes o the calling thread's node (psl_use_role, psl_use_instance); what
+ * names the call and its arguments for messages. */
+static int choose(struct psl__office *o, int role, int instance, const char *what)
+{
+	char have[32];
+	psl__clear_error();
+	if (o) {
+		selected = o;
+		psl__enter(o);
+		return 0;
+	}
+	if (psl__offices[0].state == PSL__STOPPED)
+		return PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "%s: pslite is not started in this "
+				"process", what);
+	if (instance < 0 || !psl__office_of(role))
+		return PSL_FAIL(-ENOENT, PSL_LOG_WARN, "%s: this process runs no %s node", what,
+				psl__role_name(role));
+	instances_of(role, have, sizeof(have));
+	return PSL_FAIL(-ENOENT, PSL_LOG_WARN, "%s: this process runs %s instance%s %s only, "
+			"not %d", what, psl__role_name(role), strchr(have, ' ') ? "s" : "",
+			have, instance);
+}
+
 int psl_use_role(enum psl_role role)
 {
-	struct psl__office *o = psl__office_of(role);
-	psl__clear_error();
-	if (!o)
-		return psl__offices[0].state == PSL__STOPPED
-			       ? PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "psl_use_role: pslite is not "
-					  "started in this process")
-			       : PSL_FAIL(-ENOENT, PSL_LOG_WARN, "psl_use_role: this process "
-					  "runs no %s node", psl__role_name(role));
-	selected = o;
-	psl__enter(o);
-	return 0;
+	return choose(psl__office_of(role), role, -1, "psl_use_role");
+}
+
+int psl_use_instance(enum psl_role role, int instance)
+{
+	if (instance < 0) {
+		psl__clear_error();
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_use_instance: instance %d: expected "
+				"0 to DMLC_GROUP_SIZE - 1", instance);
+	}
+	return choose(psl__office_at(role, instance), role, instance, "psl_use_instance");
 }
 int psl_my_rank(void)
 {

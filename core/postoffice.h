@@ -44,9 +44,10 @@ struct psl__peer {
 	int held_err;
 };
 
-/* One node's state. A process is one node, or two for DMLC_ROLE=joint (a
+/* One node's state. A process is one node, two for DMLC_ROLE=joint (a
  * server and a worker, each with its own van, id and rank, as C++ ps-lite's
- * joint role): the code reads the node it works for through psl__po, the
+ * joint role), or a whole instance group (psl_start_group: G of its role, G
+ * servers and G workers when joint): the code reads the node it works for through psl__po, the
  * calling thread's current node (psl__cur), which the van's callbacks set from
  * their host ctx, the core's timer thread from its node, and the public calls
  * from the object they act on (psl__enter). */
@@ -137,8 +138,10 @@ struct psl__office {
 };
 
 /* [0]: the process's node (a joint process's server); [1]: a joint
- * process's worker. */
-#define PSL__OFFICES 2
+ * process's worker. A process that runs a group of G (psl_start_group):
+ * [0, G) its instances of its role (a joint process's servers), [G, 2G) a
+ * joint process's workers. */
+#define PSL__OFFICES (2 * PSL_MAX_GROUP)
 extern struct psl__office psl__offices[PSL__OFFICES];
 extern __thread struct psl__office *psl__cur;
 #define psl__po (*psl__cur)
@@ -167,13 +170,14 @@ static inline int psl__slot(void)
  * (psl_my_rank, psl_simple_app_new, ...): the one psl_use_role chose, else
  * psl__offices[0]. */
 void psl__enter_selected(void);
-/* The node of role in a joint process (objects of that role belong to it),
- * else as psl__enter_selected. */
+/* The node of role in a process of several (objects of that role belong to
+ * it): the calling thread's choice if it has that role (psl_use_instance),
+ * else the first of role; else as psl__enter_selected. */
 void psl__enter_role(int role);
-/* Whether this process runs DMLC_ROLE=joint (two nodes); set by start-up
- * (lifecycle.c). How many of psl__offices this process runs. */
+/* Whether this process runs DMLC_ROLE=joint, and how many of psl__offices
+ * it runs (1 when stopped); set by start-up (lifecycle.c). */
 bool psl__joint(void);
-void psl__set_joint(bool on);
+void psl__set_nodes(int n, bool joint);
 int psl__nodes_here(void);
 /* A barrier of every node of this process in group: each arrives, then
  * each waits (a joint process's two nodes are both awaited). */
@@ -181,6 +185,8 @@ int psl__barrier_here(int customer_id, int group, int cmd);
 /* The node of this process that has role (PSL_SERVER, PSL_WORKER,
  * PSL_SCHEDULER), or NULL. */
 struct psl__office *psl__office_of(int role);
+/* Instance `instance` of role in this process, or NULL. */
+struct psl__office *psl__office_at(int role, int instance);
 
 static inline bool psl__is_server_id(int id)
 {

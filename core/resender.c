@@ -54,8 +54,7 @@ static struct resender {
 	uint64_t *seen_set; /* 2*SEEN_WINDOW slots, 0 = empty */
 	uint32_t seen_head, seen_count;
 } resenders[PSL__OFFICES] = {
-	{.mu = PTHREAD_MUTEX_INITIALIZER},
-	{.mu = PTHREAD_MUTEX_INITIALIZER},
+	[0 ... PSL__OFFICES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER},
 };
 /* the current node's */
 #define S (resenders[psl__slot()])

@@ -65,6 +65,23 @@ enum psl_role {
  * customer_id is ps-lite's Start() customer id, normally 0. */
 PSL_EXPORT int psl_start(int customer_id, bool do_barrier);
 
+/* Instances of one role that one process may run (psl_start_group). */
+#define PSL_MAX_GROUP 32
+
+/* ps-lite's StartPS with DMLC_GROUP_SIZE = G > 1: this process runs a whole
+ * instance group, G nodes of its role (DMLC_ROLE=joint: G servers and G
+ * workers), at most PSL_MAX_GROUP. DMLC_RANK (else DMLC_NODE_RANK) is the
+ * process's group rank r, as StartPS's rank: instance i has rank r x G + i,
+ * and listens on DMLC_PORT + i (a joint process's workers on DMLC_PORT + G +
+ * i; DMLC_PORT unset: each picks a free port). Each instance is a node of
+ * its own (own van, id, rank and threads) and registers with the scheduler
+ * as a process of one instance would (docs/wire.md section 3); processes
+ * started either way mix in one job. With do_barrier, returns after the
+ * start-up barrier, which every instance of the process passes. Choose the
+ * instance the calls below act on with psl_use_instance. With G = 1, or as
+ * the scheduler, it is psl_start. psl_finalize stops every instance. */
+PSL_EXPORT int psl_start_group(int customer_id, bool do_barrier);
+
 /* Stop this node: (if do_barrier) wait until every node has called finalize,
  * then close every connection and unload the van. Safe to call after a failed
  * psl_start. */
@@ -91,7 +108,8 @@ PSL_EXPORT bool psl_is_recovery(void);
 
 /* Block until every node of group (PSL_GROUP_*) has called it. With
  * instance groups (DMLC_GROUP_SIZE > 1) every instance of the group's
- * members takes part (StepMesh's instance barrier). */
+ * members takes part (StepMesh's instance barrier); a process that runs
+ * several (joint, psl_start_group) calls it once for all of them. */
 PSL_EXPORT int psl_barrier(int customer_id, int group);
 
 /* This process's role; PSL_JOINT for DMLC_ROLE=joint, where the process is
@@ -107,9 +125,21 @@ PSL_EXPORT bool psl_is_server(void);
 PSL_EXPORT bool psl_is_worker(void);
 /* Which of this process's nodes psl_my_rank, psl_my_id, psl_my_instance,
  * psl_my_instance_rank, psl_van_name and psl_simple_app_new mean on the
- * calling thread (a joint process: PSL_SERVER or PSL_WORKER). 0, -ENOENT if
- * the process has no node of that role, -ESHUTDOWN before psl_start. */
+ * calling thread (a joint process: PSL_SERVER or PSL_WORKER; a group's
+ * process: its first instance of role). 0, -ENOENT if the process has no
+ * node of that role, -ESHUTDOWN before psl_start. */
 PSL_EXPORT int psl_use_role(enum psl_role role);
+/* The same for instance `instance` (0 to DMLC_GROUP_SIZE - 1) of role in a
+ * process that runs a group (psl_start_group; ps-lite's
+ * Postoffice::GetWorker(i) / GetServer(i)): from then on, on the calling
+ * thread, psl_kv_worker_new, psl_kv_server_new (and the KV store, batch
+ * servers and SimpleApps built on them) create their objects on that
+ * instance, and psl_my_rank, psl_my_id, psl_my_instance,
+ * psl_my_instance_rank and psl_van_name describe it. An object stays on the
+ * instance it was created on. A process of one instance has instance
+ * psl_my_instance() only. 0; -ENOENT (no such instance here, the message
+ * says which there are), -EINVAL (instance < 0), -ESHUTDOWN before start. */
+PSL_EXPORT int psl_use_instance(enum psl_role role, int instance);
 /* Rank among the nodes of the same role (0-based), -1 before start. With
  * instance groups: the group's rank (ps::MyRank), instance rank / group size. */
 PSL_EXPORT int psl_my_rank(void);
@@ -120,10 +150,11 @@ PSL_EXPORT int psl_my_id(void);
 PSL_EXPORT int psl_num_workers(void);
 PSL_EXPORT int psl_num_servers(void);
 /* Instance groups (StepMesh, ps-lite byteps branch): DMLC_GROUP_SIZE, 1 by
- * default. Each process is one instance of a group: its index in the group
- * (rank % group size) and its rank among the instances of its role (ids
- * follow it), -1 before start. Worker instance i talks to instance i of
- * each server group. */
+ * default. The node's index in its group (rank % group size) and its rank
+ * among the instances of its role (ids follow it), -1 before start: the
+ * process's instance (psl_start), or the one the calling thread chose with
+ * psl_use_instance (psl_start_group; instance 0 by default). Worker instance
+ * i talks to instance i of each server group. */
 PSL_EXPORT int psl_group_size(void);
 PSL_EXPORT int psl_my_instance(void);
 PSL_EXPORT int psl_my_instance_rank(void);

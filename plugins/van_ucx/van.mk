@@ -79,11 +79,11 @@ endif
 
 # Attention-FFN batches (tests/integration/af_run.sh)
 EXTRA_DIST += plugins/van_ucx/tests/af_ucx_tcp.sh plugins/van_ucx/tests/ipc_ucx_tcp.sh \
-	plugins/van_ucx/tests/python_ucx_tcp.sh plugins/van_ucx/tests/ucx_tcp_groups.sh plugins/van_ucx/tests/ucx_tcp_joint.sh \
+	plugins/van_ucx/tests/python_ucx_tcp.sh plugins/van_ucx/tests/ucx_tcp_groups.sh plugins/van_ucx/tests/ucx_tcp_inst.sh plugins/van_ucx/tests/ucx_tcp_joint.sh \
 	plugins/van_ucx/tests/cuda_ucx_tcp.sh
 if BUILD_VAN_UCX
 TESTS += plugins/van_ucx/tests/af_ucx_tcp.sh plugins/van_ucx/tests/ipc_ucx_tcp.sh \
-	plugins/van_ucx/tests/python_ucx_tcp.sh plugins/van_ucx/tests/ucx_tcp_groups.sh plugins/van_ucx/tests/ucx_tcp_joint.sh \
+	plugins/van_ucx/tests/python_ucx_tcp.sh plugins/van_ucx/tests/ucx_tcp_groups.sh plugins/van_ucx/tests/ucx_tcp_inst.sh plugins/van_ucx/tests/ucx_tcp_joint.sh \
 	plugins/van_ucx/tests/cuda_ucx_tcp.sh
 endif
 

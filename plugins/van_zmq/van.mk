@@ -55,11 +55,11 @@ endif
 
 # Attention-FFN batches (tests/integration/af_run.sh)
 EXTRA_DIST += plugins/van_zmq/tests/af_zmq.sh plugins/van_zmq/tests/ipc_zmq.sh \
-	plugins/van_zmq/tests/python_zmq.sh plugins/van_zmq/tests/zmq_groups.sh plugins/van_zmq/tests/zmq_joint.sh \
+	plugins/van_zmq/tests/python_zmq.sh plugins/van_zmq/tests/zmq_groups.sh plugins/van_zmq/tests/zmq_inst.sh plugins/van_zmq/tests/zmq_joint.sh \
 	plugins/van_zmq/tests/cuda_zmq.sh
 if BUILD_VAN_ZMQ
 TESTS += plugins/van_zmq/tests/af_zmq.sh plugins/van_zmq/tests/ipc_zmq.sh \
-	plugins/van_zmq/tests/python_zmq.sh plugins/van_zmq/tests/zmq_groups.sh plugins/van_zmq/tests/zmq_joint.sh \
+	plugins/van_zmq/tests/python_zmq.sh plugins/van_zmq/tests/zmq_groups.sh plugins/van_zmq/tests/zmq_inst.sh plugins/van_zmq/tests/zmq_joint.sh \
 	plugins/van_zmq/tests/cuda_zmq.sh
 endif
 

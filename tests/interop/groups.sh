@@ -15,6 +15,9 @@
 #   cxx-recv-buffer pslite / C++ / C++ with ENABLE_RECV_BUFFER=1: C++'s
 #                   group-level Barrier (one request per group) released by a
 #                   pslite scheduler
+#   cxx-sched-grouped C++ / pslite / pslite, each pslite group one process
+#                   (tests/integration/insttest, psl_start_group: ps-lite's
+#                   model on both sides), the data checked by insttest
 # Push-pull of 40 keys of 4 KiB, 40 rounds; pslite workers check the data they
 # pull. A case passes when every node exits 0 in time; -r N runs a failed case
 # up to N more times (FLAKY when a later try passes: a C++ server that gets a
@@ -50,11 +53,13 @@ start() {
 	local who=$1 role=$2 log=$3 bin=$psl
 	shift 3
 	[ "$who" = c ] && bin=$cxx
+	[ "$who" = g ] && bin=$here/tests/integration/insttest
 	env "$@" DMLC_ROLE="$role" timeout -k 5 "$limit" "$bin" 4096 4 1 >"$log" 2>&1 &
 	pids+=($!)
 }
 
-# case NAME SCHED SERVERS WORKERS [VAR=VALUE...]: c = C++, p = pslite
+# case NAME SCHED SERVERS WORKERS [VAR=VALUE...]: c = C++, p = pslite, g =
+# pslite running the whole group in one process
 run_case() {
 	local name=$1 c=$2 s=$3 w=$4 rc=0 p i role who
 	shift 4
@@ -71,6 +76,9 @@ run_case() {
 		[ $role = worker ] && who=$w
 		if [ "$who" = c ]; then
 			start c $role "$dir/$name/$role.log" DMLC_RANK=0 BENCHMARK_NTHREAD=2 "$@"
+		elif [ "$who" = g ]; then
+			# (a C++ scheduler passes no application barrier)
+			start g $role "$dir/$name/$role.log" DMLC_RANK=0 INSTTEST_BARRIER=0 "$@"
 		else
 			for i in 0 1; do
 				start p $role "$dir/$name/$role.$i.log" DMLC_NODE_RANK=0 STEPMESH_GPU=$i "$@"
@@ -106,6 +114,7 @@ try cxx-workers p p c || fail=1
 try cxx-scheduler c p p || fail=1
 try pslite-workers c c p || fail=1
 try cxx-recv-buffer p c c ENABLE_RECV_BUFFER=1 || fail=1
+try cxx-sched-grouped c g g || fail=1
 [ -z "$keep" ] && [ $fail -eq 0 ] && rm -rf "$dir"
 [ $fail -ne 0 ] && echo "logs: $dir" >&2
 exit $fail

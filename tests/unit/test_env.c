@@ -470,6 +470,80 @@ static void test_group_size(void **state)
 	assert_int_equal(cfg.num_workers, 2);
 }
 
+/* psl_start_group: instance i of the group this process runs whole */
+static int load_inst(int joint_role, int i)
+{
+	return psl__config_load_inst(&cfg, joint_role, i, err, sizeof(err));
+}
+
+static void test_group_in_process(void **state)
+{
+	(void)state;
+	setenv("DMLC_GROUP_SIZE", "2", 1);
+	assert_int_equal(load_inst(PSL_SERVER, 1), -EINVAL); /* no group rank */
+	assert_contains(err, "set DMLC_RANK (this process's worker group rank, 0 to 1)");
+	setenv("DMLC_RANK", "1", 1); /* the group's rank, as StartPS's rank */
+	setenv("DMLC_PORT", "9100", 1);
+	assert_int_equal(load_inst(PSL_SERVER, 1), 0);
+	assert_int_equal(cfg.preferred_rank, 3);
+	assert_int_equal(cfg.instance, 1);
+	assert_int_equal(cfg.port, 9101);
+	assert_int_equal(load_inst(PSL_SERVER, 0), 0);
+	assert_int_equal(cfg.preferred_rank, 2);
+	assert_int_equal(cfg.port, 9100);
+	setenv("DMLC_RANK", "2", 1); /* 2 worker groups */
+	assert_int_equal(load_inst(PSL_SERVER, 0), -EINVAL);
+	assert_contains(err, "DMLC_RANK=2 with psl_start_group and DMLC_GROUP_SIZE=2");
+	assert_contains(err, "0 to 1 (DMLC_NUM_WORKER - 1)");
+	unsetenv("DMLC_RANK");
+	setenv("DMLC_NODE_RANK", "0", 1); /* StepMesh's name for it */
+	assert_int_equal(load_inst(PSL_SERVER, 1), 0);
+	assert_int_equal(cfg.preferred_rank, 1);
+	unsetenv("DMLC_NODE_RANK");
+
+	/* joint: servers on DMLC_PORT + i, workers after them */
+	setenv("DMLC_ROLE", "joint", 1);
+	setenv("DMLC_RANK", "0", 1);
+	assert_int_equal(load_inst(PSL_SERVER, 1), 0);
+	assert_int_equal(cfg.role, PSL_SERVER);
+	assert_int_equal(cfg.port, 9101);
+	assert_int_equal(load_inst(PSL_WORKER, 1), 0);
+	assert_int_equal(cfg.role, PSL_WORKER);
+	assert_int_equal(cfg.port, 9103);
+	assert_int_equal(cfg.preferred_rank, 1);
+	setenv("DMLC_PORT", "65533", 1); /* 4 ports needed */
+	assert_int_equal(load_inst(PSL_WORKER, 0), -EINVAL);
+	assert_contains(err, "DMLC_PORT=65533");
+	unsetenv("DMLC_PORT");
+	assert_int_equal(load_inst(PSL_WORKER, 1), 0);
+	assert_int_equal(cfg.port, 0); /* each picks a free one */
+
+	setenv("DMLC_ROLE", "worker", 1);
+	setenv("DMLC_GROUP_SIZE", "33", 1);
+	assert_int_equal(load_inst(PSL_SERVER, 0), -EINVAL);
+	assert_contains(err, "DMLC_GROUP_SIZE=33: one process runs at most 32");
+	/* one instance per process (instance -1): as psl__config_load */
+	setenv("DMLC_GROUP_SIZE", "2", 1);
+	setenv("DMLC_RANK", "3", 1);
+	assert_int_equal(load_inst(PSL_SERVER, -1), 0);
+	assert_int_equal(cfg.preferred_rank, 3);
+	assert_int_equal(cfg.instance, 1);
+	/* STEPMESH_BIND_CPU_CORE: instance i serves GPU i */
+	setenv("DMLC_RANK", "0", 1);
+	setenv("STEPMESH_BIND_CPU_CORE", "1", 1);
+	setenv("STEPMESH_GPU", "0", 1);
+	assert_int_equal(load_inst(PSL_SERVER, 1), 0);
+	assert_int_equal(cfg.bind_cpu, psl__stepmesh_cpu(1, 2, 5, 48, 10));
+	unsetenv("STEPMESH_BIND_CPU_CORE");
+	unsetenv("STEPMESH_GPU");
+	unsetenv("DMLC_RANK");
+	/* the scheduler is one node: DMLC_PORT is not spread over a group */
+	setenv("DMLC_ROLE", "scheduler", 1);
+	setenv("DMLC_PORT", "65535", 1);
+	assert_int_equal(load_inst(PSL_SERVER, 0), 0);
+	unsetenv("DMLC_PORT");
+}
+
 /* ------------------------------------------------------------------ van -- */
 
 static void expect_van(const char *rdma, const char *type, const char *van, const char *var)
@@ -983,7 +1057,8 @@ int main(void)
 		T(test_bad_counts),	       T(test_too_many_nodes),
 		T(test_bad_ports),	       T(test_bad_other_numbers),
 		T(test_blank_numbers),	       T(test_host_characters),
-		T(test_group_size),	       T(test_bind_cpu),
+		T(test_group_size),	       T(test_group_in_process),
+		T(test_bind_cpu),
 		T(test_van_choice),
 		T(test_van_bad_names),	       T(test_host_lengths),
 		T(test_interface),	       T(test_ordered_hosts_too_long),
