@@ -120,7 +120,7 @@ private:
 		std::lock_guard<std::mutex> lk(open_mu_);
 		if (app_)
 			return;
-		detail::UseRole(postoffice_->CRole());
+		postoffice_->Select();
 		int rc = psl_simple_app_new(app_id_, customer_id_, OnMessage, OnMessage, this, &app_);
 		CHECK(rc == 0) << "SimpleApp " << app_id_ << " customer " << customer_id_ << ": "
 			       << detail::Reason(rc);

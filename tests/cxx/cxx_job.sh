@@ -48,7 +48,7 @@ need "$log" "kv_app_test" 1 "^\[scheduler\] cxx kv scheduler: OK"
 need "$log" "LOG(INFO) through pslite's log" 2 \
 	"^\[worker [01]\] \[pslite [0-9:.]* worker [01]\] INFO: kv_app_test.cc:[0-9]*: cxx kv worker [01] says hello through pslite's log$"
 need "$log" "KVWorker for instance 1" 2 \
-	"ERROR: pslite_bridge.h:[0-9]*: .*KVWorker for instance 1: pslite runs one instance per process; set DMLC_GROUP_SIZE=1"
+	"ERROR: pslite_bridge.h:[0-9]*: .*GetWorker for instance 1: pslite runs one instance per process; set DMLC_GROUP_SIZE=1"
 need "$log" "kv_app_test" 0 "FAILED\|AddressSanitizer\|runtime error:\|LeakSanitizer"
 show "$log" "kv_app_test"
 

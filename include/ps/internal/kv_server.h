@@ -39,11 +39,12 @@ public:
 	explicit KVServer(int app_id, bool is_scheduler = false, int instance_idx = 0)
 		: instance_idx_(instance_idx)
 	{
-		detail::CheckInstance("KVServer", instance_idx);
-		SetIds(app_id, app_id, is_scheduler ? Postoffice::GetScheduler() : Postoffice::GetServer());
+		SetIds(app_id, app_id,
+		       is_scheduler ? Postoffice::GetScheduler() : Postoffice::GetServer(instance_idx));
 		CHECK(postoffice_) << "KVServer(" << app_id << ", is_scheduler = true) on a node "
 				   << "that is not the scheduler";
 		started_ = Postoffice::WhenStarted([this, app_id] {
+			postoffice_->Select();
 			int rc = psl_kv_server_new(app_id, detail::DType<Val>(), OnRequest, this, &s_);
 			CHECK(rc == 0) << "KVServer app " << app_id << ": " << detail::Reason(rc);
 		});

@@ -48,9 +48,9 @@ public:
 
 	explicit KVWorker(int app_id, int customer_id, int instance_idx = 0)
 	{
-		detail::CheckInstance("KVWorker", instance_idx);
-		SetIds(app_id, customer_id, Postoffice::GetWorker());
+		SetIds(app_id, customer_id, Postoffice::GetWorker(instance_idx));
 		started_ = Postoffice::WhenStarted([this, app_id, customer_id] {
+			postoffice_->Select();
 			int rc = psl_kv_worker_new(app_id, customer_id, detail::DType<Val>(), &w_);
 			CHECK(rc == 0) << "KVWorker app " << app_id << " customer " << customer_id
 				       << ": " << detail::Reason(rc);

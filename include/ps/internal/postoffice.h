@@ -1,10 +1,12 @@
 /*
- * ps::Postoffice: the process's node as ps-lite programs query it. pslite
- * runs one node per process (two in a joint process: a server and a worker),
- * so there is one Postoffice per role: GetServer(), GetWorker(),
+ * ps::Postoffice: a node of this process as ps-lite programs query it.
+ * One Postoffice per role and instance: GetServer(i), GetWorker(i),
  * GetScheduler(); Get() is the process's (a joint process's server's, as
- * in ps-lite). Instance index 0 is the process's instance; another index
- * is an error (pslite runs one instance per process).
+ * in ps-lite). A process runs one node of its role (two for joint: a server
+ * and a worker), or with DMLC_GROUP_SIZE = G > 1 its whole instance group,
+ * G nodes of its role (ps-lite's model; psl_start_group), unless
+ * STEPMESH_GPU or DMLC_NODE_RANK name one instance of it (StepMesh's model:
+ * the process's instance is index 0).
  */
 #ifndef PS_INTERNAL_POSTOFFICE_H_
 #define PS_INTERNAL_POSTOFFICE_H_
@@ -36,13 +38,15 @@ public:
 	}
 	static Postoffice *GetServer(int index = 0)
 	{
-		detail::CheckInstance("Postoffice::GetServer", index);
-		return Office(psl_is_scheduler() ? Node::SCHEDULER : Node::SERVER);
+		if (psl_is_scheduler()) {
+			detail::CheckInstance("Postoffice::GetServer", index);
+			return Office(Node::SCHEDULER);
+		}
+		return Office(Node::SERVER, Instance("Postoffice::GetServer", index));
 	}
 	static Postoffice *GetWorker(int index = 0)
 	{
-		detail::CheckInstance("Postoffice::GetWorker", index);
-		return Office(Node::WORKER);
+		return Office(Node::WORKER, Instance("Postoffice::GetWorker", index));
 	}
 	/* nullptr unless this process is the scheduler */
 	static Postoffice *GetScheduler()
@@ -50,8 +54,10 @@ public:
 		return psl_is_scheduler() ? Office(Node::SCHEDULER) : nullptr;
 	}
 
-	/* Starts the process's node (both of a joint process) once; role and
-	 * rank become DMLC_ROLE and (without instance groups) DMLC_RANK. */
+	/* Starts the process's nodes (both of a joint process, the whole
+	 * instance group with DMLC_GROUP_SIZE > 1 unless the process is one
+	 * instance of it) once; role and rank become DMLC_ROLE and DMLC_RANK
+	 * (with a group in this process: the group's rank, as ps-lite's). */
 	void Start(int customer_id, const Node::Role role, int rank, const bool do_barrier,
 		   const char *argv0 = nullptr)
 	{
@@ -59,10 +65,13 @@ public:
 		std::unique_lock<std::mutex> lk(Process().mu);
 		if (Process().started)
 			return;
-		SetRoleEnv(role, rank);
-		int rc = psl_start(customer_id, do_barrier);
+		bool grouped = detail::GroupInProcess() && role != Node::SCHEDULER;
+		SetRoleEnv(role, rank, grouped);
+		int rc = grouped ? psl_start_group(customer_id, do_barrier)
+				 : psl_start(customer_id, do_barrier);
 		CHECK(rc == 0) << "pslite could not start this node: " << detail::Reason(rc);
 		Process().started = true;
+		Process().grouped = grouped;
 		std::map<int, std::function<void()>> hooks;
 		hooks.swap(Process().hooks);
 		lk.unlock();
@@ -111,9 +120,12 @@ public:
 		if (psl_job_lost(why, sizeof(why)))
 			LOG(ERROR) << "this job lost a node: " << why;
 		Process().started = false;
+		Process().grouped = false;
 		lk.unlock(); /* (a callback may delete an app, which takes the lock) */
 		for (Node::Role r : {Node::SCHEDULER, Node::SERVER, Node::WORKER})
-			Office(r)->RunExitCallback();
+			for (int i = 0; i < PSL_MAX_GROUP; i++)
+				if (Postoffice *o = Table(r, i))
+					o->RunExitCallback();
 	}
 
 	/* The node ids of node_id (a node id or an or of kScheduler,
@@ -180,7 +192,7 @@ public:
 	 * group's) */
 	int my_rank() const
 	{
-		detail::UseRole(CRole());
+		Select();
 		return std::max(psl_my_instance_rank(), 0);
 	}
 	int preferred_rank() const { return GetEnv("DMLC_RANK", -1); }
@@ -195,7 +207,9 @@ public:
 	/* this node took a lost node's place (PS_RECOVERY, docs/recovery.md) */
 	bool is_recovery() const { return psl_is_recovery(); }
 
-	/* Blocks until every node of node_group has called it. */
+	/* Blocks until every node of node_group has called it. A process that
+	 * runs its instance group passes it once for all of its instances (as
+	 * ps-lite's group-level barrier): call it once, on Get(). */
 	void Barrier(int customer_id, int node_group)
 	{
 		int rc = psl_barrier(customer_id, node_group);
@@ -203,6 +217,19 @@ public:
 			LOG(ERROR) << "barrier of group " << node_group
 				   << " failed: " << detail::Reason(rc);
 	}
+
+	/* Makes this office the node the calling thread's pslite calls act on
+	 * (psl_use_instance, psl_use_role): before a C object is made for it. */
+	void Select() const
+	{
+		if (role_ != Node::SCHEDULER && Process().grouped) {
+			int rc = psl_use_instance(CRole(), instance_);
+			CHECK(rc == 0) << "instance " << instance_ << ": " << detail::Reason(rc);
+		} else {
+			detail::UseRole(CRole());
+		}
+	}
+	int instance() const { return instance_; }
 
 	/* the C role of this office */
 	psl_role CRole() const
@@ -213,13 +240,14 @@ public:
 	}
 
 private:
-	explicit Postoffice(Node::Role role) : role_(role) {}
+	Postoffice(Node::Role role, int instance) : role_(role), instance_(instance) {}
 	Postoffice(const Postoffice &) = delete;
 	Postoffice &operator=(const Postoffice &) = delete;
 
 	struct ProcessState {
 		std::mutex mu;
 		bool started = false;
+		bool grouped = false; /* this process runs its instance group */
 		std::map<int, std::function<void()>> hooks; /* WhenStarted's */
 		int next_hook = 0;
 	};
@@ -228,11 +256,45 @@ private:
 		static ProcessState st;
 		return st;
 	}
-	static Postoffice *Office(Node::Role role)
+	/* The office of role and instance, made on first use (kept for the
+	 * process's life); Table: nullptr if not made yet. */
+	static Postoffice *Office(Node::Role role, int instance = 0)
 	{
-		static Postoffice server(Node::SERVER), worker(Node::WORKER),
-			scheduler(Node::SCHEDULER);
-		return role == Node::SERVER ? &server : role == Node::WORKER ? &worker : &scheduler;
+		std::lock_guard<std::mutex> lk(TableMu());
+		Postoffice *&o = Slot(role, instance);
+		if (!o)
+			o = new Postoffice(role, instance);
+		return o;
+	}
+	static Postoffice *Table(Node::Role role, int instance)
+	{
+		std::lock_guard<std::mutex> lk(TableMu());
+		return Slot(role, instance);
+	}
+	static Postoffice *&Slot(Node::Role role, int instance)
+	{
+		static Postoffice *tab[3][PSL_MAX_GROUP];
+		int r = role == Node::SERVER ? 0 : role == Node::WORKER ? 1 : 2;
+		return tab[r][instance];
+	}
+	static std::mutex &TableMu()
+	{
+		static std::mutex mu;
+		return mu;
+	}
+	/* The office index of instance idx: idx itself where this process runs
+	 * its group (0 to DMLC_GROUP_SIZE - 1), else 0 (its one instance). */
+	static int Instance(const char *what, int idx)
+	{
+		if (!detail::GroupInProcess()) {
+			detail::CheckInstance(what, idx);
+			return 0;
+		}
+		int g = std::atoi(std::getenv("DMLC_GROUP_SIZE"));
+		CHECK(idx >= 0 && idx < g && idx < PSL_MAX_GROUP)
+			<< what << " for instance " << idx << ": this process runs instances 0 to "
+			<< std::min(g, PSL_MAX_GROUP) - 1 << " (DMLC_GROUP_SIZE=" << g << ")";
+		return idx;
 	}
 
 	static Node::Role RoleFromEnv()
@@ -246,12 +308,13 @@ private:
 		       : s == "joint" ? Node::JOINT
 				      : Node::SCHEDULER;
 	}
-	static void SetRoleEnv(Node::Role role, int rank)
+	/* grouped: the process runs its group, and rank is the group's */
+	static void SetRoleEnv(Node::Role role, int rank, bool grouped)
 	{
 		static const char *const names[] = {"server", "worker", "scheduler", "joint"};
 		setenv("DMLC_ROLE", names[role], 1);
 		const char *g = std::getenv("DMLC_GROUP_SIZE");
-		if (rank >= 0 && !std::getenv("DMLC_RANK") && (!g || std::atoi(g) <= 1))
+		if (rank >= 0 && !std::getenv("DMLC_RANK") && (grouped || !g || std::atoi(g) <= 1))
 			setenv("DMLC_RANK", std::to_string(rank).c_str(), 1);
 	}
 
@@ -269,6 +332,7 @@ private:
 	}
 
 	Node::Role role_;
+	int instance_;
 	mutable std::mutex mu_;
 	mutable std::map<int, std::vector<int>> node_ids_;
 	std::vector<Range> ranges_;

@@ -37,15 +37,27 @@ inline int Verbose()
 	return level;
 }
 
-/* pslite runs one instance per process (StepMesh's launch model): the
- * process's instance is index 0 of ps-lite's instance groups. */
+/* Whether this process runs its whole instance group (ps-lite's model:
+ * DMLC_GROUP_SIZE > 1, and no STEPMESH_GPU or DMLC_NODE_RANK naming one
+ * instance of it, which is StepMesh's model of one instance per process). */
+inline bool GroupInProcess()
+{
+	const char *g = std::getenv("DMLC_GROUP_SIZE");
+	return g && std::atoi(g) > 1 && !std::getenv("STEPMESH_GPU") &&
+	       !std::getenv("DMLC_NODE_RANK");
+}
+
+/* A process of one instance (StepMesh's launch model) has that instance at
+ * index 0 of ps-lite's instance groups. */
 inline void CheckInstance(const char *what, int instance_idx)
 {
 	CHECK(instance_idx == 0)
 		<< what << " for instance " << instance_idx
 		<< ": pslite runs one instance per process; set DMLC_GROUP_SIZE=1, or start "
 		<< "one process per instance (DMLC_GROUP_SIZE processes with the same "
-		<< "role, as StepMesh does) and use instance 0 in each";
+		<< "role, as StepMesh does) and use instance 0 in each, or run the whole "
+		<< "group in this process (DMLC_GROUP_SIZE > 1 with STEPMESH_GPU and "
+		<< "DMLC_NODE_RANK unset)";
 }
 
 /* The wire's value type of Val: its number type, plain char as bytes
