@@ -102,6 +102,7 @@ void psl__handle_heartbeat(const struct psl__meta *m)
 		po.peers[m->sender].last_heartbeat_ms = now;
 		over = po.final_released; /* (no answer to a node on its way out) */
 		pthread_mutex_unlock(&po.mu);
+		psl__recovery_heard(m->sender);
 		if (over)
 			return;
 		psl__meta_init(&r);

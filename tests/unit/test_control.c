@@ -64,7 +64,8 @@ static int scheduler_down(void **state)
 	return node_down(state);
 }
 
-static void reg(const char *host, int port, int role, int aux)
+/* A registration; body: a pslite node's (NULL: a C++ node's, none). */
+static void reg_body(const char *host, int port, int role, int aux, const char *body)
 {
 	struct psl__node n;
 	struct psl__meta m;
@@ -81,8 +82,15 @@ static void reg(const char *host, int port, int role, int aux)
 	m.nodes = &n;
 	m.node_size = 1;
 	m.timestamp = 0;
+	m.body = body;
+	m.body_size = body ? (int)strlen(body) : 0;
 	len = psl__meta_encode(&m, buf);
 	deliver_raw(PSL_EMPTY, buf, len, 0, NULL, NULL);
+}
+
+static void reg(const char *host, int port, int role, int aux)
+{
+	reg_body(host, port, role, aux, NULL);
 }
 
 static const struct psl__node *in_list(const struct sent *s, const char *host, int port)
@@ -745,6 +753,18 @@ static void test_barrier_request_undeliverable(void **state)
 	psl__po.barrier_err = 0;
 }
 
+/* A started 1+2+1 job (worker 9, servers 8 and 10) with PS_RECOVERY=1. */
+static void recovery_job_up(void)
+{
+	scheduler_up(2, 1);
+	reg("10.0.0.3", 5000, PSL_WORKER, 0);
+	reg("10.0.0.2", 4001, PSL_SERVER, 1);
+	reg("10.0.0.2", 4000, PSL_SERVER, 0);
+	psl__po.got_node_list = true;
+	psl__po.state = PSL__READY;
+	psl__po.cfg.recovery = true;
+}
+
 /* PS_RECOVERY=1 (recovery.c): a server registering after the start takes
  * the place of the lost one of its DMLC_RANK; the newcomer gets the whole
  * list, its entry marked is_recovery, the others it alone. Before any loss
@@ -756,15 +776,10 @@ static void test_recovery_takes_place(void **state)
 	int i, to_new = -1, to_worker = -1;
 	(void)state;
 
-	scheduler_up(2, 1);
-	reg("10.0.0.3", 5000, PSL_WORKER, 0);
-	reg("10.0.0.2", 4001, PSL_SERVER, 1);
-	reg("10.0.0.2", 4000, PSL_SERVER, 0);
-	psl__po.got_node_list = true;
-	psl__po.state = PSL__READY;
-	psl__po.cfg.recovery = true;
+	recovery_job_up();
 	clear_sent();
-	reg("10.0.0.7", 4100, PSL_SERVER, 1); /* nobody lost yet: it waits */
+	/* a pslite server; nobody lost yet: it waits */
+	reg_body("10.0.0.7", 4100, PSL_SERVER, 1, "pslite-counts 2 1 1|pslite-heartbeat 1");
 	assert_int_equal(g_nsent, 0);
 	psl__node_lost(10, -ECONNRESET, "test");
 	for (i = 0; i < g_nsent; i++) {
@@ -803,6 +818,58 @@ static void test_recovery_takes_place(void **state)
 	}
 }
 
+/* The ADD_NODE sent to node `to`, or NULL. */
+static const struct sent *add_node_to(int to)
+{
+	int i;
+	for (i = 0; i < g_nsent; i++)
+		if (g_sent[i].m.cmd == PSL_CMD_ADD_NODE && g_sent[i].to == to)
+			return &g_sent[i];
+	return NULL;
+}
+
+/* A C++ ps-lite server (a registration without pslite's body) taking a lost
+ * one's place gets its list at once; the others hear of it only at its
+ * first heartbeat, which says it has the list: a C++ node that got a
+ * worker's request before its list would abort (no id yet). */
+static void test_recovery_cxx_server_news(void **state)
+{
+	const struct sent *s;
+	struct psl__meta m;
+	uint8_t buf[1024];
+	size_t len;
+	(void)state;
+
+	recovery_job_up();
+	psl__po.cfg.heartbeat_interval = 1;
+	psl__node_lost(10, -ECONNRESET, "test");
+	clear_sent();
+	reg("10.0.0.7", 4100, PSL_SERVER, -1);
+	s = add_node_to(10);
+	assert_non_null(s);
+	assert_int_equal(s->m.node_size, 4);
+	assert_true(in_list(s, "10.0.0.7", 4100)->is_recovery);
+	assert_null(add_node_to(9));
+	assert_null(add_node_to(8));
+	/* its heartbeat: now the others hear of it */
+	psl__meta_init(&m);
+	m.cmd = PSL_CMD_HEARTBEAT;
+	m.nodes = &psl__po.peers[10].node;
+	m.node_size = 1;
+	m.sender = 10;
+	m.recver = 1;
+	len = psl__meta_encode(&m, buf);
+	deliver_raw(10, buf, len, 0, NULL, NULL);
+	s = add_node_to(9);
+	assert_non_null(s);
+	assert_int_equal(s->m.node_size, 1);
+	assert_int_equal(s->m.nodes[0].id, 10);
+	assert_int_equal(s->m.nodes[0].port, 4100);
+	assert_non_null(add_node_to(8));
+	psl__po.cfg.recovery = false;
+	psl__po.cfg.heartbeat_interval = 0;
+}
+
 #define T(f) cmocka_unit_test_teardown(f, scheduler_down)
 
 int main(void)
@@ -815,7 +882,7 @@ int main(void)
 		T(test_node_takes_list),   T(test_node_refuses_lists),
 		T(test_node_list_undeliverable), T(test_release_undeliverable),
 		T(test_node_takes_abort), T(test_barrier_request_undeliverable),
-		T(test_recovery_takes_place),
+		T(test_recovery_takes_place), T(test_recovery_cxx_server_news),
 	};
 	return cmocka_run_group_tests_name("control", tests, NULL, NULL);
 }
