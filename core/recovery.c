@@ -226,10 +226,16 @@ static bool take(const struct psl__node *n)
 		 n->hostname, n->port, psl__node_desc(id, d, sizeof(d)),
 		 cxx_server ? " (a C++ ps-lite server: the others hear of it at its first heartbeat)"
 			    : "");
+	/* a worker's news first: its first requests, sent once it has its
+	 * list, find the servers knowing its new address (else they cannot
+	 * answer them) */
+	if (n->role == PSL_WORKER)
+		tell_others(list, total, k);
 	send_list(list, total + 1, id);
 	if (cxx_server && defer(list, total, k))
 		return true;
-	tell_others(list, total, k);
+	if (n->role != PSL_WORKER)
+		tell_others(list, total, k);
 	free(list);
 	return true;
 }

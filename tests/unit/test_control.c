@@ -870,6 +870,32 @@ static void test_recovery_cxx_server_news(void **state)
 	psl__po.cfg.heartbeat_interval = 0;
 }
 
+/* A worker taking a lost one's place: the servers hear of it before it gets
+ * its list, so that none gets its first request before the news. */
+static void test_recovery_worker_news_first(void **state)
+{
+	int i, first = -1, to_new = -1;
+	(void)state;
+
+	recovery_job_up();
+	psl__node_lost(9, -ECONNRESET, "test");
+	clear_sent();
+	reg_body("10.0.0.9", 5100, PSL_WORKER, -1, "pslite-counts 2 1 1|pslite-heartbeat 1");
+	for (i = 0; i < g_nsent; i++) {
+		if (g_sent[i].m.cmd != PSL_CMD_ADD_NODE)
+			continue;
+		if (g_sent[i].to == 9)
+			to_new = i;
+		else if (first < 0)
+			first = i;
+	}
+	assert_true(first >= 0 && to_new >= 0);
+	assert_true(first < to_new);
+	assert_int_equal(g_sent[first].m.nodes[0].id, 9);
+	assert_int_equal(g_sent[first].m.nodes[0].port, 5100);
+	psl__po.cfg.recovery = false;
+}
+
 #define T(f) cmocka_unit_test_teardown(f, scheduler_down)
 
 int main(void)
@@ -883,6 +909,7 @@ int main(void)
 		T(test_node_list_undeliverable), T(test_release_undeliverable),
 		T(test_node_takes_abort), T(test_barrier_request_undeliverable),
 		T(test_recovery_takes_place), T(test_recovery_cxx_server_news),
+		T(test_recovery_worker_news_first),
 	};
 	return cmocka_run_group_tests_name("control", tests, NULL, NULL);
 }
