@@ -120,12 +120,12 @@ static void tell_others(struct psl__node *list, int total, int k)
  * one's place waits until it has its node list. The workers send to it as
  * soon as they hear of it, on other connections than the list's; a C++ node
  * that gets a request before its list has no id yet and aborts (CHECK recver
- * != kEmpty), where a pslite node keeps the request. (A worker gets nothing
- * it did not ask for: its news goes out at once, lest a server answer its
- * first requests at the lost one's address.) The newcomer's first heartbeat says it has the
- * list (C++ ps-lite starts its heartbeats once it has it, one
- * PS_HEARTBEAT_INTERVAL later); without one, the news goes out after that
- * interval and a second.
+ * != kEmpty), where a pslite node keeps the request. The newcomer's first
+ * heartbeat says it has the list (C++ ps-lite starts its heartbeats once it
+ * has it, one PS_HEARTBEAT_INTERVAL later); without one, the news goes out
+ * after that interval and a second. (A worker gets nothing it did not ask
+ * for: its news goes out at once, lest a server answer its first requests at
+ * the lost one's address.)
  */
 #define DEFERRED_MAX 16
 static struct {
@@ -157,9 +157,9 @@ static bool defer(struct psl__node *list, int total, int k)
 	return ok;
 }
 
-/* Sends the deferred news of node id (any id: -1), or of those older than
- * the bound at now (id 0). */
-static void deferred_send(int id, int64_t now)
+/* Sends the deferred news of node id (any id: -1, none sent), or of those
+ * older than the bound at now (id 0); drop: of node id, none sent. */
+static void deferred_send(int id, int64_t now, bool drop)
 {
 	for (;;) {
 		struct psl__node *list = NULL;
@@ -180,7 +180,7 @@ static void deferred_send(int id, int64_t now)
 		pthread_mutex_unlock(&deferred_mu);
 		if (!list)
 			return;
-		if (id >= 0 && !psl__node_dead(list[k].id))
+		if (id >= 0 && !drop && !psl__node_dead(list[k].id))
 			tell_others(list, total, k);
 		free(list);
 	}
@@ -188,7 +188,7 @@ static void deferred_send(int id, int64_t now)
 
 void psl__recovery_heard(int id)
 {
-	deferred_send(id, 0);
+	deferred_send(id, 0, false);
 }
 
 /* Scheduler: n takes a lost node's place, if there is one (true). */
@@ -217,6 +217,7 @@ static bool take(const struct psl__node *n)
 	pthread_mutex_unlock(&po.mu);
 	if (po.cfg.resend)
 		psl__resender_forget_seen(id);
+	deferred_send(id, 0, true); /* (news of a predecessor that never spoke) */
 	if (psl__control_connect(&list[k], 1)) {
 		psl__node_lost(id, -ECONNREFUSED, "the scheduler cannot connect to its replacement");
 		free(list);
@@ -305,7 +306,7 @@ void psl__recovery_reset(void)
 	pthread_mutex_lock(&waiting_mu);
 	nwaiting = 0;
 	pthread_mutex_unlock(&waiting_mu);
-	deferred_send(-1, 0);
+	deferred_send(-1, 0, true);
 }
 
 bool psl__recovery_take(const struct psl__node *n)
@@ -342,7 +343,7 @@ void psl__recovery_tick(int64_t now)
 
 	/* a barrier that waited in vain for a lost node's replacement */
 	psl__control_forget_node(0);
-	deferred_send(0, now);
+	deferred_send(0, now, false);
 
 	for (;;) {
 		pthread_mutex_lock(&waiting_mu);
