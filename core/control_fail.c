@@ -106,7 +106,7 @@ static const char *reason(const struct psl__ctl_sent *s, int status, char *buf, 
 }
 
 /* Node: its registration did not go. The start fails with that (and says
- * it at ERROR, postoffice.c) after a grace in which the van's own reason
+ * it at ERROR, lifecycle.c) after a grace in which the van's own reason
  * (another van answered, a refused secret) may come and win. */
 static void registration_failed(int status, const char *what, const char *why)
 {
@@ -272,12 +272,21 @@ static int parse_abort(const struct psl__meta *m, char *why, size_t len)
 
 void psl__control_take_abort(const struct psl__meta *m)
 {
-	char why[1024];
+	char why[1024], d[96];
 	int err = parse_abort(m, why, sizeof(why));
 	bool starting;
 
 	pthread_mutex_lock(&po.mu);
 	starting = po.state == PSL__STARTING && !po.got_node_list;
+	/* the job's loss is set with the barrier's error: woken by it, the
+	 * final barrier fails and finalize may go on before psl__node_lost
+	 * below runs, which then finds the node no longer running and does
+	 * nothing (psl_job_lost said 0: a node told to stop exited 0) */
+	if (!starting && !po.job_lost_err) {
+		po.job_lost_err = -ENOLINK;
+		snprintf(po.job_lost_msg, sizeof(po.job_lost_msg), "lost %s: %.200s",
+			 psl__node_desc(1, d, sizeof(d)), why);
+	}
 	if (!starting && !po.barrier_err) {
 		po.barrier_err = err;
 		snprintf(po.barrier_msg, sizeof(po.barrier_msg), "the scheduler stopped the job: %.700s",

@@ -17,6 +17,11 @@ int psl__control_connect(const struct psl__node *n, int my_id);
 void psl__start_failed(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void psl__start_failed_held(int err, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
+/* Scheduler: tells a ghost at n's address (a node declared lost that still
+ * runs) to stop, and why, as the job's abort does (PSL__ABORT_TAG), under
+ * an id of its own; once per address: false if it was told before
+ * (registration.c). */
+bool psl__tell_ghost(const struct psl__node *n, const char *why);
 
 /* The body of the TERMINATE a scheduler sends a node whose registration it
  * ignored, before the reason (registration.c; docs/wire.md). */

@@ -90,6 +90,44 @@ void psl__control_announce_lost(int id, const char *why)
 	free(ids);
 }
 
+/*
+ * Scheduler: a heartbeat from a node it declared lost, or from the old
+ * holder of an id that a newcomer took since (its address is not the one
+ * the id has now): a ghost, as a host cut off for longer than the
+ * scheduler's heartbeat timeout but not its own, then reconnected, sends.
+ * Its place is taken, or may be at any moment, and the others forgot it: it
+ * is not answered, and is told to stop (once), so that it fails with the
+ * reason instead of fighting its replacement for the id.
+ */
+static bool refused_ghost(const struct psl__meta *m)
+{
+	const struct psl__peer *p = &po.peers[m->sender];
+	struct psl__node at;
+	char d[96], why[300];
+	bool dead, moved;
+
+	pthread_mutex_lock(&po.mu);
+	dead = p->dead;
+	moved = m->node_size >= 1 && (m->nodes[0].port != p->node.port ||
+				      strcmp(m->nodes[0].hostname, p->node.hostname));
+	at = m->node_size >= 1 ? m->nodes[0] : p->node;
+	pthread_mutex_unlock(&po.mu);
+	if (!dead && !moved)
+		return false;
+	psl__node_desc(m->sender, d, sizeof(d));
+	snprintf(why, sizeof(why),
+		 "the scheduler declared this node (%s:%d) lost earlier and does not take it back: "
+		 "%s; start it again to take its place (PS_RECOVERY)",
+		 at.hostname, at.port,
+		 dead ? "its place waits for a new node" : "a new node took its place");
+	if (psl__tell_ghost(&at, why))
+		PSL_WARN("refused a heartbeat from %s:%d, under the id of %s, which was declared "
+			 "lost: %s; told it to stop",
+			 at.hostname, at.port, d,
+			 dead ? "its place waits for a new node" : "a new node took its place");
+	return true;
+}
+
 void psl__handle_heartbeat(const struct psl__meta *m)
 {
 	int64_t now = psl__now_ms();
@@ -99,12 +137,14 @@ void psl__handle_heartbeat(const struct psl__meta *m)
 		if (m->sender < 8 || m->sender > po.max_id || !po.peers[m->sender].known)
 			return;
 		pthread_mutex_lock(&po.mu);
-		po.peers[m->sender].last_heartbeat_ms = now;
 		over = po.final_released; /* (no answer to a node on its way out) */
 		pthread_mutex_unlock(&po.mu);
-		psl__recovery_heard(m->sender);
-		if (over)
+		if (over || refused_ghost(m))
 			return;
+		pthread_mutex_lock(&po.mu);
+		po.peers[m->sender].last_heartbeat_ms = now;
+		pthread_mutex_unlock(&po.mu);
+		psl__recovery_heard(m->sender);
 		psl__meta_init(&r);
 		r.cmd = PSL_CMD_HEARTBEAT;
 		r.nodes = &po.me;

@@ -39,7 +39,7 @@ static inline void *psl__kv_copy_data(struct psl__kv_copy *cp)
 	return cp + 1;
 }
 
-/* A KV worker (kv_worker.c; batches: kv_batch.c). */
+/* A KV worker (kv_worker.c, its answers kv_worker_answer.c; batches: kv_batch.c). */
 struct psl_kv_worker {
 	struct psl__customer c;
 	enum psl_dtype dt;

@@ -170,8 +170,14 @@ void psl__enter_selected(void);
 /* The node of role in a joint process (objects of that role belong to it),
  * else as psl__enter_selected. */
 void psl__enter_role(int role);
-/* Whether this process runs DMLC_ROLE=joint (two nodes). */
+/* Whether this process runs DMLC_ROLE=joint (two nodes); set by start-up
+ * (lifecycle.c). How many of psl__offices this process runs. */
 bool psl__joint(void);
+void psl__set_joint(bool on);
+int psl__nodes_here(void);
+/* A barrier of every node of this process in group: each arrives, then
+ * each waits (a joint process's two nodes are both awaited). */
+int psl__barrier_here(int customer_id, int group, int cmd);
 /* The node of this process that has role (PSL_SERVER, PSL_WORKER,
  * PSL_SCHEDULER), or NULL. */
 struct psl__office *psl__office_of(int role);

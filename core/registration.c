@@ -244,7 +244,7 @@ static int assign_ids(void)
 }
 
 /* The van may hand up registrations before its bind returned to start-up
- * (postoffice.c), and bind's result is the scheduler's own entry of the
+ * (lifecycle.c), and bind's result is the scheduler's own entry of the
  * list: wait for it, bounded (ucx_shm_data.sh: a node list whose scheduler
  * had port 0). */
 static void wait_bound(void)
@@ -339,7 +339,9 @@ out:
  * under an id no node of the job has (its events are ignored), and sends a
  * TERMINATE whose body is PSL__REFUSED_TAG and the reason. Said to at most
  * REFUSALS_MAX addresses, once each, so that a flood of registrations does
- * not make the scheduler open connections without end. ps-lite has no such
+ * not make the scheduler open connections without end. A ghost (a node
+ * declared lost that still runs, heartbeat.c) is told to stop the same way.
+ * ps-lite has no such
  * message: a C++ node's receive thread stops on it (it would have waited for
  * ever). */
 #define REFUSALS_MAX 16
@@ -359,34 +361,32 @@ void psl__registration_reset(void)
 	nodd = 0;
 }
 
-void psl__tell_refused(const struct psl__node *n, const char *fmt, ...)
+/* The id under which the scheduler speaks to address n, once: -1 if it was
+ * told before, or REFUSALS_MAX addresses were. */
+static int spare_id(const struct psl__node *n)
 {
-	char body[400];
-	struct psl__node t = *n;
-	struct psl__meta m;
-	va_list ap;
-	int i, len;
+	int i, id = -1;
 
 	pthread_mutex_lock(&told_mu);
 	for (i = 0; i < ntold; i++)
 		if (told[i].port == n->port && !strcmp(told[i].host, n->hostname))
 			break;
-	if (i < ntold || ntold >= REFUSALS_MAX) {
-		pthread_mutex_unlock(&told_mu);
-		return;
+	if (i == ntold && ntold < REFUSALS_MAX) {
+		snprintf(told[ntold].host, sizeof(told[ntold].host), "%s", n->hostname);
+		told[ntold].port = n->port;
+		id = REFUSED_ID_BASE + ntold++;
 	}
-	snprintf(told[ntold].host, sizeof(told[ntold].host), "%s", n->hostname);
-	told[ntold].port = n->port;
-	t.id = REFUSED_ID_BASE + ntold++;
 	pthread_mutex_unlock(&told_mu);
-	len = snprintf(body, sizeof(body), "%s", PSL__REFUSED_TAG);
-	va_start(ap, fmt);
-	vsnprintf(body + len, sizeof(body) - (size_t)len, fmt, ap);
-	va_end(ap);
-	pthread_mutex_lock(&po.mu); /* for the start-up timeout's message */
-	snprintf(po.refused, sizeof(po.refused), "the %s at %s:%d (%.160s)",
-		 psl__role_name(n->role), n->hostname, n->port, body + len);
-	pthread_mutex_unlock(&po.mu);
+	return id;
+}
+
+/* Connects to n under id and sends it a TERMINATE with body. */
+static void tell(const struct psl__node *n, int id, const char *body)
+{
+	struct psl__node t = *n;
+	struct psl__meta m;
+
+	t.id = id;
 	if (psl__control_connect(&t, 1))
 		return;
 	psl__meta_init(&m);
@@ -395,6 +395,37 @@ void psl__tell_refused(const struct psl__node *n, const char *fmt, ...)
 	m.body = body;
 	m.body_size = (int)strlen(body);
 	psl__send_control(&m, true);
+}
+
+void psl__tell_refused(const struct psl__node *n, const char *fmt, ...)
+{
+	char body[400];
+	va_list ap;
+	int id = spare_id(n), len;
+
+	if (id < 0)
+		return;
+	len = snprintf(body, sizeof(body), "%s", PSL__REFUSED_TAG);
+	va_start(ap, fmt);
+	vsnprintf(body + len, sizeof(body) - (size_t)len, fmt, ap);
+	va_end(ap);
+	pthread_mutex_lock(&po.mu); /* for the start-up timeout's message */
+	snprintf(po.refused, sizeof(po.refused), "the %s at %s:%d (%.160s)",
+		 psl__role_name(n->role), n->hostname, n->port, body + len);
+	pthread_mutex_unlock(&po.mu);
+	tell(n, id, body);
+}
+
+bool psl__tell_ghost(const struct psl__node *n, const char *why)
+{
+	char body[400];
+	int id = spare_id(n);
+
+	if (id < 0)
+		return false;
+	snprintf(body, sizeof(body), "%s%d: %s", PSL__ABORT_TAG, -ENOLINK, why);
+	tell(n, id, body);
+	return true;
 }
 
 /* Nodes refused for counts that differ from the scheduler's: when all of

@@ -146,9 +146,9 @@ PSL_EXPORT const char *psl_strerror(int err);
  * keys must be sorted ascending, ..."): set by every public function that
  * returns an error (start-up, KV, batch, server, store, SimpleApp, barrier
  * and query calls; where no line names the cause, "<call>: <psl_strerror>"),
- * emptied at the start of those calls, kept until then. A
- * psl_kv_wait that fails gives the request's code only (psl_strerror). The
- * text belongs to the calling thread; it stays valid until its next psl_
+ * emptied at the start of those calls, kept until then. A psl_kv_wait
+ * that fails names the request and, where a node of the job was lost, the
+ * loss (the request's own reason is in its WARN line). The text belongs to the calling thread; it stays valid until its next psl_
  * call. (pslite addition; ps-lite aborts with the reason instead.) */
 PSL_EXPORT const char *psl_last_error(void);
 

@@ -1,12 +1,10 @@
-/* van_fabric: sending, receiving, completions and the progress thread. */
+/* van_fabric: sending, receiving and completions. */
 
 #define _GNU_SOURCE 1
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/epoll.h>
-#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -604,8 +602,9 @@ static void on_completion(struct psl_van *v, struct fi_cq_tagged_entry *e)
 	}
 }
 
-/* Reads the CQ until it is empty; returns how many entries were handled. */
-static int drain_cq(struct psl_van *v)
+/* Reads the CQ until it is empty; returns how many entries were handled.
+ * The caller holds cq_mu. */
+int fab_drain_cq(struct psl_van *v)
 {
 	struct fi_cq_tagged_entry ent[32];
 	int total = 0;
@@ -638,89 +637,4 @@ static int drain_cq(struct psl_van *v)
 	if (total)
 		refill_hdr(v);
 	return total;
-}
-
-/* ------------------------------------------------------ progress thread -- */
-
-void *fab_progress_main(void *arg)
-{
-	struct psl_van *v = arg;
-	struct epoll_event evs[32];
-	struct psl_van_spin spin;
-	unsigned rounds = 0;
-	int idle = 0;
-	bool hk = true;	 /* peers and streams need a look */
-	int64_t hk_at = 0; /* and when they need one next */
-
-	psl_van_spin_init(&spin, v->busy_poll ? v->spin_ns : 0);
-	while (!atomic_load(&v->stop)) {
-		int n, i, timeout, got;
-		int64_t now;
-		got = drain_cq(v);
-		now = psl_van_now_ms();
-		/* timers, new peers, queues waiting for the provider: not on every
-		 * completion */
-		if (hk || now >= hk_at || atomic_load(&v->retry)) {
-			atomic_store(&v->retry, 0);
-			hk_at = now + fab_housekeeping(v);
-			hk = false;
-		}
-		timeout = (int)(hk_at - now);
-		if (got || atomic_load(&v->retry)) {
-			idle = 0;
-			timeout = 0;
-			if (got)
-				psl_van_spin_hit(&spin, psl_van_now_ns());
-		}
-		if (timeout != 0 && psl_van_spinning(&spin, psl_van_now_ns()) &&
-		    psl_van_spin_yield(&spin)) {
-			/* PS_BUSY_POLL's window: the CQ again soon, the CPU to whoever
-			 * needs it meanwhile (on a small machine, the peer that
-			 * answers; a late return ended the window); the sockets
-			 * every 64th round */
-			if (++rounds & 63)
-				continue;
-			timeout = 0;
-		} else if (timeout != 0 && v->cq_fd >= 0) {
-			struct fid *f = &v->cq->fid;
-			int rc;
-			EP_LOCK(v);
-			rc = fi_trywait(v->fabric, &f, 1);
-			EP_UNLOCK(v);
-			if (rc == -FI_EAGAIN)
-				timeout = 0;
-		} else if (timeout != 0) {
-			/* no wait object: poll, sleeping a little once idle */
-			if (++idle < 200)
-				timeout = 0;
-			else if (timeout < 0 || timeout > 1)
-				timeout = 1;
-		}
-		n = epoll_wait(v->epfd, evs, 32, timeout);
-		for (i = 0; i < n; i++) {
-			struct fab_conn *c = evs[i].data.ptr;
-			hk = hk || c->type != CONN_CQ;
-			switch (c->type) {
-			case CONN_WAKE: {
-				uint64_t x;
-				ssize_t r = read(c->fd, &x, sizeof(x));
-				(void)r;
-				break;
-			}
-			case CONN_CQ:
-				break; /* drained at the top */
-			case CONN_LISTEN:
-				fab_on_accept(v);
-				break;
-			case CONN_OUT:
-				fab_peer_io(v, c->owner, evs[i].events);
-				break;
-			case CONN_IN:
-				fab_stream_io(v, c->owner, evs[i].events);
-				break;
-			}
-		}
-	}
-	psl_van_spin_report(v->host, "van_fabric", &spin);
-	return NULL;
 }

@@ -236,6 +236,12 @@ struct psl_van {
 	pthread_t thread;
 	bool running;
 	atomic_bool stop, closing;
+	atomic_bool bound; /* the progress thread runs: callers may drive */
+	/* who reads the CQ (fab_progress.c): the progress thread, or a caller
+	 * that drives (progress()) by trylock */
+	pthread_mutex_t cq_mu;
+	_Atomic int64_t driven_until; /* ns: callers drove until about then */
+	bool cq_off;		      /* the CQ fd is out of epoll (progress thread) */
 };
 
 static inline const char *fab_param(struct psl_van *v, const char *name, const char *def)
@@ -262,7 +268,7 @@ static inline void fab_wake(struct psl_van *v)
 			pthread_mutex_unlock(&(v)->ep_mu); \
 	} while (0)
 
-/* fab_xfer.c: sending, receiving, completions, the progress thread */
+/* fab_xfer.c: sending, receiving, completions */
 int fab_send(struct psl_van *v, int32_t id, const void *meta, size_t meta_len,
 	     const struct psl_van_seg *segs, uint32_t nseg, void *cookie);
 int fab_post_queue(struct psl_van *v, struct fab_peer *p);
@@ -276,7 +282,11 @@ void fab_op_unlink(struct fab_peer *p, struct fab_txop *op);
 void fab_rx_free(struct fab_rx *r);
 int fab_post_hdr(struct psl_van *v);
 void fab_report_down(struct psl_van *v, struct fab_peer *p, int err, const char *detail);
+int fab_drain_cq(struct psl_van *v);
+
+/* fab_progress.c: the progress thread, and progress() on callers' threads */
 void *fab_progress_main(void *arg);
+int fab_drive(struct psl_van *v, int timeout_us);
 
 /* fab_conn.c: the bootstrap connections */
 int fab_ep_add(struct psl_van *v, struct fab_conn *c, uint32_t events);

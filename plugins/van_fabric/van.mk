@@ -4,7 +4,7 @@ pkglib_LTLIBRARIES += plugins/van_fabric/van_fabric.la
 plugins_van_fabric_van_fabric_la_SOURCES = \
 	plugins/van_fabric/van_fabric.c plugins/van_fabric/fabric.h \
 	plugins/van_fabric/fab_boot.c plugins/van_fabric/fab_conn.c \
-	plugins/van_fabric/fab_xfer.c \
+	plugins/van_fabric/fab_xfer.c plugins/van_fabric/fab_progress.c \
 	plugins/van_fabric/fab_mrcache.c plugins/van_fabric/fab_mrcache.h \
 	plugins/van_fabric/fab_pool.c \
 	plugins/van_fabric/fab_proto.c plugins/van_fabric/fab_proto.h
@@ -44,12 +44,14 @@ FABRIC_TESTS = plugins/van_fabric/tests/fabric_tcp_data.sh \
 	plugins/van_fabric/tests/fabric_sockets_data.sh \
 	plugins/van_fabric/tests/fabric_errors.sh plugins/van_fabric/tests/fabric_tcp_netns.sh \
 	plugins/van_fabric/tests/fabric_busy_data.sh plugins/van_fabric/tests/fabric_tcp_joint.sh \
-	plugins/van_fabric/tests/fabric_tcp_zfree.sh
+	plugins/van_fabric/tests/fabric_tcp_zfree.sh \
+	plugins/van_fabric/tests/fabric_caller_data.sh plugins/van_fabric/tests/fabric_tcp_progress.sh
 FABRIC_SERVER_TESTS = plugins/van_fabric/tests/fabric_tcp_server_sync.sh \
 	plugins/van_fabric/tests/fabric_tcp_server_async.sh \
 	plugins/van_fabric/tests/fabric_tcp_server_bad.sh \
 	plugins/van_fabric/tests/fabric_tcp_server_leftover.sh
-EXTRA_DIST += plugins/van_fabric/van.m4 $(FABRIC_TESTS) $(FABRIC_SERVER_TESTS) docs/van-fabric.md
+EXTRA_DIST += plugins/van_fabric/van.m4 $(FABRIC_TESTS) $(FABRIC_SERVER_TESTS) docs/van-fabric.md \
+	bench/progress_fabric.sh
 if BUILD_VAN_FABRIC
 TESTS += $(FABRIC_TESTS) $(FABRIC_SERVER_TESTS)
 endif
@@ -77,7 +79,9 @@ endif
 
 # a lost node comes back (tests/integration/recovery.sh, docs/recovery.md)
 FABRIC_RECOVERY_TESTS = plugins/van_fabric/tests/fabric_tcp_recovery_server.sh \
-	plugins/van_fabric/tests/fabric_tcp_recovery_worker.sh
+	plugins/van_fabric/tests/fabric_tcp_recovery_worker.sh \
+	plugins/van_fabric/tests/fabric_tcp_netns_cutoff.sh \
+	plugins/van_fabric/tests/fabric_tcp_netns_ghost.sh plugins/van_fabric/tests/fabric_tcp_netns_taken.sh
 EXTRA_DIST += $(FABRIC_RECOVERY_TESTS)
 if BUILD_VAN_FABRIC
 TESTS += $(FABRIC_RECOVERY_TESTS)

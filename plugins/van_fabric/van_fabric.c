@@ -30,8 +30,9 @@
  * eventfd and the sockets; providers without a wait fd are polled with short
  * sleeps when idle. PS_BUSY_POLL=1 keeps polling (yielding the CPU between
  * polls) for PS_BUSY_POLL_US after each completion, then sleeps again, as
- * van_zmq and van_ucx do. Senders post from their own
- * thread; what the provider cannot take now (-FI_EAGAIN), or what is sent
+ * van_zmq and van_ucx do. With the core's PS_CALLER_PROGRESS=1, a thread
+ * that waits for a reply reads the CQ itself while the thread steps aside
+ * (fab_progress.c). Senders post from their own thread; what the provider cannot take now (-FI_EAGAIN), or what is sent
  * before the peer is reached, waits in the peer's queue, in order.
  */
 
@@ -295,6 +296,7 @@ static int finit(const struct psl_van_host *host, struct psl_van **out)
 					      "a number of registrations");
 	pool_mb = (size_t)param_long(v, "PS_FABRIC_POOL_MB", 256, 0, 1 << 20, "MiB");
 	pthread_mutex_init(&v->ep_mu, NULL);
+	pthread_mutex_init(&v->cq_mu, NULL);
 	pthread_mutex_init(&v->mu, NULL);
 	pthread_rwlock_init(&v->lock, NULL);
 	/* (the provider is looked up even after a bad setting: what libfabric's
@@ -310,6 +312,7 @@ static int finit(const struct psl_van_host *host, struct psl_van **out)
 		pthread_rwlock_destroy(&v->lock);
 		pthread_mutex_destroy(&v->mu);
 		pthread_mutex_destroy(&v->ep_mu);
+		pthread_mutex_destroy(&v->cq_mu);
 		free(v);
 		return rc;
 	}
@@ -608,6 +611,7 @@ static int fbind(struct psl_van *v, const struct psl_van_bind_req *req,
 		goto out_listen;
 	}
 	v->running = true;
+	atomic_store(&v->bound, true);
 	res->port = v->port;
 	res->addr_len = (uint32_t)v->name_len;
 	memcpy(res->addr, v->name, v->name_len);
@@ -741,6 +745,10 @@ static void ffini(struct psl_van *v)
 		v->running = false;
 	}
 	atomic_store(&v->closing, true);
+	atomic_store(&v->stop, true);
+	/* a caller that drives sees stop once it has cq_mu: wait for one inside */
+	pthread_mutex_lock(&v->cq_mu);
+	pthread_mutex_unlock(&v->cq_mu);
 	/* newly connected peers the thread did not pick up */
 	while (v->newpeers) {
 		p = v->newpeers;
@@ -817,6 +825,7 @@ static void ffini(struct psl_van *v)
 	pthread_rwlock_destroy(&v->lock);
 	pthread_mutex_destroy(&v->mu);
 	pthread_mutex_destroy(&v->ep_mu);
+	pthread_mutex_destroy(&v->cq_mu);
 	free(v);
 }
 
@@ -836,6 +845,7 @@ static const struct psl_van_ops fabric_ops = {
 	.send = fab_send,
 	.reg_mem = freg_mem,
 	.dereg_mem = fdereg_mem,
+	.progress = fab_drive,
 };
 
 PSL_VAN_DEFINE_ENTRY(fabric_ops)

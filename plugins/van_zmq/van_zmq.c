@@ -119,6 +119,7 @@ struct zrid {
 	size_t ok_len;
 	bool early; /* first seen before this node connected to that id */
 	char peer[72];
+	int ghost_fd; /* a lost node's connection from another host, left open */
 };
 
 struct psl_van {
@@ -584,6 +585,15 @@ static void fd_peer(int fd, char *out, size_t len)
 	}
 }
 
+/* Whether "ip:port" (fd_peer's) comes from host (a numeric address). */
+static bool from_host(const char *addr, const char *host)
+{
+	size_t n = strlen(host);
+	if (addr[0] == '[')
+		addr++;
+	return n && !strncmp(addr, host, n) && (addr[n] == ':' || addr[n] == ']');
+}
+
 /* A message with identity ps<id> came on the ROUTER's connection fd.
  * ZMQ_ROUTER_HANDOVER gives an identity to its newest connection. If the
  * identity's last connection is still open, two peers use it:
@@ -592,6 +602,12 @@ static void fd_peer(int fd, char *out, size_t len)
  *    the identity first: the newer connection has it now, and the old one is
  *    left open and unused (closing it would make its DEALER reconnect and
  *    take the identity back);
+ *  - if the new connection comes from node id's host and the old one from
+ *    another, node id is a newcomer that took the place of a lost node on
+ *    that other host, which may still run (its host cut off, to come back
+ *    later): the old connection is left open and unused. Closed, it would
+ *    make the lost node's DEALER connect again, and the handover give it
+ *    the identity back, away from the newcomer;
  *  - otherwise a second peer took over an identity in use: the old
  *    connection is closed, so that the peer on it (node id, most likely)
  *    hears at once that its connection is lost instead of sending into the
@@ -599,7 +615,8 @@ static void fd_peer(int fd, char *out, size_t len)
 static void track_identity(struct psl_van *v, int id, int fd)
 {
 	struct zrid *r;
-	char now[72], old[72];
+	struct zpeer *p;
+	char now[72], old[72], host[64];
 	bool known;
 	if (id < 0 || id >= MAX_TRACKED_ID || fd <= 0)
 		return;
@@ -609,11 +626,26 @@ static void track_identity(struct psl_van *v, int id, int fd)
 	if (r->fd == fd)
 		return;
 	pthread_rwlock_rdlock(&v->lock);
-	known = peer_get(v, id) != NULL;
+	p = peer_get(v, id);
+	known = p != NULL;
+	snprintf(host, sizeof(host), "%s", p ? p->host : "");
 	pthread_rwlock_unlock(&v->lock);
 	fd_peer(fd, now, sizeof(now));
 	if (r->fd > 0) {
 		fd_peer(r->fd, old, sizeof(old));
+		if (old[0] && !strcmp(old, r->peer) && !r->early && from_host(now, host) &&
+		    !from_host(old, host)) {
+			LOG(v, PSL_VAN_LOG_INFO,
+			    "identity ps%d came on a connection from node %d's host %s (from %s): "
+			    "the one from %s, another host, is left open and unused (node %d took "
+			    "the place of a lost node there, which may still run)",
+			    id, id, host, now, old, id);
+			r->ghost_fd = r->fd;
+			r->fd = fd;
+			r->early = false;
+			snprintf(r->peer, sizeof(r->peer), "%s", now);
+			return;
+		}
 		if (old[0] && !strcmp(old, r->peer) && r->early) {
 			LOG(v, PSL_VAN_LOG_WARN,
 			    "identity ps%d came on a second connection (from %s): the first (from "

@@ -47,21 +47,6 @@ static inline void dev_read(void *dst, const void *d, size_t n)
 	assert_int_equal(psl_mem_copy(dst, PSL_MEM_HOST, -1, d, PSL_MEM_CUDA, 0, n), 0);
 }
 
-static inline size_t reply_meta(const struct sent *s, int option, uint8_t *buf)
-{
-	struct psl__meta m;
-	psl__meta_init(&m);
-	m.head = s->m.head;
-	m.app_id = s->m.app_id;
-	m.customer_id = s->m.customer_id;
-	m.timestamp = s->m.timestamp;
-	m.push = s->m.push;
-	m.option = option;
-	m.key = s->m.key;
-	m.src_dev_type = m.dst_dev_type = PSL_DEV_CPU;
-	return psl__meta_encode(&m, buf);
-}
-
 static inline void reply(const struct sent *s, uint32_t nseg, const void *const *data,
 			 const size_t *len)
 {

@@ -238,4 +238,22 @@ static void deliver_raw(int sender, const void *meta, size_t meta_len, uint32_t 
 	deliver_raw_lent(sender, meta, meta_len, nseg, data, len, nseg);
 }
 
+/* The response meta for sent request s, encoded into buf; its length. */
+static inline size_t reply_meta(const struct sent *s, int option, uint8_t *buf)
+{
+	struct psl__meta m;
+	psl__meta_init(&m);
+	m.head = s->m.head;
+	m.app_id = s->m.app_id;
+	m.customer_id = s->m.customer_id;
+	m.timestamp = s->m.timestamp;
+	m.request = false;
+	m.push = s->m.push;
+	m.simple_app = s->m.simple_app;
+	m.option = option;
+	m.key = s->m.key;
+	m.src_dev_type = m.dst_dev_type = PSL_DEV_CPU;
+	return psl__meta_encode(&m, buf);
+}
+
 #endif

@@ -64,8 +64,10 @@ static int scheduler_down(void **state)
 	return node_down(state);
 }
 
-/* A registration; body: a pslite node's (NULL: a C++ node's, none). */
-static void reg_body(const char *host, int port, int role, int aux, const char *body)
+/* A cmd message from node id "from" whose one entry is host:port, role, aux;
+ * body: a pslite registration's (NULL: none, as a C++ node's). */
+static void node_msg_body(int cmd, int from, const char *host, int port, int role, int aux,
+			  const char *body)
 {
 	struct psl__node n;
 	struct psl__meta m;
@@ -73,24 +75,36 @@ static void reg_body(const char *host, int port, int role, int aux, const char *
 	size_t len;
 	memset(&n, 0, sizeof(n));
 	n.role = role;
-	n.id = PSL_EMPTY;
+	n.id = from;
 	snprintf(n.hostname, sizeof(n.hostname), "%s", host);
 	n.port = port;
 	n.aux_id = aux;
 	psl__meta_init(&m);
-	m.cmd = PSL_CMD_ADD_NODE;
+	m.cmd = cmd;
 	m.nodes = &n;
 	m.node_size = 1;
 	m.timestamp = 0;
 	m.body = body;
 	m.body_size = body ? (int)strlen(body) : 0;
 	len = psl__meta_encode(&m, buf);
-	deliver_raw(PSL_EMPTY, buf, len, 0, NULL, NULL);
+	deliver_raw(from, buf, len, 0, NULL, NULL);
+}
+
+static void node_msg(int cmd, int from, const char *host, int port, int role, int aux)
+{
+	node_msg_body(cmd, from, host, port, role, aux, NULL);
 }
 
 static void reg(const char *host, int port, int role, int aux)
 {
-	reg_body(host, port, role, aux, NULL);
+	node_msg(PSL_CMD_ADD_NODE, PSL_EMPTY, host, port, role, aux);
+}
+
+/* A pslite node's registration (reg: a C++ node's). */
+#define PSL_BODY "pslite-counts 2 1 1|pslite-heartbeat 1"
+static void reg_pslite(const char *host, int port, int role, int aux)
+{
+	node_msg_body(PSL_CMD_ADD_NODE, PSL_EMPTY, host, port, role, aux, PSL_BODY);
 }
 
 static const struct psl__node *in_list(const struct sent *s, const char *host, int port)
@@ -703,7 +717,7 @@ static void send_abort_to_me(const char *body)
 static void test_node_takes_abort(void **state)
 {
 	struct capture c;
-	char *log;
+	char *log, why[400];
 	(void)state;
 
 	worker_starting();
@@ -725,6 +739,18 @@ static void test_node_takes_abort(void **state)
 	log = capture_end(&c);
 	assert_contains(log, "barrier (group 7) failed: the scheduler stopped the job: nonsense");
 	free(log);
+	node_down(NULL);
+
+	/* told to stop where the barrier's error woke its finalize first (a
+	 * ghost, heartbeat.c): the job is lost all the same, and says why */
+	node_up(2);
+	psl__po.barrier_err = 0;
+	psl__po.state = PSL__FINALIZING;
+	psl__po.job_lost_err = 0;
+	send_abort_to_me("pslite-abort: -67: declared lost");
+	assert_int_not_equal(psl_job_lost(why, sizeof(why)), 0);
+	assert_contains(why, "lost the scheduler (");
+	assert_contains(why, "declared lost");
 	psl__po.barrier_err = 0;
 }
 
@@ -753,7 +779,8 @@ static void test_barrier_request_undeliverable(void **state)
 	psl__po.barrier_err = 0;
 }
 
-/* A started 1+2+1 job (worker 9, servers 8 and 10) with PS_RECOVERY=1. */
+/* A running job of 2 servers and 1 worker, with PS_RECOVERY=1: server 1
+ * (id 10) at 10.0.0.2:4001; nothing sent yet. */
 static void recovery_job_up(void)
 {
 	scheduler_up(2, 1);
@@ -763,6 +790,7 @@ static void recovery_job_up(void)
 	psl__po.got_node_list = true;
 	psl__po.state = PSL__READY;
 	psl__po.cfg.recovery = true;
+	clear_sent();
 }
 
 /* PS_RECOVERY=1 (recovery.c): a server registering after the start takes
@@ -777,9 +805,7 @@ static void test_recovery_takes_place(void **state)
 	(void)state;
 
 	recovery_job_up();
-	clear_sent();
-	/* a pslite server; nobody lost yet: it waits */
-	reg_body("10.0.0.7", 4100, PSL_SERVER, 1, "pslite-counts 2 1 1|pslite-heartbeat 1");
+	reg_pslite("10.0.0.7", 4100, PSL_SERVER, 1); /* nobody lost yet: it waits */
 	assert_int_equal(g_nsent, 0);
 	psl__node_lost(10, -ECONNRESET, "test");
 	for (i = 0; i < g_nsent; i++) {
@@ -818,6 +844,63 @@ static void test_recovery_takes_place(void **state)
 	}
 }
 
+/* A HEARTBEAT from server id "from", whose entry is host:port. */
+static void heartbeat_from(int from, const char *host, int port)
+{
+	node_msg(PSL_CMD_HEARTBEAT, from, host, port, PSL_SERVER, 0);
+}
+
+/* How many cmd messages went to "to" (-1: to a spare id, >= 30000). */
+static int count_sent(int cmd, int to)
+{
+	int i, n = 0;
+	for (i = 0; i < g_nsent; i++)
+		n += g_sent[i].m.cmd == cmd && (to < 0 ? g_sent[i].to >= 30000 : g_sent[i].to == to);
+	return n;
+}
+
+/* A node declared lost that still runs (its host cut off, then back) sends
+ * heartbeats under its old id: the scheduler does not answer them, and tells
+ * it to stop, once, under a spare id, with the abort tag (heartbeat.c). Once
+ * a newcomer took the place, the heartbeats from the old address are not
+ * answered either, the newcomer's are. */
+static void test_ghost_refused(void **state)
+{
+	struct capture c;
+	char *log;
+	int i;
+	(void)state;
+
+	recovery_job_up();
+	heartbeat_from(10, "10.0.0.2", 4001); /* alive: answered */
+	assert_int_equal(count_sent(PSL_CMD_HEARTBEAT, 10), 1);
+	psl__node_lost(10, -ETIMEDOUT, "test");
+	clear_sent();
+	capture_start(&c);
+	heartbeat_from(10, "10.0.0.2", 4001);
+	heartbeat_from(10, "10.0.0.2", 4001);
+	log = capture_end(&c);
+	assert_int_equal(count_sent(PSL_CMD_HEARTBEAT, 10), 0);
+	assert_int_equal(count_sent(PSL_CMD_TERMINATE, -1), 1);
+	for (i = 0; i < g_nsent; i++)
+		if (g_sent[i].m.cmd == PSL_CMD_TERMINATE)
+			assert_contains(g_sent[i].m.body, "pslite-abort: -");
+	for (i = 0; i < g_nsent; i++)
+		if (g_sent[i].m.cmd == PSL_CMD_TERMINATE)
+			assert_contains(g_sent[i].m.body, "the scheduler declared this node "
+							  "(10.0.0.2:4001) lost earlier");
+	assert_contains(log, "WARN: refused a heartbeat from 10.0.0.2:4001, under the id of "
+			     "server 1 (id 10");
+	free(log);
+	reg("10.0.0.7", 4100, PSL_SERVER, 1); /* the newcomer takes the place */
+	assert_false(psl__po.peers[10].dead);
+	clear_sent();
+	heartbeat_from(10, "10.0.0.2", 4001);
+	assert_int_equal(count_sent(PSL_CMD_HEARTBEAT, 10), 0);
+	heartbeat_from(10, "10.0.0.7", 4100);
+	assert_int_equal(count_sent(PSL_CMD_HEARTBEAT, 10), 1);
+}
+
 /* The ADD_NODE sent to node `to`, or NULL. */
 static const struct sent *add_node_to(int to)
 {
@@ -835,9 +918,6 @@ static const struct sent *add_node_to(int to)
 static void test_recovery_cxx_server_news(void **state)
 {
 	const struct sent *s;
-	struct psl__meta m;
-	uint8_t buf[1024];
-	size_t len;
 	(void)state;
 
 	recovery_job_up();
@@ -851,15 +931,7 @@ static void test_recovery_cxx_server_news(void **state)
 	assert_true(in_list(s, "10.0.0.7", 4100)->is_recovery);
 	assert_null(add_node_to(9));
 	assert_null(add_node_to(8));
-	/* its heartbeat: now the others hear of it */
-	psl__meta_init(&m);
-	m.cmd = PSL_CMD_HEARTBEAT;
-	m.nodes = &psl__po.peers[10].node;
-	m.node_size = 1;
-	m.sender = 10;
-	m.recver = 1;
-	len = psl__meta_encode(&m, buf);
-	deliver_raw(10, buf, len, 0, NULL, NULL);
+	heartbeat_from(10, "10.0.0.7", 4100); /* now the others hear of it */
 	s = add_node_to(9);
 	assert_non_null(s);
 	assert_int_equal(s->m.node_size, 1);
@@ -880,7 +952,7 @@ static void test_recovery_worker_news_first(void **state)
 	recovery_job_up();
 	psl__node_lost(9, -ECONNRESET, "test");
 	clear_sent();
-	reg_body("10.0.0.9", 5100, PSL_WORKER, -1, "pslite-counts 2 1 1|pslite-heartbeat 1");
+	reg_pslite("10.0.0.9", 5100, PSL_WORKER, -1);
 	for (i = 0; i < g_nsent; i++) {
 		if (g_sent[i].m.cmd != PSL_CMD_ADD_NODE)
 			continue;
@@ -908,8 +980,8 @@ int main(void)
 		T(test_node_takes_list),   T(test_node_refuses_lists),
 		T(test_node_list_undeliverable), T(test_release_undeliverable),
 		T(test_node_takes_abort), T(test_barrier_request_undeliverable),
-		T(test_recovery_takes_place), T(test_recovery_cxx_server_news),
-		T(test_recovery_worker_news_first),
+		T(test_recovery_takes_place), T(test_ghost_refused),
+		T(test_recovery_cxx_server_news), T(test_recovery_worker_news_first),
 	};
 	return cmocka_run_group_tests_name("control", tests, NULL, NULL);
 }
