@@ -75,6 +75,9 @@ bool psl__recovery_holds(int id);
 void psl__recovery_hold(int id, int err);
 void psl__recovery_resend(int id);
 void psl__recovery_hold_tick(int64_t now);
+/* Scheduler: node id's heartbeat arrived; a C++ newcomer's first one sends
+ * the others its news (recovery.c). */
+void psl__recovery_heard(int id);
 /* Forgets the newcomers waiting for a place (the scheduler's state reset). */
 void psl__recovery_reset(void);
 /* Scheduler: tells node n that its registration was refused, and why

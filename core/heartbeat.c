@@ -144,6 +144,7 @@ void psl__handle_heartbeat(const struct psl__meta *m)
 		pthread_mutex_lock(&po.mu);
 		po.peers[m->sender].last_heartbeat_ms = now;
 		pthread_mutex_unlock(&po.mu);
+		psl__recovery_heard(m->sender);
 		psl__meta_init(&r);
 		r.cmd = PSL_CMD_HEARTBEAT;
 		r.nodes = &po.me;

@@ -52,6 +52,9 @@ struct psl__node {
 	/* not on the wire: at the scheduler, the heartbeat interval (s) the
 	 * node's registration promised, 0 for none (a C++ node; heartbeat.c) */
 	int hb_interval;
+	/* not on the wire: at the scheduler, its registration carried no
+	 * pslite body: a C++ ps-lite node (recovery.c) */
+	bool cxx;
 };
 
 #define PSL_MAX_DATA_TYPES 16

@@ -105,15 +105,90 @@ static void send_list(struct psl__node *list, int n, int to)
 	psl__send_control(&m, true); /* (a failure: psl__control_sent) */
 }
 
-/* Scheduler: tells the newcomer (list[k]) the whole list and every other
- * live server and worker the newcomer alone. */
-static void announce(struct psl__node *list, int total, int k)
+/* Scheduler: tells every live server and worker but the newcomer (list[k])
+ * the newcomer alone. */
+static void tell_others(struct psl__node *list, int total, int k)
 {
 	int i;
-	send_list(list, total + 1, list[k].id);
 	for (i = 0; i < total; i++)
 		if (i != k && !psl__node_dead(list[i].id))
 			send_list(&list[k], 1, list[i].id);
+}
+
+/*
+ * Scheduler: the others' news of a C++ ps-lite server that takes a lost
+ * one's place waits until it has its node list. The workers send to it as
+ * soon as they hear of it, on other connections than the list's; a C++ node
+ * that gets a request before its list has no id yet and aborts (CHECK recver
+ * != kEmpty), where a pslite node keeps the request. The newcomer's first
+ * heartbeat says it has the list (C++ ps-lite starts its heartbeats once it
+ * has it, one PS_HEARTBEAT_INTERVAL later); without one, the news goes out
+ * after that interval and a second. (A worker gets nothing it did not ask
+ * for: its news goes out at once, lest a server answer its first requests at
+ * the lost one's address.)
+ */
+#define DEFERRED_MAX 16
+static struct {
+	struct psl__node *list; /* owned */
+	int total, k;
+	int64_t since;
+} deferred[DEFERRED_MAX];
+static int ndeferred;
+static pthread_mutex_t deferred_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static int64_t deferred_bound_ms(void)
+{
+	return (po.cfg.heartbeat_interval > 0 ? po.cfg.heartbeat_interval : 0) * 1000LL + 1000;
+}
+
+/* Keeps the others' news of list[k] (takes list); false if full. */
+static bool defer(struct psl__node *list, int total, int k)
+{
+	bool ok;
+	pthread_mutex_lock(&deferred_mu);
+	ok = ndeferred < DEFERRED_MAX;
+	if (ok) {
+		deferred[ndeferred].list = list;
+		deferred[ndeferred].total = total;
+		deferred[ndeferred].k = k;
+		deferred[ndeferred++].since = psl__now_ms();
+	}
+	pthread_mutex_unlock(&deferred_mu);
+	return ok;
+}
+
+/* Sends the deferred news of node id (any id: -1, none sent), or of those
+ * older than the bound at now (id 0); drop: of node id, none sent. */
+static void deferred_send(int id, int64_t now, bool drop)
+{
+	for (;;) {
+		struct psl__node *list = NULL;
+		int i, total = 0, k = 0;
+		pthread_mutex_lock(&deferred_mu);
+		for (i = 0; i < ndeferred; i++) {
+			int nid = deferred[i].list[deferred[i].k].id;
+			if (id < 0 || nid == id ||
+			    (id == 0 && now - deferred[i].since >= deferred_bound_ms()))
+				break;
+		}
+		if (i < ndeferred) {
+			list = deferred[i].list;
+			total = deferred[i].total;
+			k = deferred[i].k;
+			deferred[i] = deferred[--ndeferred];
+		}
+		pthread_mutex_unlock(&deferred_mu);
+		if (!list)
+			return;
+		if (id >= 0 && !drop && !psl__node_dead(list[k].id))
+			tell_others(list, total, k);
+		free(list);
+	}
+}
+
+void psl__recovery_heard(int id)
+{
+	deferred_send(id, 0, false);
 }
 
 /* Scheduler: n takes a lost node's place, if there is one (true). */
@@ -121,6 +196,7 @@ static bool take(const struct psl__node *n)
 {
 	struct psl__node *list;
 	int total, k, id;
+	bool cxx_server = n->cxx && n->role == PSL_SERVER;
 	char d[96];
 
 	pthread_mutex_lock(&po.mu);
@@ -141,14 +217,26 @@ static bool take(const struct psl__node *n)
 	pthread_mutex_unlock(&po.mu);
 	if (po.cfg.resend)
 		psl__resender_forget_seen(id);
+	deferred_send(id, 0, true); /* (news of a predecessor that never spoke) */
 	if (psl__control_connect(&list[k], 1)) {
 		psl__node_lost(id, -ECONNREFUSED, "the scheduler cannot connect to its replacement");
 		free(list);
 		return true;
 	}
-	announce(list, total, k);
-	PSL_INFO("the %s at %s:%d takes the place of lost %s", psl__role_name(n->role),
-		 n->hostname, n->port, psl__node_desc(id, d, sizeof(d)));
+	PSL_INFO("the %s at %s:%d takes the place of lost %s%s", psl__role_name(n->role),
+		 n->hostname, n->port, psl__node_desc(id, d, sizeof(d)),
+		 cxx_server ? " (a C++ ps-lite server: the others hear of it at its first heartbeat)"
+			    : "");
+	/* a worker's news first: its first requests, sent once it has its
+	 * list, find the servers knowing its new address (else they cannot
+	 * answer them) */
+	if (n->role == PSL_WORKER)
+		tell_others(list, total, k);
+	send_list(list, total + 1, id);
+	if (cxx_server && defer(list, total, k))
+		return true;
+	if (n->role != PSL_WORKER)
+		tell_others(list, total, k);
 	free(list);
 	return true;
 }
@@ -218,6 +306,7 @@ void psl__recovery_reset(void)
 	pthread_mutex_lock(&waiting_mu);
 	nwaiting = 0;
 	pthread_mutex_unlock(&waiting_mu);
+	deferred_send(-1, 0, true);
 }
 
 bool psl__recovery_take(const struct psl__node *n)
@@ -254,6 +343,7 @@ void psl__recovery_tick(int64_t now)
 
 	/* a barrier that waited in vain for a lost node's replacement */
 	psl__control_forget_node(0);
+	deferred_send(0, now, false);
 
 	for (;;) {
 		pthread_mutex_lock(&waiting_mu);

@@ -67,6 +67,17 @@ static bool counts_of(const struct psl__meta *m, struct counts *c)
 	return p && sscanf(p + strlen(COUNTS_TAG), "%d %d %d", &c->s, &c->w, &c->g) == 3;
 }
 
+/* Scheduler: a registration after the start may take a lost node's place,
+ * with what its body says of it (a C++ node sends none). */
+static bool recovery_take(const struct psl__meta *m)
+{
+	struct psl__node n = m->nodes[0];
+	struct counts c;
+	n.hb_interval = psl__heartbeat_promised(m);
+	n.cxx = !counts_of(m, &c);
+	return psl__recovery_take(&n);
+}
+
 int psl__control_register(void)
 {
 	struct psl__meta m;
@@ -516,7 +527,7 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 	pthread_mutex_lock(&po.mu);
 	if (po.state != PSL__STARTING || po.list_sent || po.nreg >= total) {
 		pthread_mutex_unlock(&po.mu);
-		if (psl__recovery_take(n))
+		if (recovery_take(m))
 			return;
 		PSL_WARN("ignored a registration from the %s at %s:%d: this job already has its "
 			 "%d servers and %d workers (check DMLC_NUM_SERVER and DMLC_NUM_WORKER on "

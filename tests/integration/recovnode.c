@@ -12,6 +12,12 @@
  *              the retry waits for the server's replacement).
  *
  * Every node prints "recovnode ROLE RANK: ready (recovery N)" once started.
+ * RECOV_GROUP_BARRIER=1 starts as BytePS's nodes do (and recovery_node.cc of
+ * tests/interop): psl_start without the barrier, then psl_barrier of every
+ * node unless psl_is_recovery(), so that C++ nodes can be in the job.
+ * RECOV_END_FILE=PATH: a server enters the final barrier only once PATH
+ * exists (a C++ ps-lite scheduler counts a lost server's request for it and
+ * its replacement's both, docs/recovery.md).
  * A worker prints "round N" every 20 rounds, then "OK (N rounds, M retried)"
  * and exits 0; a wrong value: "FAILED ..." and exit 1; a round that could
  * not complete: "gave up ..." and exit 3.
@@ -118,6 +124,17 @@ static int worker(void)
 	return rc == 1 ? 1 : rc ? 3 : 0;
 }
 
+static void wait_end_file(void)
+{
+	const char *f = getenv("RECOV_END_FILE");
+	struct timespec pause = {0, 50 * 1000000L};
+	FILE *fp;
+	while (f && *f && !(fp = fopen(f, "r")))
+		nanosleep(&pause, NULL);
+	if (f && *f)
+		fclose(fp);
+}
+
 int main(void)
 {
 	struct psl_kv_store *st = NULL;
@@ -126,7 +143,9 @@ int main(void)
 	int rc, code = 0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	rc = psl_start(0, true);
+	rc = psl_start(0, !getenv("RECOV_GROUP_BARRIER"));
+	if (!rc && getenv("RECOV_GROUP_BARRIER") && !psl_is_recovery())
+		rc = psl_barrier(0, PSL_GROUP_ALL);
 	if (rc) {
 		printf("recovnode: psl_start: %s\n", psl_strerror(rc));
 		return 3;
@@ -138,6 +157,8 @@ int main(void)
 	printf("recovnode %s %d: ready (recovery %d)\n", who, rank_here, psl_is_recovery());
 	if (psl_is_worker())
 		code = worker();
+	if (psl_is_server())
+		wait_end_file();
 	psl_finalize(0, true);
 	psl_kv_store_free(st);
 	if (!code && psl_job_lost(why, sizeof(why))) {

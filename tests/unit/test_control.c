@@ -64,8 +64,10 @@ static int scheduler_down(void **state)
 	return node_down(state);
 }
 
-/* A cmd message from node id "from" whose one entry is host:port, role, aux. */
-static void node_msg(int cmd, int from, const char *host, int port, int role, int aux)
+/* A cmd message from node id "from" whose one entry is host:port, role, aux;
+ * body: a pslite registration's (NULL: none, as a C++ node's). */
+static void node_msg_body(int cmd, int from, const char *host, int port, int role, int aux,
+			  const char *body)
 {
 	struct psl__node n;
 	struct psl__meta m;
@@ -82,13 +84,27 @@ static void node_msg(int cmd, int from, const char *host, int port, int role, in
 	m.nodes = &n;
 	m.node_size = 1;
 	m.timestamp = 0;
+	m.body = body;
+	m.body_size = body ? (int)strlen(body) : 0;
 	len = psl__meta_encode(&m, buf);
 	deliver_raw(from, buf, len, 0, NULL, NULL);
+}
+
+static void node_msg(int cmd, int from, const char *host, int port, int role, int aux)
+{
+	node_msg_body(cmd, from, host, port, role, aux, NULL);
 }
 
 static void reg(const char *host, int port, int role, int aux)
 {
 	node_msg(PSL_CMD_ADD_NODE, PSL_EMPTY, host, port, role, aux);
+}
+
+/* A pslite node's registration (reg: a C++ node's). */
+#define PSL_BODY "pslite-counts 2 1 1|pslite-heartbeat 1"
+static void reg_pslite(const char *host, int port, int role, int aux)
+{
+	node_msg_body(PSL_CMD_ADD_NODE, PSL_EMPTY, host, port, role, aux, PSL_BODY);
 }
 
 static const struct psl__node *in_list(const struct sent *s, const char *host, int port)
@@ -789,7 +805,7 @@ static void test_recovery_takes_place(void **state)
 	(void)state;
 
 	recovery_job_up();
-	reg("10.0.0.7", 4100, PSL_SERVER, 1); /* nobody lost yet: it waits */
+	reg_pslite("10.0.0.7", 4100, PSL_SERVER, 1); /* nobody lost yet: it waits */
 	assert_int_equal(g_nsent, 0);
 	psl__node_lost(10, -ECONNRESET, "test");
 	for (i = 0; i < g_nsent; i++) {
@@ -885,6 +901,73 @@ static void test_ghost_refused(void **state)
 	assert_int_equal(count_sent(PSL_CMD_HEARTBEAT, 10), 1);
 }
 
+/* The ADD_NODE sent to node `to`, or NULL. */
+static const struct sent *add_node_to(int to)
+{
+	int i;
+	for (i = 0; i < g_nsent; i++)
+		if (g_sent[i].m.cmd == PSL_CMD_ADD_NODE && g_sent[i].to == to)
+			return &g_sent[i];
+	return NULL;
+}
+
+/* A C++ ps-lite server (a registration without pslite's body) taking a lost
+ * one's place gets its list at once; the others hear of it only at its
+ * first heartbeat, which says it has the list: a C++ node that got a
+ * worker's request before its list would abort (no id yet). */
+static void test_recovery_cxx_server_news(void **state)
+{
+	const struct sent *s;
+	(void)state;
+
+	recovery_job_up();
+	psl__po.cfg.heartbeat_interval = 1;
+	psl__node_lost(10, -ECONNRESET, "test");
+	clear_sent();
+	reg("10.0.0.7", 4100, PSL_SERVER, -1);
+	s = add_node_to(10);
+	assert_non_null(s);
+	assert_int_equal(s->m.node_size, 4);
+	assert_true(in_list(s, "10.0.0.7", 4100)->is_recovery);
+	assert_null(add_node_to(9));
+	assert_null(add_node_to(8));
+	heartbeat_from(10, "10.0.0.7", 4100); /* now the others hear of it */
+	s = add_node_to(9);
+	assert_non_null(s);
+	assert_int_equal(s->m.node_size, 1);
+	assert_int_equal(s->m.nodes[0].id, 10);
+	assert_int_equal(s->m.nodes[0].port, 4100);
+	assert_non_null(add_node_to(8));
+	psl__po.cfg.recovery = false;
+	psl__po.cfg.heartbeat_interval = 0;
+}
+
+/* A worker taking a lost one's place: the servers hear of it before it gets
+ * its list, so that none gets its first request before the news. */
+static void test_recovery_worker_news_first(void **state)
+{
+	int i, first = -1, to_new = -1;
+	(void)state;
+
+	recovery_job_up();
+	psl__node_lost(9, -ECONNRESET, "test");
+	clear_sent();
+	reg_pslite("10.0.0.9", 5100, PSL_WORKER, -1);
+	for (i = 0; i < g_nsent; i++) {
+		if (g_sent[i].m.cmd != PSL_CMD_ADD_NODE)
+			continue;
+		if (g_sent[i].to == 9)
+			to_new = i;
+		else if (first < 0)
+			first = i;
+	}
+	assert_true(first >= 0 && to_new >= 0);
+	assert_true(first < to_new);
+	assert_int_equal(g_sent[first].m.nodes[0].id, 9);
+	assert_int_equal(g_sent[first].m.nodes[0].port, 5100);
+	psl__po.cfg.recovery = false;
+}
+
 #define T(f) cmocka_unit_test_teardown(f, scheduler_down)
 
 int main(void)
@@ -898,6 +981,7 @@ int main(void)
 		T(test_node_list_undeliverable), T(test_release_undeliverable),
 		T(test_node_takes_abort), T(test_barrier_request_undeliverable),
 		T(test_recovery_takes_place), T(test_ghost_refused),
+		T(test_recovery_cxx_server_news), T(test_recovery_worker_news_first),
 	};
 	return cmocka_run_group_tests_name("control", tests, NULL, NULL);
 }
