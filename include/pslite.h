@@ -400,7 +400,10 @@ struct psl_kv_meta {
 	int cmd;	 /* the worker's cmd (meta head) */
 	bool push;	 /* push request (data in kv) */
 	bool pull;	 /* pull request (answer with data) */
-	int sender;	 /* the worker's node id */
+	int sender;	 /* the worker's node id; with instance groups
+			    (DMLC_GROUP_SIZE > 1) its group's id,
+			    psl_worker_rank_to_id(group rank), as C++
+			    ps-lite's KVMeta gives it (docs/wire.md §3) */
 	int timestamp;
 	int app_id;
 	int customer_id;

@@ -87,10 +87,11 @@ TESTS += plugins/van_ucx/tests/af_ucx_tcp.sh plugins/van_ucx/tests/ipc_ucx_tcp.s
 	plugins/van_ucx/tests/cuda_ucx_tcp.sh
 endif
 
-# ps-lite's C++ API in jobs of C++ programs (tests/cxx/cxx_job.sh)
-EXTRA_DIST += plugins/van_ucx/tests/ucx_tcp_cxx.sh
+# ps-lite's C++ API in jobs of C++ programs (tests/cxx/cxx_job.sh) and its
+# instance groups in one process (tests/cxx/cxx_group.sh)
+EXTRA_DIST += plugins/van_ucx/tests/ucx_tcp_cxx.sh plugins/van_ucx/tests/ucx_tcp_cxx_group.sh
 if BUILD_VAN_UCX
-TESTS += plugins/van_ucx/tests/ucx_tcp_cxx.sh
+TESTS += plugins/van_ucx/tests/ucx_tcp_cxx.sh plugins/van_ucx/tests/ucx_tcp_cxx_group.sh
 endif
 
 # a lost node comes back (tests/integration/recovery.sh, docs/recovery.md)

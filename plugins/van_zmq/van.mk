@@ -63,8 +63,9 @@ TESTS += plugins/van_zmq/tests/af_zmq.sh plugins/van_zmq/tests/ipc_zmq.sh \
 	plugins/van_zmq/tests/cuda_zmq.sh
 endif
 
-# ps-lite's C++ API in jobs of C++ programs (tests/cxx/cxx_job.sh)
-EXTRA_DIST += plugins/van_zmq/tests/zmq_cxx.sh
+# ps-lite's C++ API in jobs of C++ programs (tests/cxx/cxx_job.sh) and its
+# instance groups in one process (tests/cxx/cxx_group.sh)
+EXTRA_DIST += plugins/van_zmq/tests/zmq_cxx.sh plugins/van_zmq/tests/zmq_cxx_group.sh
 if BUILD_VAN_ZMQ
-TESTS += plugins/van_zmq/tests/zmq_cxx.sh
+TESTS += plugins/van_zmq/tests/zmq_cxx.sh plugins/van_zmq/tests/zmq_cxx_group.sh
 endif

@@ -7,7 +7,10 @@
 //
 // Server process: one KVServer per instance; each keeps what is pushed (per
 // key, pushes overwrite) and answers pulls with it, and checks that every
-// request comes from the worker instance of its own index.
+// request comes from the worker instance of its own index: the keys name the
+// worker's instance rank (range start + rank x 100 + k) and KVMeta::sender
+// is that worker's group's id (WorkerRankToID(rank / G), as ps-lite's and
+// StepMesh's KVServer give a handler).
 // Worker process: one thread per instance, each with its own KVWorker on
 // that instance: rounds of push then pull of keys of its own in every
 // server group's range, every value checked. Each instance's rank is
@@ -36,15 +39,21 @@ int Env(const char *name, int dflt)
 
 class Store {
 public:
-	Store(int instance, int group) : instance_(instance), group_(group) {}
+	Store(int instance, int group, Key base) : instance_(instance), group_(group), base_(base)
+	{
+	}
 	void operator()(const KVMeta &meta, const KVPairs<float> &data, KVServer<float> *server)
 	{
 		requests++;
-		int from = Postoffice::IDtoRank(meta.sender) % group_;
-		if (from != instance_) {
-			wrong++;
-			LOG(ERROR) << "server instance " << instance_ << " got a request from worker "
-				   << "instance " << from << " (node id " << meta.sender << ")";
+		int rank = data.keys.size() && data.keys[0] >= base_
+				   ? static_cast<int>((data.keys[0] - base_) / 100)
+				   : -1;
+		int want = rank >= 0 ? Postoffice::WorkerRankToID(rank / group_) : -1;
+		if (rank % group_ != instance_ || meta.sender != want) {
+			if (wrong++ == 0)
+				LOG(ERROR) << "server instance " << instance_ << " got a request from "
+					   << "node " << meta.sender << " with keys of worker instance rank "
+					   << rank << " (whose group's id is " << want << ")";
 		}
 		KVPairs<float> res;
 		std::lock_guard<std::mutex> lk(mu_);
@@ -66,6 +75,7 @@ public:
 
 private:
 	int instance_, group_;
+	Key base_; // this server group's key range starts here
 	std::mutex mu_;
 	std::map<Key, std::vector<float>> vals_;
 };
@@ -116,7 +126,8 @@ int main()
 	StartPS(0, GetRole(role ? role : ""), grank, true);
 	if (IsServer()) {
 		for (int i = 0; i < group; i++) {
-			stores.emplace_back(new Store(i, group));
+			Postoffice *po = Postoffice::GetServer(i);
+			stores.emplace_back(new Store(i, group, po->GetServerKeyRanges()[grank].begin()));
 			servers.emplace_back(new KVServer<float>(0, false, i));
 			Store *st = stores.back().get();
 			servers.back()->set_request_handle(
@@ -130,7 +141,7 @@ int main()
 			}
 		}
 	}
-	Postoffice::Get()->Barrier(0, kWorkerGroup + kServerGroup);
+	Postoffice::Get()->Barrier(0, kWorkerGroup + kServerGroup + kScheduler);
 	if (!IsServer() && !IsScheduler()) {
 		std::vector<std::thread> threads;
 		std::vector<int> fails(group);
@@ -141,7 +152,7 @@ int main()
 		for (int f : fails)
 			bad += f;
 	}
-	Postoffice::Get()->Barrier(0, kWorkerGroup + kServerGroup);
+	Postoffice::Get()->Barrier(0, kWorkerGroup + kServerGroup + kScheduler);
 	for (int i = 0; i < static_cast<int>(stores.size()); i++) {
 		bad += stores[i]->wrong;
 		if (stores[i]->requests == 0) {

@@ -8,7 +8,11 @@
  *
  * A server instance keeps the last value pushed to each key and answers
  * pulls from it; it checks that each request came from the worker instance
- * of its own index (the worker passes its index as the request's cmd).
+ * of its own index: the worker passes its index as the request's cmd, its
+ * keys name its instance rank (range start + rank x 100 + j), and the
+ * request's sender must be that worker's group's id (9 + 2 x group rank:
+ * with instance groups a handler sees the worker group, as C++ ps-lite's
+ * and StepMesh's KVMeta do).
  * A worker instance (one thread each) pushes and pulls its own keys in every
  * server group's range, INSTTEST_ROUNDS times, and checks every pulled value.
  * Every instance checks its rank, id and instance index, a barrier is passed
@@ -50,6 +54,7 @@ struct inst {
 	pthread_mutex_t mu;
 	uint64_t keys[TABLE], vals[TABLE];
 	int nkeys;
+	uint64_t base; /* a server instance's group's key range starts here */
 	atomic_int requests, bad_sender;
 };
 
@@ -70,6 +75,24 @@ static uint64_t *slot(struct inst *in, uint64_t key, bool add)
 	return &in->vals[in->nkeys++];
 }
 
+/* Whether a request came from the worker instance of in's index: by its cmd,
+ * by the instance rank its keys name, and by its sender (that instance's
+ * group's id). Says the first that differs. */
+static bool from_own_index(struct inst *in, const struct psl_kv_request *req)
+{
+	int g = psl_group_size(), wr = -1, want;
+	bool ok;
+	if (req->kv.num_keys > 0 && req->kv.keys[0] >= in->base)
+		wr = (int)((req->kv.keys[0] - in->base) / 100);
+	want = wr >= 0 ? psl_worker_rank_to_id(wr / g) : -1;
+	ok = req->meta.cmd == in->index && wr % g == in->index && req->meta.sender == want;
+	if (!ok && atomic_load(&in->bad_sender) == 0)
+		fprintf(stderr, "insttest %s: a request with cmd %d from node %d, keys of worker "
+				"instance rank %d (whose group's id is %d)\n",
+			in->who, req->meta.cmd, req->meta.sender, wr, want);
+	return ok;
+}
+
 static void handle(struct psl_kv_server *s, struct psl_kv_request *req, void *arg)
 {
 	struct inst *in = arg;
@@ -78,7 +101,7 @@ static void handle(struct psl_kv_server *s, struct psl_kv_request *req, void *ar
 	struct psl_kv res = {.keys = req->kv.keys, .num_keys = n, .vals = out, .num_vals = n};
 
 	atomic_fetch_add(&in->requests, 1);
-	if (req->meta.cmd != in->index)
+	if (!from_own_index(in, req))
 		atomic_fetch_add(&in->bad_sender, 1);
 	if (n > 64 || (req->meta.push && req->kv.num_vals != n)) {
 		psl_kv_respond_error(req, -EINVAL);
@@ -182,6 +205,9 @@ static void make_objects(int role, struct inst *insts)
 		CHECK(psl_my_id() == (role == PSL_SERVER ? psl_server_rank_to_id(ir)
 							 : psl_worker_rank_to_id(ir)),
 		      in->who, "id %d for instance rank %d", psl_my_id(), ir);
+		if (role == PSL_SERVER &&
+		    psl_server_key_range(psl_my_rank(), &in->base, &(uint64_t){0}))
+			CHECK(0, in->who, "psl_server_key_range: %s", psl_last_error());
 		if (role == PSL_SERVER)
 			rc = psl_kv_server_new(0, PSL_UINT64, handle, in, &in->srv);
 		else
@@ -201,7 +227,7 @@ static void report(int role, struct inst *insts)
 		struct inst *in = &insts[i];
 		if (role == PSL_SERVER) {
 			CHECK(in->requests > 0 && !in->bad_sender, in->who,
-			      "%d requests, %d from another instance index", in->requests,
+			      "%d requests, %d not from the worker instance of its index", in->requests,
 			      in->bad_sender);
 			psl_kv_server_free(in->srv);
 		} else {

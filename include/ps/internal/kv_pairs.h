@@ -22,7 +22,8 @@ struct KVPairs {
 struct KVMeta {
 	int cmd;	 /* the worker's cmd */
 	bool push;	 /* a push (else a pull) */
-	int sender;	 /* the worker's node id */
+	int sender;	 /* the worker's node id; with instance groups its
+			    group's id, WorkerRankToID(group rank) */
 	int timestamp;	 /* the worker's request */
 	int customer_id; /* the worker's customer */
 	Key key;	 /* echoed as they came */
