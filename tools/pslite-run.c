@@ -10,7 +10,7 @@
  * DMLC_RANK, and DMLC_ENABLE_RDMA for --van). Every output line is prefixed
  * with the role and rank. With DMLC_GROUP_SIZE=G in the environment, S and W
  * count groups: S x G server and W x G worker processes, one per instance,
- * DMLC_RANK each instance's rank. The first process to fail decides the exit code and
+ * DMLC_RANK each instance's rank, PS_GROUP_IN_PROCESS=0. The first process to fail decides the exit code and
  * the others are ended (with --keep-going they run on, and the first failure
  * is still the exit code); with --timeout, everything is ended after SEC
  * seconds and the exit code is 124. With --restart N, a server or worker
@@ -616,6 +616,8 @@ static int run_task(const struct taskopts *o, const struct psl_launch_place *pl,
 		}
 		ns /= G;
 		nw /= G;
+		if (G > 1) /* (ps-lite's C++ StartPS would start the whole group) */
+			setenv("PS_GROUP_IN_PROCESS", "0", 1);
 	}
 	setenv("DMLC_ROLE", psl_launch_role_name(pl->role), 1);
 	setenv("DMLC_PS_ROOT_URI", sched, 1);
@@ -1100,6 +1102,8 @@ int main(int argc, char **argv)
 		rc = 2;
 		goto out;
 	}
+	if (G > 1) /* (ps-lite's C++ StartPS would start the whole group) */
+		setenv("PS_GROUP_IN_PROCESS", "0", 1);
 	Sg = S + J;
 	Wg = W + J;
 	S *= G;

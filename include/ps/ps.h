@@ -2,8 +2,10 @@
  * ps-lite's C++ API on pslite: #include <ps/ps.h>, link -lpslite
  * (pkg-config --cflags --libs pslite). Header-only C++14 over pslite's C
  * API (pslite.h). docs/coming-from-ps-lite.md says what differs from C++
- * ps-lite, above all: one instance per process (instance index 0; run one
- * process per instance of a DMLC_GROUP_SIZE group).
+ * ps-lite, above all: a DMLC_GROUP_SIZE group runs in one process (ps-lite's
+ * model) unless PS_GROUP_IN_PROCESS=0, STEPMESH_GPU or DMLC_NODE_RANK make
+ * the process one instance of it (StepMesh's model, pslite-run's); Barrier is
+ * passed once per process.
  */
 #ifndef PS_PS_H_
 #define PS_PS_H_

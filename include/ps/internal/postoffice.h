@@ -5,8 +5,8 @@
  * in ps-lite). A process runs one node of its role (two for joint: a server
  * and a worker), or with DMLC_GROUP_SIZE = G > 1 its whole instance group,
  * G nodes of its role (ps-lite's model; psl_start_group), unless
- * STEPMESH_GPU or DMLC_NODE_RANK name one instance of it (StepMesh's model:
- * the process's instance is index 0).
+ * PS_GROUP_IN_PROCESS=0, STEPMESH_GPU or DMLC_NODE_RANK make it one instance
+ * of the group (StepMesh's model: the process's instance is index 0).
  */
 #ifndef PS_INTERNAL_POSTOFFICE_H_
 #define PS_INTERNAL_POSTOFFICE_H_

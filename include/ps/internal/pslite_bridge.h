@@ -38,13 +38,18 @@ inline int Verbose()
 }
 
 /* Whether this process runs its whole instance group (ps-lite's model:
- * DMLC_GROUP_SIZE > 1, and no STEPMESH_GPU or DMLC_NODE_RANK naming one
- * instance of it, which is StepMesh's model of one instance per process). */
+ * DMLC_GROUP_SIZE > 1), or is one instance of it (StepMesh's model):
+ * PS_GROUP_IN_PROCESS=1 or 0 says; unset, the group runs here unless
+ * STEPMESH_GPU or DMLC_NODE_RANK name one instance of it (pslite-run, which
+ * starts a process per instance, sets 0). */
 inline bool GroupInProcess()
 {
-	const char *g = std::getenv("DMLC_GROUP_SIZE");
-	return g && std::atoi(g) > 1 && !std::getenv("STEPMESH_GPU") &&
-	       !std::getenv("DMLC_NODE_RANK");
+	const char *g = std::getenv("DMLC_GROUP_SIZE"), *in = std::getenv("PS_GROUP_IN_PROCESS");
+	if (!g || std::atoi(g) <= 1)
+		return false;
+	if (in && *in)
+		return std::atoi(in) != 0;
+	return !std::getenv("STEPMESH_GPU") && !std::getenv("DMLC_NODE_RANK");
 }
 
 /* A process of one instance (StepMesh's launch model) has that instance at
@@ -56,8 +61,7 @@ inline void CheckInstance(const char *what, int instance_idx)
 		<< ": pslite runs one instance per process; set DMLC_GROUP_SIZE=1, or start "
 		<< "one process per instance (DMLC_GROUP_SIZE processes with the same "
 		<< "role, as StepMesh does) and use instance 0 in each, or run the whole "
-		<< "group in this process (DMLC_GROUP_SIZE > 1 with STEPMESH_GPU and "
-		<< "DMLC_NODE_RANK unset)";
+		<< "group in this process (DMLC_GROUP_SIZE > 1 with PS_GROUP_IN_PROCESS=1)";
 }
 
 /* The wire's value type of Val: its number type, plain char as bytes
