@@ -11,7 +11,8 @@
  * with the role and rank. With DMLC_GROUP_SIZE=G in the environment, S and W
  * count groups: S x G server and W x G worker processes, one per instance,
  * DMLC_RANK each instance's rank, PS_GROUP_IN_PROCESS=0. The first process to fail decides the exit code and
- * the others are ended (with --keep-going they run on, and the first failure
+ * the others are ended (an exit with 3, the job lost a node, waits 2 s for
+ * its cause to fail first) (with --keep-going they run on, and the first failure
  * is still the exit code); with --timeout, everything is ended after SEC
  * seconds and the exit code is 124. With --restart N, a server or worker
  * that fails is started again (up to N times each) with the same role and
@@ -946,13 +947,52 @@ static int k8s_task(struct taskopts *o, char **cmd)
 
 /* ---------------------------------------------------------------- main -- */
 
+/* pslite's tools exit with 3 when the job lost a node: a consequence of
+ * another process's failure, which may be seen a moment later (a killed
+ * host's ssh ends after the nodes that lost it). Such an exit waits this
+ * long for the cause before it counts as the first failure. */
+#define LOST_CODE 3
+#define LOST_GRACE_MS 2000
+
+static long long mono_ms(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (long long)t.tv_sec * 1000 + t.tv_nsec / 1000000;
+}
+
+/* Says that child i failed first (ssh's 255 as a lost host), and ends the
+ * others unless keep_going; whether the job is now ending. */
+static bool first_failure(struct child *ch, int n, int i, bool keep_going, time_t *term_at)
+{
+	int status = ch[i].status;
+	int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+
+	if (ch[i].host && code == 255)
+		fprintf(stderr,
+			"pslite-run: %s: ssh to %s failed or lost the connection (exit 255: the "
+			"host went away or its processes were killed)%s\n",
+			ch[i].label, ch[i].host, keep_going ? "" : "; ending the others");
+	else
+		fprintf(stderr, "pslite-run: %s exited with %s %d%s\n", ch[i].label,
+			WIFEXITED(status) ? "code" : "signal",
+			WIFEXITED(status) ? code : WTERMSIG(status),
+			keep_going ? "" : "; ending the others");
+	if (keep_going)
+		return false;
+	kill_all(ch, n, SIGTERM, false);
+	*term_at = time(NULL);
+	return true;
+}
+
 int main(int argc, char **argv)
 {
 	long S = -1, W = -1, J = 0, timeout = 0, G = 1, Sg, Wg;
 	const char *van = NULL, *host = "127.0.0.1", *verbose = NULL, *hostfile = NULL;
 	const char *ssh_opts = NULL, *mode = NULL;
 	char **xvars = NULL;
-	int nx = 0, port = 0, i, n, cmd = -1, first_fail = 0, running, rc, restart = 0;
+	int nx = 0, port = 0, i, n, cmd = -1, first_fail = 0, running, rc, restart = 0, lost = -1;
+	long long lost_at = 0;
 	struct child *ch = NULL;
 	struct pollfd *pfd = NULL;
 	char num[32], err[1024];
@@ -1281,27 +1321,23 @@ wait_all:
 					if (restart_child(&ch, &n, &pfd, i, restart, argv + cmd))
 						break; /* (ch moved) */
 				}
-				if (code && !first_fail && !ended) {
+				if (code == LOST_CODE && !first_fail && !ended && lost < 0) {
+					lost = i; /* a consequence: the cause may follow */
+					lost_at = mono_ms();
+				} else if (code && !first_fail && !ended) {
 					first_fail = code;
-					if (ch[i].host && code == 255)
-						fprintf(stderr,
-							"pslite-run: %s: ssh to %s failed or lost the "
-							"connection (exit 255: the host went away or "
-							"its processes were killed)%s\n",
-							ch[i].label, ch[i].host,
-							keep_going ? "" : "; ending the others");
-					else
-						fprintf(stderr, "pslite-run: %s exited with %s %d%s\n",
-							ch[i].label,
-							WIFEXITED(status) ? "code" : "signal",
-							WIFEXITED(status) ? code : WTERMSIG(status),
-							keep_going ? "" : "; ending the others");
-					if (!keep_going) {
-						kill_all(ch, n, SIGTERM, false);
-						ended = true;
-						term_at = time(NULL);
-					}
+					ended = first_failure(ch, n, i, keep_going, &term_at);
 				}
+			}
+		}
+		/* the job-lost exit alone, or all that ended: it is the first */
+		if (lost >= 0 && !first_fail && !ended) {
+			running = 0;
+			for (i = 0; i < n; i++)
+				running += ch[i].running;
+			if (!running || mono_ms() - lost_at >= LOST_GRACE_MS) {
+				first_fail = LOST_CODE;
+				ended = first_failure(ch, n, lost, keep_going, &term_at);
 			}
 		}
 		if (timeout && !ended && time(NULL) - t0 >= timeout) {
