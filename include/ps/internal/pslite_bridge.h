@@ -9,6 +9,7 @@
 #include <pslite.h>
 
 #include <cstdlib>
+#include <cstring>
 #include <string>
 #include <type_traits>
 
@@ -47,8 +48,13 @@ inline bool GroupInProcess()
 	const char *g = std::getenv("DMLC_GROUP_SIZE"), *in = std::getenv("PS_GROUP_IN_PROCESS");
 	if (!g || std::atoi(g) <= 1)
 		return false;
-	if (in && *in)
-		return std::atoi(in) != 0;
+	if (in && *in) {
+		CHECK(!std::strcmp(in, "0") || !std::strcmp(in, "1"))
+			<< "PS_GROUP_IN_PROCESS=" << in << ": expected 1 (run the whole "
+			<< "DMLC_GROUP_SIZE group in this process) or 0 (this process is one "
+			<< "instance of it)";
+		return in[0] == '1';
+	}
 	return !std::getenv("STEPMESH_GPU") && !std::getenv("DMLC_NODE_RANK");
 }
 
