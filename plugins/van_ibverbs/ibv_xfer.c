@@ -651,10 +651,29 @@ static void rx_done(struct psl_van *v, struct ibv_q *q, struct ibv_wr *w, uint32
 	ibv_q_kick(v, q);
 }
 
+/* A completion error that means the peer went away (its process ended,
+ * its NIC or the path is gone) is a lost connection, as a reset TCP socket
+ * is; the others (a local protection or length error) are this side's. */
+static int wc_errno(enum ibv_wc_status s)
+{
+	switch (s) {
+	case IBV_WC_SUCCESS:
+		return 0;
+	case IBV_WC_RETRY_EXC_ERR:
+	case IBV_WC_RNR_RETRY_EXC_ERR:
+	case IBV_WC_REM_OP_ERR:
+	case IBV_WC_REM_ABORT_ERR:
+	case IBV_WC_WR_FLUSH_ERR:
+		return -ECONNRESET;
+	default:
+		return -EIO;
+	}
+}
+
 static void wc_one(struct psl_van *v, struct ibv_q *q, struct ibv_wc *wc)
 {
 	struct ibv_wr *w = (struct ibv_wr *)(uintptr_t)wc->wr_id;
-	int st = wc->status == IBV_WC_SUCCESS ? 0 : -EIO;
+	int st = wc_errno(wc->status);
 
 	if (w->kind != WR_RX && q->sq_used)
 		q->sq_used--;
@@ -696,7 +715,7 @@ static void wc_one(struct psl_van *v, struct ibv_q *q, struct ibv_wc *wc)
 		snprintf(what, sizeof(what), "a work request (%s)",
 			 ibv_wc_status_str(wc->status));
 		LOG(v, PSL_VAN_LOG_WARN, "RDMA %s", what);
-		ibv_q_broken(v, q, -EIO, what);
+		ibv_q_broken(v, q, st, what);
 	} else if (!st && !q->dead) {
 		ibv_q_kick(v, q);
 	}
