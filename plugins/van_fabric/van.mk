@@ -72,9 +72,9 @@ TESTS += plugins/van_fabric/tests/af_fabric_tcp.sh plugins/van_fabric/tests/ipc_
 endif
 
 # ps-lite's C++ API in jobs of C++ programs (tests/cxx/cxx_job.sh)
-EXTRA_DIST += plugins/van_fabric/tests/fabric_tcp_cxx.sh
+EXTRA_DIST += plugins/van_fabric/tests/fabric_tcp_cxx.sh plugins/van_fabric/tests/fabric_tcp_cxx_group.sh
 if BUILD_VAN_FABRIC
-TESTS += plugins/van_fabric/tests/fabric_tcp_cxx.sh
+TESTS += plugins/van_fabric/tests/fabric_tcp_cxx.sh plugins/van_fabric/tests/fabric_tcp_cxx_group.sh
 endif
 
 # a lost node comes back (tests/integration/recovery.sh, docs/recovery.md)
