@@ -61,35 +61,52 @@ static bool awaited_locked(int id)
 	       psl__now_ms() - po.peers[id].down_at_ms <= awaited_s() * 1000LL;
 }
 
-/* Scheduler, with po.mu held: if every live member of group g arrived,
- * returns the number of recipients written into out (and resets). */
-static int check_release_locked(int kind, int g, int *out)
+/* Scheduler, with po.mu held, instance groups (G > 1): whether member id
+ * of group g is in the barrier, of either kind: it asked itself (an
+ * INSTANCE_BARRIER: StepMesh's model, a process of one instance), or the
+ * process that holds its whole instance group asked once for all of them
+ * (a group-level BARRIER, from any one of the group's instances: C++
+ * ps-lite's Postoffice::Barrier, and psl_barrier under psl_start_group).
+ * Counting both kinds as one barrier lets the two kinds of process meet. */
+static bool grouped_in_locked(int g, int id)
 {
-	int n, i, k = 0;
-	bool *a = arrived(kind, g);
-	bool any = false;
-
-	n = psl__group_members(g, out);
-	if (kind == 0 && po.cfg.group_size > 1) {
-		/* C++ ps-lite's group-level BARRIER: one instance of each group asks
-		 * (a C++ process holds its whole group), the scheduler once */
-		int want = (n - ((g & PSL_GROUP_SCHEDULER) ? 1 : 0)) / po.cfg.group_size +
-			   ((g & PSL_GROUP_SCHEDULER) ? 1 : 0), have = 0;
-		for (i = 0; i < n; i++)
-			have += a[out[i]];
-		if (have < want)
-			return 0;
-		any = true;
-	} else {
-		for (i = 0; i < n; i++) {
-			if (a[out[i]])
-				any = true;
-			else if (!po.peers[out[i]].dead || awaited_locked(out[i]))
-				return 0;
-		}
+	int G = po.cfg.group_size, r, i;
+	if (arrived(0, g)[id] || arrived(1, g)[id])
+		return true;
+	if (id == 1)
+		return false;
+	r = psl_id_to_rank(id);
+	for (i = r - r % G; i < r - r % G + G; i++) {
+		int sib = psl__is_server_id(id) ? psl_server_rank_to_id(i) : psl_worker_rank_to_id(i);
+		if (sib <= po.max_id && arrived(0, g)[sib])
+			return true;
 	}
-	if (!any)
-		return 0;
+	return false;
+}
+
+/* Scheduler, with po.mu held: whether the barrier of kind over group g may
+ * be released: every live member is in (a lost one whose replacement is
+ * still awaited is not), and someone arrived. With instance groups the two
+ * kinds are one barrier. */
+static bool ready_locked(int kind, int g, const int *ids, int n)
+{
+	bool any = false, grouped = po.cfg.group_size > 1;
+	int i;
+	for (i = 0; i < n; i++) {
+		if (grouped ? grouped_in_locked(g, ids[i]) : arrived(kind, g)[ids[i]])
+			any = true;
+		else if (!po.peers[ids[i]].dead || awaited_locked(ids[i]))
+			return false;
+	}
+	return any;
+}
+
+/* Scheduler, with po.mu held: moves the nodes that arrived at the barrier
+ * of kind over group g into out (forgetting them there); returns how many. */
+static int take_locked(int kind, int g, int *out)
+{
+	int n = psl__group_members(g, out), i, k = 0;
+	bool *a = arrived(kind, g);
 	barrier_since[g][kind] = 0; /* released (see psl__barrier_watch) */
 	for (i = 0; i < n; i++) {
 		int id = out[i];
@@ -99,6 +116,20 @@ static int check_release_locked(int kind, int g, int *out)
 		}
 	}
 	return k;
+}
+
+/* Scheduler, with po.mu held: if the barrier of kind over group g may be
+ * released, returns the number of its recipients written into out; with
+ * instance groups, *n_other recipients of the other kind go to other. */
+static int check_release_locked(int kind, int g, int *out, int *other, int *n_other)
+{
+	int n = psl__group_members(g, out);
+	*n_other = 0;
+	if (!ready_locked(kind, g, out, n))
+		return 0;
+	if (po.cfg.group_size > 1)
+		*n_other = take_locked(!kind, g, other);
+	return take_locked(kind, g, out);
 }
 
 bool psl__control_final_released(void)
@@ -182,20 +213,42 @@ static void send_releases(int cmd, int g, const int *ids, int n, int customer_id
 	PSL_DBG("barrier (%s, group %d) released %d node(s)", psl__cmd_name(cmd), g, n);
 }
 
+static int kind_cmd(int kind)
+{
+	return kind ? PSL_CMD_INSTANCE_BARRIER : PSL_CMD_BARRIER;
+}
+
+/* Room for two lists of group members (check_release_locked's out and
+ * other), NULL when out of memory. */
+static int *members_buf(void)
+{
+	return malloc(2 * sizeof(int) * (size_t)(po.cfg.num_workers + po.cfg.num_servers + 1));
+}
+
+/* Sends the releases check_release_locked found: n of kind to ids, then
+ * n_other of the other kind to ids + members (instance groups). */
+static void send_found(int kind, int g, int *ids, int n, int n_other, int customer_id)
+{
+	int members = po.cfg.num_workers + po.cfg.num_servers + 1;
+	if (n)
+		send_releases(kind_cmd(kind), g, ids, n, customer_id);
+	if (n_other)
+		send_releases(kind_cmd(!kind), g, ids + members, n_other, customer_id);
+}
+
 static void scheduler_arrive(int sender, int g, int cmd, int customer_id)
 {
-	int kind = arrived_index(cmd), n, *ids;
+	int kind = arrived_index(cmd), n, n_other, *ids = members_buf();
 
-	ids = malloc(sizeof(int) * (size_t)(po.cfg.num_workers + po.cfg.num_servers + 1));
 	if (!ids)
 		return;
 	pthread_mutex_lock(&po.mu);
 	arrived(kind, g)[sender] = true;
 	po.barrier_last_customer[g] = customer_id;
-	n = check_release_locked(kind, g, ids);
+	n = check_release_locked(kind, g, ids,
+				 ids + po.cfg.num_workers + po.cfg.num_servers + 1, &n_other);
 	pthread_mutex_unlock(&po.mu);
-	if (n)
-		send_releases(cmd, g, ids, n, customer_id);
+	send_found(kind, g, ids, n, n_other, customer_id);
 	free(ids);
 }
 
@@ -215,13 +268,12 @@ static int given_up_locked(int kind, int g, int *ids)
 
 void psl__control_forget_node(int id)
 {
-	int g, kind, n, *ids;
+	int g, kind, n, n_other, *ids = members_buf();
 	(void)id;
-	if (po.role != PSL_SCHEDULER)
+	if (po.role != PSL_SCHEDULER || !ids) {
+		free(ids);
 		return;
-	ids = malloc(sizeof(int) * (size_t)(po.cfg.num_workers + po.cfg.num_servers + 1));
-	if (!ids)
-		return;
+	}
 	for (g = 1; g <= 7; g++) {
 		for (kind = 0; kind < 2; kind++) {
 			int cust;
@@ -229,17 +281,20 @@ void psl__control_forget_node(int id)
 			char d[96];
 			pthread_mutex_lock(&po.mu);
 			gone = po.barrier_senders[g] ? given_up_locked(kind, g, ids) : 0;
-			n = po.barrier_senders[g] ? check_release_locked(kind, g, ids) : 0;
+			n = n_other = 0;
+			if (po.barrier_senders[g])
+				n = check_release_locked(kind, g, ids,
+							 ids + po.cfg.num_workers +
+								 po.cfg.num_servers + 1,
+							 &n_other);
 			cust = po.barrier_last_customer[g];
 			pthread_mutex_unlock(&po.mu);
-			if (n && gone)
+			if (n + n_other && gone)
 				PSL_WARN("barrier (%s, group %d) released without lost %s: no node took "
 					 "its place within %d s (PS_RECOVERY)",
-					 psl__cmd_name(kind ? PSL_CMD_INSTANCE_BARRIER : PSL_CMD_BARRIER),
-					 g, psl__node_desc(gone, d, sizeof(d)), awaited_s());
-			if (n)
-				send_releases(kind ? PSL_CMD_INSTANCE_BARRIER : PSL_CMD_BARRIER, g,
-					      ids, n, cust);
+					 psl__cmd_name(kind_cmd(kind)), g,
+					 psl__node_desc(gone, d, sizeof(d)), awaited_s());
+			send_found(kind, g, ids, n, n_other, cust);
 		}
 	}
 	free(ids);
@@ -263,7 +318,10 @@ int psl__control_barrier_arrive(int customer_id, int group, int cmd, unsigned *g
 		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "barrier: this node (%s) is not in group "
 				"%d: a node waits only in a barrier of a group it belongs to",
 				psl__role_name(po.role), group);
-	if (members <= 1)
+	/* (a group-level BARRIER over one instance group has nobody to wait
+	 * for, as in C++ ps-lite) */
+	if (members <= 1 ||
+	    (cmd == PSL_CMD_BARRIER && po.cfg.group_size > 1 && members <= po.cfg.group_size))
 		return 1;
 	pthread_mutex_lock(&po.mu);
 	*gen = po.barrier_gen;
@@ -282,6 +340,36 @@ int psl__control_barrier_arrive(int customer_id, int group, int cmd, unsigned *g
 		return psl__send_control(&m, true);
 	}
 	return 0;
+}
+
+/* Threads of a process that holds its whole group asking at once (ps-lite's
+ * test_benchmark asks once per worker thread) go to the scheduler once: C++
+ * ps-lite's scheduler counts requests, and would take a second one for
+ * another process's. With po.mu: whether a request of group is out, and
+ * the release generation it waits for. */
+static bool shared_out[8];
+static unsigned shared_gen[8];
+
+int psl__control_barrier_shared(int customer_id, int group, unsigned *gen)
+{
+	int rc;
+	if (group < 1 || group > 7)
+		return psl__control_barrier_arrive(customer_id, group, PSL_CMD_BARRIER, gen);
+	pthread_mutex_lock(&po.mu);
+	if (shared_out[group] && po.barrier_gen == shared_gen[group]) {
+		*gen = shared_gen[group];
+		pthread_mutex_unlock(&po.mu);
+		return 0;
+	}
+	shared_out[group] = true;
+	shared_gen[group] = po.barrier_gen;
+	pthread_mutex_unlock(&po.mu);
+	rc = psl__control_barrier_arrive(customer_id, group, PSL_CMD_BARRIER, gen);
+	pthread_mutex_lock(&po.mu);
+	shared_out[group] = rc == 0;
+	shared_gen[group] = *gen;
+	pthread_mutex_unlock(&po.mu);
+	return rc;
 }
 
 int psl__control_barrier_wait(int group, unsigned gen)
@@ -410,8 +498,7 @@ void psl__barrier_watch(int64_t now)
 			if (nmiss)
 				PSL_WARN("barrier (%s, group %d: %s) has waited %lld s: %d of %d "
 					 "node(s) arrived, %d did not: %s (PS_BARRIER_WARN_S=%d)",
-					 psl__cmd_name(kind ? PSL_CMD_INSTANCE_BARRIER
-							    : PSL_CMD_BARRIER),
+					 psl__cmd_name(kind_cmd(kind)),
 					 g, gname[g], waited, nin, n, nmiss, missing,
 					 po.cfg.barrier_warn_s);
 		}
@@ -423,4 +510,5 @@ void psl__barrier_reset(void)
 {
 	memset(barrier_since, 0, sizeof(barrier_since));
 	memset(barrier_warned, 0, sizeof(barrier_warned));
+	memset(shared_out, 0, sizeof(shared_out));
 }

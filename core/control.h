@@ -20,6 +20,10 @@ int psl__control_register(void);
  * *gen), 1 when there is nothing to wait for (a group of one), or -errno. */
 int psl__control_barrier_arrive(int customer_id, int group, int cmd, unsigned *gen);
 int psl__control_barrier_wait(int group, unsigned gen);
+/* A group-level BARRIER over group for this process's whole instance group,
+ * asked once when several threads ask at the same time (they all wait for
+ * the one release); returns as psl__control_barrier_arrive. */
+int psl__control_barrier_shared(int customer_id, int group, unsigned *gen);
 /* Scheduler: a node was lost; barriers no longer wait for it. */
 void psl__control_forget_node(int id);
 /* Whether node id going away now is a normal departure: on the scheduler,

@@ -431,6 +431,29 @@ int psl__barrier_here(int customer_id, int group, int cmd)
 	return rc;
 }
 
+/* Whether this process runs its whole instance group of one role
+ * (psl_start_group with DMLC_GROUP_SIZE > 1, not joint). */
+static bool whole_group_here(void)
+{
+	return psl_group_size() > 1 && !psl__joint() && psl__nodes_here() == psl_group_size();
+}
+
+/* C++ ps-lite's Postoffice::Barrier in a process of a whole group: one
+ * BARRIER from the first instance stands for all of them (and for all the
+ * process's threads that ask at the same time). */
+static int barrier_first(int customer_id, int group)
+{
+	struct psl__office *home = psl__cur;
+	unsigned gen;
+	int rc;
+	psl__enter(&psl__offices[0]);
+	rc = psl__control_barrier_shared(customer_id, group, &gen);
+	if (rc == 0)
+		rc = psl__control_barrier_wait(group, gen);
+	psl__enter(home);
+	return rc == 1 ? 0 : rc;
+}
+
 int psl_barrier(int customer_id, int group)
 {
 	psl__clear_error();
@@ -442,8 +465,13 @@ int psl_barrier(int customer_id, int group)
 		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_barrier: group %d is no node group: "
 				"pass 1 to 7 (PSL_GROUP_SCHEDULER, _SERVERS, _WORKERS or their "
 				"sum)", group);
-	/* each process is one instance: all of them take part (StepMesh's
-	 * instance barrier), not one per group as in C++ ps-lite's BARRIER */
+	/* a process that holds its whole instance group asks once, from its
+	 * first instance, as C++ ps-lite's processes do (a group-level
+	 * BARRIER); a process of one instance of a group asks for itself
+	 * (StepMesh's model: an INSTANCE_BARRIER); the scheduler counts both
+	 * kinds in one barrier (barrier.c) */
+	if (whole_group_here())
+		return psl__ret("psl_barrier", barrier_first(customer_id, group));
 	return psl__ret("psl_barrier",
 			psl__barrier_here(customer_id, group,
 				     psl_group_size() > 1 ? PSL_CMD_INSTANCE_BARRIER

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Mixed jobs of C++ ps-lite and pslite with instance groups (DMLC_GROUP_SIZE=2):
 #
-#   tests/interop/groups.sh -b /path/to/ps-lite/test_benchmark [-k DIR] [-t S] [-r N]
+#   tests/interop/groups.sh -b /path/to/ps-lite/test_benchmark [-p PATH] [-k DIR] [-t S] [-r N]
 #
 # One server group and one worker group of 2 instances each. A C++ node runs
 # its whole group in one process (test_benchmark with DMLC_RANK=0, and
@@ -18,6 +18,11 @@
 #   cxx-sched-grouped C++ / pslite / pslite, each pslite group one process
 #                   (tests/integration/insttest, psl_start_group: ps-lite's
 #                   model on both sides), the data checked by insttest
+#   grouped-barrier pslite / C++ / pslite with ENABLE_RECV_BUFFER=1, the
+#                   pslite workers ps-lite's own test_benchmark built against
+#                   pslite's headers (-p PATH), its group in one process: the
+#                   C++ group's one BARRIER and pslite's meet in one barrier
+#   grouped-barrier-cxx-sched  the same with a C++ scheduler
 # Push-pull of 40 keys of 4 KiB, 40 rounds; pslite workers check the data they
 # pull. A case passes when every node exits 0 in time; -r N runs a failed case
 # up to N more times (FLAKY when a later try passes: a C++ server that gets a
@@ -30,11 +35,13 @@ set -u
 here=$(cd "$(dirname "$0")/../.." && pwd)
 cxx=${PSLITE_INTEROP_CXX_BENCH:-}
 psl=${PSLITE_BENCH:-$here/tools/pslite-bench}
+tbp=
 export PS_VAN_PATH=${PS_VAN_PATH:-$here/plugins/van_zmq/.libs}
 keep= limit=90 retries=0
 while [ $# -gt 0 ]; do
 	case $1 in
 	-b) cxx=$2; shift ;;
+	-p) tbp=$2; shift ;;
 	-k) keep=$2; shift ;;
 	-t) limit=$2; shift ;;
 	-r) retries=$2; shift ;;
@@ -54,11 +61,12 @@ start() {
 	shift 3
 	[ "$who" = c ] && bin=$cxx
 	[ "$who" = g ] && bin=$here/tests/integration/insttest
+	[ "$who" = t ] && bin=$tbp
 	env "$@" DMLC_ROLE="$role" timeout -k 5 "$limit" "$bin" 4096 4 1 >"$log" 2>&1 &
 	pids+=($!)
 }
 
-# case NAME SCHED SERVERS WORKERS [VAR=VALUE...]: c = C++, p = pslite, g =
+# case NAME SCHED SERVERS WORKERS [VAR=VALUE...]: c = C++, p = pslite, t = ps-lite's test_benchmark on pslite (-p), g =
 # pslite running the whole group in one process
 run_case() {
 	local name=$1 c=$2 s=$3 w=$4 rc=0 p i role who
@@ -74,8 +82,8 @@ run_case() {
 	for role in server worker; do
 		who=$s
 		[ $role = worker ] && who=$w
-		if [ "$who" = c ]; then
-			start c $role "$dir/$name/$role.log" DMLC_RANK=0 BENCHMARK_NTHREAD=2 "$@"
+		if [ "$who" = c ] || [ "$who" = t ]; then
+			start "$who" $role "$dir/$name/$role.log" DMLC_RANK=0 BENCHMARK_NTHREAD=2 "$@"
 		elif [ "$who" = g ]; then
 			# (a C++ scheduler passes no application barrier)
 			start g $role "$dir/$name/$role.log" DMLC_RANK=0 INSTTEST_BARRIER=0 "$@"
@@ -87,7 +95,9 @@ run_case() {
 	done
 	for p in "${pids[@]}"; do wait "$p" || rc=$?; done
 	pids=()
-	if [ $rc -eq 0 ] && ! grep -qs "FAILED\|Check failed\|ERROR" "$dir/$name"/*.log; then
+	# (test_benchmark logs its goodput lines at LOG(ERROR))
+	if [ $rc -eq 0 ] && ! grep -hs "FAILED\|Check failed\|ERROR" "$dir/$name"/*.log |
+		grep -qv "Application goodput"; then
 		printf '%-16s PASS\n' "$name"
 		return 0
 	fi
@@ -115,6 +125,10 @@ try cxx-scheduler c p p || fail=1
 try pslite-workers c c p || fail=1
 try cxx-recv-buffer p c c ENABLE_RECV_BUFFER=1 || fail=1
 try cxx-sched-grouped c g g || fail=1
+if [ -n "$tbp" ]; then
+	try grouped-barrier p c t ENABLE_RECV_BUFFER=1 PS_GROUP_IN_PROCESS=1 || fail=1
+	try grouped-barrier-cxx-sched c c t ENABLE_RECV_BUFFER=1 PS_GROUP_IN_PROCESS=1 || fail=1
+fi
 [ -z "$keep" ] && [ $fail -eq 0 ] && rm -rf "$dir"
 [ $fail -ne 0 ] && echo "logs: $dir" >&2
 exit $fail

@@ -377,6 +377,35 @@ static void test_group_barriers(void **state)
 	assert_int_equal(g_nsent, 0); /* still waiting for worker 1 */
 }
 
+/* Instance groups (DMLC_GROUP_SIZE=2): a process that holds its whole
+ * group asks once (a group-level BARRIER, from any of its instances, as C++
+ * ps-lite and psl_start_group do), processes of one instance ask each (an
+ * INSTANCE_BARRIER): the scheduler counts both as one barrier and answers
+ * each asker with the kind it asked. */
+static void test_grouped_barrier_kinds(void **state)
+{
+	int i;
+	(void)state;
+	ready_2x2();
+	psl__po.cfg.group_size = 2; /* workers 9, 11 one group; servers 8, 10 */
+	arrive(11, PSL_CMD_BARRIER, PSL_GROUP_WORKERS | PSL_GROUP_SERVERS, 0);
+	arrive(8, PSL_CMD_INSTANCE_BARRIER, PSL_GROUP_WORKERS | PSL_GROUP_SERVERS, 0);
+	assert_int_equal(g_nsent, 0); /* server 10 is missing */
+	arrive(10, PSL_CMD_INSTANCE_BARRIER, PSL_GROUP_WORKERS | PSL_GROUP_SERVERS, 0);
+	assert_int_equal(g_nsent, 3);
+	for (i = 0; i < 3; i++)
+		assert_int_equal(g_sent[i].m.cmd, g_sent[i].to == 11 ? PSL_CMD_BARRIER
+								    : PSL_CMD_INSTANCE_BARRIER);
+	assert_int_equal(g_sent[0].to + g_sent[1].to + g_sent[2].to, 11 + 8 + 10);
+	/* C++ ps-lite's way on both sides: one BARRIER per group */
+	clear_sent();
+	arrive(9, PSL_CMD_BARRIER, PSL_GROUP_WORKERS | PSL_GROUP_SERVERS, 0);
+	assert_int_equal(g_nsent, 0);
+	arrive(10, PSL_CMD_BARRIER, PSL_GROUP_WORKERS | PSL_GROUP_SERVERS, 0);
+	assert_int_equal(g_nsent, 2);
+	psl__po.cfg.group_size = 1;
+}
+
 /* A node lost while others wait in a barrier does not hold them up. */
 static void test_barrier_node_lost(void **state)
 {
@@ -976,7 +1005,8 @@ int main(void)
 		T(test_ids_and_node_list), T(test_ids_same_host_by_port),
 		T(test_ids_by_rank),	   T(test_ranks_clash),
 		T(test_registrations_refused), T(test_instance_barrier),
-		T(test_group_barriers),	   T(test_barrier_node_lost),
+		T(test_group_barriers),	   T(test_grouped_barrier_kinds),
+		T(test_barrier_node_lost),
 		T(test_node_takes_list),   T(test_node_refuses_lists),
 		T(test_node_list_undeliverable), T(test_release_undeliverable),
 		T(test_node_takes_abort), T(test_barrier_request_undeliverable),
