@@ -11,6 +11,8 @@
  * Design: one thread per instance owns every socket and sleeps in poll().
  * send() only queues (under the mutex) and wakes the thread; the thread
  * writes, reads, and calls the host's callbacks with the mutex released.
+ * progress() (optional, ABI 1.3) lets a thread that waits for a reply read
+ * the incoming sockets itself: see "caller-driven progress" below.
  *
  * Connections are one-way, like ps-lite's ZeroMQ van: connect(peer) opens
  * an outgoing connection that carries this node's messages to the peer;
@@ -44,7 +46,9 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sched.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdio.h>
@@ -69,6 +73,7 @@
 #define MAX_META (64u << 20)
 #define DEST_MIN (64u << 10) /* ask the core where segments this large go */
 #define GREET_MS 10000	     /* a connected port must greet within this */
+#define ASIDE_NS 1000000     /* the thread leaves reading to callers this long */
 
 #define LOG(v, lvl, ...) psl_van_log((v)->host, (lvl), VAN_NAME, __VA_ARGS__)
 
@@ -98,7 +103,7 @@ struct outconn { /* to a peer: carries our messages */
 	struct sendrec *q, *qtail;
 };
 
-struct inconn { /* from a peer: carries its messages (the thread's own) */
+struct inconn { /* from a peer: carries its messages (under rx_mu) */
 	struct inconn *next;
 	int fd;
 	int32_t sender, claimed;
@@ -135,7 +140,16 @@ struct psl_van {
 	int wake_fd, listen_fd;
 	int64_t linger_ms, connect_ms, linger_until;
 	struct outconn *out;  /* under mu */
-	struct inconn *in;    /* the thread's */
+	struct inconn *fresh; /* accepted, not yet in the list below (under mu) */
+	/* Whoever holds rx_mu reads the incoming connections: the thread, or a
+	 * caller in progress(). Take it before mu, never while holding mu. */
+	pthread_mutex_t rx_mu;
+	struct inconn *in;	     /* under rx_mu */
+	unsigned long delivered;     /* messages handed to recv (under rx_mu) */
+	struct pollfd *cpf;	     /* a caller's poll set (under rx_mu) */
+	void **cwho;
+	size_t ccap;
+	_Atomic int64_t aside_until; /* callers read until then (ns) */
 	struct sendrec *done; /* completed, for send_done after unlock */
 	struct event *evs, **evtail;
 	bool secret;		     /* the job has a secret: hellos prove it */
@@ -675,6 +689,7 @@ static int rx_read(struct psl_van *v, struct inconn *c)
 			c->rx = NULL;
 			c->part = 0;
 			c->got = 0;
+			v->delivered++;
 			v->host->recv(v->host->ctx, &r->pub); /* the core owns it now */
 			continue;
 		}
@@ -716,8 +731,46 @@ static void accept_all(struct psl_van *v)
 		setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
 		c->fd = fd;
 		c->sender = PSL_VAN_ID_NONE;
+		c->next = v->fresh; /* whoever reads next takes it (take_fresh) */
+		v->fresh = c;
+	}
+}
+
+/* Moves the accepted connections into the list that is read (rx_mu held). */
+static void take_fresh(struct psl_van *v)
+{
+	struct inconn *c;
+	pthread_mutex_lock(&v->mu);
+	while ((c = v->fresh)) {
+		v->fresh = c->next;
 		c->next = v->in;
 		v->in = c;
+	}
+	pthread_mutex_unlock(&v->mu);
+}
+
+/* Reads the incoming connections poll found ready; closes those that failed
+ * (rx_mu held; who[i] names what pf[i] polls). */
+static void read_ready(struct psl_van *v, const struct pollfd *pf, void *const *who, size_t n)
+{
+	struct inconn *ic, **pic;
+	size_t i;
+	for (pic = &v->in; (ic = *pic);) {
+		int rc = 0;
+		for (i = 0; i < n; i++)
+			if (who[i] == ic && pf[i].fd == ic->fd && pf[i].revents)
+				rc = rx_read(v, ic);
+		if (rc) {
+			if (rc != -ECONNRESET || ic->part != 0)
+				LOG(v, PSL_VAN_LOG_DEBUG, "closing the connection from node %d: %s",
+				    ic->sender, strerror(-rc));
+			*pic = ic->next;
+			rx_drop(v, ic->rx, rc);
+			close(ic->fd);
+			free(ic);
+			continue;
+		}
+		pic = &ic->next;
 	}
 }
 
@@ -768,6 +821,34 @@ static bool grow(struct pollfd **pf, void ***who, size_t *cap, size_t n)
 	return true;
 }
 
+/* The van whose callbacks run on this thread now (our thread: always): a
+ * callback that waits must not call progress() inside them. */
+static __thread struct psl_van *reading;
+
+/* Adds the incoming connections to the thread's poll set (as pf[*n] on),
+ * unless callers read them now (progress()): then it caps *timeout (ms) to
+ * the rest of their window, and returns false. */
+static bool poll_in(struct psl_van *v, struct pollfd **pf, void ***who, size_t *cap, size_t *n,
+		    int64_t *timeout)
+{
+	int64_t left = atomic_load(&v->aside_until) - psl_van_now_ns();
+	struct inconn *ic;
+	if (left > 0 || pthread_mutex_trylock(&v->rx_mu)) {
+		int64_t ms = left > 0 ? (left + 999999) / 1000000 : 1;
+		if (*timeout > ms)
+			*timeout = ms;
+		return false;
+	}
+	take_fresh(v);
+	for (ic = v->in; ic; ic = ic->next) {
+		if (!grow(pf, who, cap, *n))
+			break;
+		(*pf)[*n] = (struct pollfd){ic->fd, POLLIN, 0}, (*who)[(*n)++] = ic;
+	}
+	pthread_mutex_unlock(&v->rx_mu);
+	return true;
+}
+
 static void *thread_main(void *arg)
 {
 	struct psl_van *v = arg;
@@ -775,12 +856,12 @@ static void *thread_main(void *arg)
 	void **who = NULL;
 	size_t cap = 0;
 
+	reading = v;
 	for (;;) {
 		struct outconn *c, **pc;
-		struct inconn *ic, **pic;
 		size_t n = 0, i;
 		int64_t now = psl_van_now_ms(), timeout = 1000;
-		bool queued = false;
+		bool queued = false, in;
 
 		pthread_mutex_lock(&v->mu);
 		for (pc = &v->out; (c = *pc);) { /* close replaced connections */
@@ -830,11 +911,7 @@ static void *thread_main(void *arg)
 			pf[n] = (struct pollfd){c->fd, want, 0}, who[n++] = c;
 		}
 		pthread_mutex_unlock(&v->mu);
-		for (ic = v->in; ic; ic = ic->next) {
-			if (!grow(&pf, &who, &cap, n))
-				break;
-			pf[n] = (struct pollfd){ic->fd, POLLIN, 0}, who[n++] = ic;
-		}
+		in = poll_in(v, &pf, &who, &cap, &n, &timeout);
 		if (v->stopping && timeout > 10)
 			timeout = 10;
 		if (poll(pf, n, (int)timeout) < 0 && errno != EINTR)
@@ -862,33 +939,81 @@ static void *thread_main(void *arg)
 				write_out(v, c);
 		pthread_mutex_unlock(&v->mu);
 		report(v);
-
-		/* incoming connections are the thread's own: no lock */
-		for (pic = &v->in; (ic = *pic);) {
-			bool ready = false;
-			int rc = 0;
-			for (i = 0; i < n; i++)
-				if (who[i] == ic && pf[i].revents)
-					ready = true;
-			if (ready)
-				rc = rx_read(v, ic);
-			if (rc) {
-				if (rc != -ECONNRESET || ic->part != 0)
-					LOG(v, PSL_VAN_LOG_DEBUG,
-					    "closing the connection from node %d: %s", ic->sender,
-					    strerror(-rc));
-				*pic = ic->next;
-				rx_drop(v, ic->rx, rc);
-				close(ic->fd);
-				free(ic);
-				continue;
-			}
-			pic = &ic->next;
+		/* a caller that took rx_mu since the poll reads them itself */
+		if (in && !pthread_mutex_trylock(&v->rx_mu)) {
+			read_ready(v, pf, who, n);
+			pthread_mutex_unlock(&v->rx_mu);
 		}
 	}
 	free(pf);
 	free(who);
 	return NULL;
+}
+
+/* ---------------------------------------------- caller-driven progress -- */
+
+/*
+ * progress() (ABI 1.3; the core calls it with PS_CALLER_PROGRESS=1): a
+ * thread that waits for a reply reads the incoming connections itself, so
+ * that the reply reaches host->recv on that thread, without a wake-up of
+ * ours and a hand-off back. Only the reading moves: connecting, accepting,
+ * writing and lost peers stay with our thread.
+ *
+ * The rules: one reader at a time (rx_mu, by trylock: a caller that never
+ * gets it returns -EBUSY and the core sleeps as usual); our thread leaves
+ * the incoming sockets out of its poll until ASIDE_NS after the last
+ * caller's window ends (else it would wake for the very reply the caller
+ * reads), and then reads them again, so nothing waits longer than that for a
+ * caller that went away.
+ */
+
+/* One pass: waits up to wait_ns for the incoming sockets, reads what came
+ * (rx_mu held). Returns how many messages it delivered. */
+static int drive_once(struct psl_van *v, int64_t wait_ns)
+{
+	struct timespec ts = {wait_ns / 1000000000, wait_ns % 1000000000};
+	unsigned long before = v->delivered;
+	struct inconn *ic;
+	size_t n = 0;
+
+	take_fresh(v);
+	for (ic = v->in; ic; ic = ic->next) {
+		if (!grow(&v->cpf, &v->cwho, &v->ccap, n))
+			break;
+		v->cpf[n] = (struct pollfd){ic->fd, POLLIN, 0}, v->cwho[n++] = ic;
+	}
+	if (ppoll(v->cpf, n, &ts, NULL) > 0)
+		read_ready(v, v->cpf, v->cwho, n);
+	return v->delivered - before > 1000 ? 1000 : (int)(v->delivered - before);
+}
+
+static int ex_progress(struct psl_van *v, int timeout_us)
+{
+	int64_t now = psl_van_now_ns(), end = now + (int64_t)(timeout_us > 0 ? timeout_us : 0) * 1000;
+	int rc;
+
+	if (reading == v)
+		return -EDEADLK; /* from one of our callbacks: a round inside a round */
+	pthread_mutex_lock(&v->mu);
+	rc = v->stopping ? -ESHUTDOWN : v->listen_fd < 0 ? -ENOTCONN : 0;
+	pthread_mutex_unlock(&v->mu);
+	if (rc)
+		return rc;
+	atomic_store(&v->aside_until, end + ASIDE_NS); /* our thread steps aside */
+	for (;;) {
+		if (!pthread_mutex_trylock(&v->rx_mu)) {
+			reading = v;
+			rc = drive_once(v, end > now ? end - now : 0);
+			reading = NULL;
+			pthread_mutex_unlock(&v->rx_mu);
+		} else {
+			rc = -EBUSY; /* another caller reads */
+			sched_yield();
+		}
+		now = psl_van_now_ns();
+		if (rc > 0 || now >= end)
+			return rc;
+	}
 }
 
 /* ---------------------------------------------------------- operations -- */
@@ -915,12 +1040,14 @@ static int ex_init(const struct psl_van_host *host, struct psl_van **out)
 	v->listen_fd = -1;
 	v->evtail = &v->evs;
 	pthread_mutex_init(&v->mu, NULL);
+	pthread_mutex_init(&v->rx_mu, NULL);
 	v->wake_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
 	if (v->wake_fd < 0 || (rc = -pthread_create(&v->thread, NULL, thread_main, v))) {
 		rc = rc ? rc : -errno;
 		if (v->wake_fd >= 0)
 			close(v->wake_fd);
 		pthread_mutex_destroy(&v->mu);
+		pthread_mutex_destroy(&v->rx_mu);
 		free(v);
 		return rc;
 	}
@@ -999,16 +1126,22 @@ static void ex_fini(struct psl_van *v)
 	}
 	v->evtail = &v->evs;
 	report(v); /* the last send_done calls */
+	pthread_mutex_lock(&v->rx_mu); /* after a caller's pass in flight */
+	take_fresh(v);
 	while ((ic = v->in)) {
 		v->in = ic->next;
 		rx_drop(v, ic->rx, -ECANCELED);
 		close(ic->fd);
 		free(ic);
 	}
+	pthread_mutex_unlock(&v->rx_mu);
 	if (v->listen_fd >= 0)
 		close(v->listen_fd);
 	close(v->wake_fd);
 	pthread_mutex_destroy(&v->mu);
+	pthread_mutex_destroy(&v->rx_mu);
+	free(v->cpf);
+	free(v->cwho);
 	free(v);
 }
 
@@ -1035,6 +1168,7 @@ static const struct psl_van_ops example_ops = {
 	.connect = ex_connect,
 	.disconnect = ex_disconnect,
 	.send = ex_send,
+	.progress = ex_progress, /* optional: see "caller-driven progress" */
 };
 
 PSL_VAN_DEFINE_ENTRY(example_ops)

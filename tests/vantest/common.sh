@@ -28,3 +28,20 @@ run_vantest() {
 	fi
 	"$vantest" --timeout 120 "$@" "$so"
 }
+
+# run_progress NAME: pslite-vantest's progress case on a van that has
+# progress(): it must pass and deliver answers on the thread that drives (the
+# case alone passes a van without the entry)
+run_progress() {
+	local so out rc
+	so=$(find_van "$1")
+	[ -n "$so" ] || { echo "SKIP: van_$1.so was not built"; exit 77; }
+	out=$("$vantest" --timeout 60 --verbose "$so" progress 2>&1)
+	rc=$?
+	echo "$out" | grep -v '^ *\[' | tail -20
+	[ "$rc" -eq 0 ] || exit 1
+	echo "$out" | grep -q '[1-9][0-9]* of [0-9]* answers delivered on the driving thread' || {
+		echo "FAIL: van $1 did not deliver answers on the thread that called progress()"
+		exit 1
+	}
+}
