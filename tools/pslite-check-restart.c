@@ -139,6 +139,20 @@ static void srv_lost(int s, long r, int err)
 	       g_me, r, s, psl_strerror(err));
 }
 
+/* Whether q's push of a round whose pull failed with pst is (or will be)
+ * the worker's first push to the new server. -ENODATA: the new server has it
+ * already. Otherwise it does if the push is still pending (PS_RESEND sends
+ * it to the new server; one that fails instead is sent again, see
+ * first_pushes_done) or was answered after the pull was refused (by the new
+ * server: the lost one answers nothing after it). */
+static bool push_went_on(struct part *q, int pst)
+{
+	int st = atomic_load(&q->st_push);
+	if (pst == -ENODATA || st == 0)
+		return true;
+	return st == 1 && atomic_load(&q->done_push) > atomic_load(&q->done_pull);
+}
+
 /* One part's requests of round r; returns 1 for a failure that is not a
  * loss. */
 static int wait_part(struct part *q, long r)
@@ -166,9 +180,8 @@ static int wait_part(struct part *q, long r)
 	}
 	q->skipped = true;
 	srv_lost(q->server, r, pst);
-	if (pst == -ENODATA)
-		q->reinit = false; /* its push reached the new server: the first one there */
-	else
+	q->reinit = !push_went_on(q, pst);
+	if (q->reinit)
 		psl_kv_wait(g_kv, q->ts_push); /* failed, or answered by the lost server */
 	return 0;
 }
@@ -227,20 +240,33 @@ static int srv_reinit(int s)
 	return 0;
 }
 
+/* INIT: a first push to server s that failed with a loss error (one of
+ * the lost round, sent to the lost server) is sent again. */
+static int first_push_again(struct part *q)
+{
+	int st = atomic_load(&q->st_push), rc;
+	if (st >= 0)
+		return st;
+	if (!loss_error(st) || (rc = check_push(q, q->dt, q->len, 0))) {
+		failf("server %d: a first push since it came back failed: %s", q->server,
+		      psl_strerror(st));
+		return -1;
+	}
+	return 0;
+}
+
 /* INIT: 1 when every first push to server s is answered, 0 while some is
- * pending, -1 if one failed. */
+ * pending, -1 if one failed for good. */
 static int first_pushes_done(int s)
 {
 	size_t i;
-	int st = atomic_load(&g_srv[s].ctl.st_push);
-	for (i = 0; i < g_nparts && st == 1; i++)
-		if (g_parts[i].server == s)
-			st = atomic_load(&g_parts[i].st_push);
-	if (st < 0)
-		failf("server %d: a first push since it came back failed: %s (lost again? "
-		      "--restart-ok takes one loss at a time)",
-		      s, psl_strerror(st));
-	return st < 0 ? -1 : st;
+	int st = first_push_again(&g_srv[s].ctl), all = st;
+	for (i = 0; i < g_nparts && st >= 0; i++)
+		if (g_parts[i].server == s) {
+			st = first_push_again(&g_parts[i]);
+			all = st < all ? st : all;
+		}
+	return st < 0 ? -1 : all;
 }
 
 static int srv_propose(int s, long r)

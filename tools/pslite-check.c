@@ -321,16 +321,22 @@ static int add_tensor(int t, int dt, size_t bytes)
 
 /* ------------------------------------------------------------ requests -- */
 
+static atomic_long g_done; /* requests completed */
+
 static void on_push(int ts, int status, void *arg)
 {
+	struct part *q = arg;
 	(void)ts;
-	atomic_store(&((struct part *)arg)->st_push, status ? status : 1);
+	atomic_store(&q->done_push, atomic_fetch_add(&g_done, 1) + 1);
+	atomic_store(&q->st_push, status ? status : 1);
 }
 
 static void on_pull(int ts, int status, void *arg)
 {
+	struct part *q = arg;
 	(void)ts;
-	atomic_store(&((struct part *)arg)->st_pull, status ? status : 1);
+	atomic_store(&q->done_pull, atomic_fetch_add(&g_done, 1) + 1);
+	atomic_store(&q->st_pull, status ? status : 1);
 }
 
 int check_push(struct part *q, int dt_on_wire, int len, int rtype)

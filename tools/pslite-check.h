@@ -24,6 +24,7 @@ struct part {
 	struct psl_kv_out out;
 	int ts_push, ts_pull;
 	atomic_int st_push, st_pull; /* 0 pending, 1 done, or the error */
+	atomic_long done_push, done_pull; /* the order in which they completed */
 	bool reinit;	 /* --restart-ok: needs a first push to the server again */
 	bool skipped;	 /* --restart-ok: not pushed or not pulled right this round */
 };
