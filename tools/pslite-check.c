@@ -26,6 +26,11 @@
  *
  *   pslite-check [--dtypes LIST] [--tensors N] [--size BYTES] [--rounds R]
  *                [--seconds S] [--bad] [--bench] [--json] [--quiet]
+ *                [--restart-ok] [--progress]
+ *
+ * --restart-ok (pslite-check-restart.c): a server lost and started again
+ * in its place is no failure; its keys are checked again from a round the
+ * workers agree on.
  *
  * Prints "pslite-check worker R: PASS ..." or "... FAIL ..." (exit 1).
  */
