@@ -101,6 +101,7 @@ struct psl_byteps_server {
 	const struct psl__bps_kernels *k;
 	pthread_mutex_t table_mu;
 	struct key *table[NBUCKETS];
+	bool recovered; /* took a lost server's place: its store started empty */
 	atomic_bool stopping;
 	atomic_int inflight; /* handler calls running */
 	atomic_uint_fast64_t nkeys, npushes, npulls, nrounds, nerrors, nbytes;
@@ -671,6 +672,36 @@ static void handle_push(struct psl_byteps_server *s, struct psl_kv_request *req,
 	push_locked(s, k, req, rank);
 }
 
+/* On a server that took a lost one's place (docs/pslite-server.md, "A server
+ * started again"): a worker's pull of a key is refused until that worker has
+ * pushed it since its first push here. Such a pull belongs to a round that
+ * died with the lost server (a request resent to this one, or sent before
+ * the worker knew): it cannot be answered right, and answering it later
+ * would take the worker's turn of the next round. -ENOENT: the worker has
+ * not pushed the key here; -ENODATA: its last push here was its first, which
+ * initialised the key. */
+static bool refuse_early_pull(struct psl_byteps_server *s, struct key *k,
+			      struct psl_kv_request *req, int rank)
+{
+	char kd[96];
+	uint64_t pushed;
+
+	pthread_mutex_lock(&k->mu);
+	pushed = k->pushed[rank];
+	pthread_mutex_unlock(&k->mu);
+	if (pushed == UINT64_MAX)
+		reject(s, req, -ENOENT,
+		       "%s: this worker has not pushed it since this server took a lost "
+		       "one's place (its store started empty)",
+		       key_desc(s, req->kv.keys[0], kd, sizeof(kd)));
+	else if (pushed == 0)
+		reject(s, req, -ENODATA,
+		       "%s: this worker's only push since this server took a lost one's place "
+		       "was its first, which initialised the key: push a round, then pull",
+		       key_desc(s, req->kv.keys[0], kd, sizeof(kd)));
+	return pushed == UINT64_MAX || pushed == 0;
+}
+
 static void handle_pull(struct psl_byteps_server *s, struct psl_kv_request *req, int rank,
 			int dtype)
 {
@@ -694,6 +725,8 @@ static void handle_pull(struct psl_byteps_server *s, struct psl_kv_request *req,
 		       psl_byteps_dtype_name(k->dtype));
 		return;
 	}
+	if (s->recovered && !s->o.async && refuse_early_pull(s, k, req, rank))
+		return;
 	j = job_new(0, k, req, rank);
 	pthread_mutex_lock(&k->mu);
 	err = k->err;
@@ -893,6 +926,7 @@ int psl_byteps_server_new(const struct psl_byteps_server_opts *opts,
 		return -EINVAL;
 	}
 	s->W = psl_num_workers();
+	s->recovered = psl_is_recovery();
 	s->k = psl__bps_kernels_best();
 	psl_server_key_range(psl_my_rank(), &s->range_begin, &end);
 	pthread_mutex_init(&s->table_mu, NULL);
@@ -920,6 +954,9 @@ int psl_byteps_server_new(const struct psl_byteps_server_opts *opts,
 	if (!s->o.engine_blocking)
 		PSL_INFO("pslite-server: %d engine thread(s) (BYTEPS_SERVER_ENGINE_THREAD)",
 			 s->o.engine_threads);
+	if (s->recovered)
+		PSL_INFO("pslite-server: this server took a lost one's place: its store starts "
+			 "empty, and each key is initialised again by every worker's first push");
 	*out = s;
 	return 0;
 
@@ -991,8 +1028,10 @@ int psl_byteps_server_run(const struct psl_byteps_server_opts *opts)
 			return rc;
 		}
 	}
-	/* BytePS's servers and workers both pass this barrier after starting */
-	rc = psl_barrier(0, PSL_GROUP_ALL);
+	/* BytePS's servers and workers both pass this barrier after starting;
+	 * a server that takes a lost one's place skips it, as BytePS's does
+	 * (the others passed it long ago) */
+	rc = psl_is_recovery() ? 0 : psl_barrier(0, PSL_GROUP_ALL);
 	if (rc)
 		PSL_ERR("pslite-server: the barrier after start failed: %s", psl_strerror(rc));
 	rc2 = psl_finalize(0, true);

@@ -26,6 +26,11 @@
  *
  *   pslite-check [--dtypes LIST] [--tensors N] [--size BYTES] [--rounds R]
  *                [--seconds S] [--bad] [--bench] [--json] [--quiet]
+ *                [--restart-ok] [--progress]
+ *
+ * --restart-ok (pslite-check-restart.c): a server lost and started again
+ * in its place is no failure; its keys are checked again from a round the
+ * workers agree on.
  *
  * Prints "pslite-check worker R: PASS ..." or "... FAIL ..." (exit 1).
  */
@@ -46,6 +51,8 @@
 #include <pslite/server.h>
 
 #include "bps_half.h"
+#include "pslite-check.h"
+#include "pslite-check-restart.h"
 
 /* ------------------------------------------------------------- options -- */
 
@@ -55,7 +62,8 @@ static int g_tensors = 2;	 /* per data type */
 static size_t g_size = 300000;	 /* bytes of the first tensor, about */
 static long g_rounds = 20;
 static double g_seconds;
-static bool g_bad, g_bench, g_json, g_quiet, g_async, g_leave_pull, g_one_barrier;
+static bool g_bad, g_bench, g_json, g_quiet, g_async, g_leave_pull, g_one_barrier, g_restart_ok,
+	g_progress;
 static size_t g_part;	   /* partition bound */
 static const char *g_hash = "djb2";
 
@@ -267,7 +275,7 @@ static uint64_t hash_sdbm(uint64_t key)
 
 /* BytePS's EncodeDefaultKey: the server for a declared key, and the key on
  * the wire. */
-static uint64_t encode_key(uint64_t key)
+uint64_t check_encode_key(uint64_t key, int *server_out)
 {
 	int S = psl_num_servers(), server;
 	uint64_t b, e;
@@ -278,29 +286,15 @@ static uint64_t encode_key(uint64_t key)
 	else
 		server = (int)(hash_djb2(key) % (uint64_t)S);
 	psl_server_key_range(server, &b, &e);
+	if (server_out)
+		*server_out = server;
 	return b + key;
 }
 
-struct part {
-	bool ctl;	 /* the stop flag of --seconds in sync mode */
-	int t;		 /* tensor index (its declared key) */
-	int dt;
-	size_t esz;
-	size_t off;	 /* first element of the partition in the tensor */
-	size_t n;	 /* elements */
-	uint64_t key;	 /* on the wire */
-	int len;	 /* bytes, the lens frame */
-	int outlen;
-	unsigned char *push, *pull;
-	struct psl_kv_out out;
-	int ts_push, ts_pull;
-	atomic_int st_push, st_pull;
-};
-
-static struct part *g_parts;
-static size_t g_nparts;
-static struct psl_kv_worker *g_kv;
-static int g_me, g_W;
+struct part *g_parts;
+size_t g_nparts;
+struct psl_kv_worker *g_kv;
+int g_me, g_W;
 
 static int add_tensor(int t, int dt, size_t bytes)
 {
@@ -320,7 +314,7 @@ static int add_tensor(int t, int dt, size_t bytes)
 		q->off = acc / esz;
 		q->n = len / esz;
 		q->len = (int)len;
-		q->key = encode_key(((uint64_t)t << 16) + p);
+		q->key = check_encode_key(((uint64_t)t << 16) + p, &q->server);
 		if (posix_memalign((void **)&q->push, 64, len) ||
 		    posix_memalign((void **)&q->pull, 64, len))
 			return -ENOMEM;
@@ -332,19 +326,25 @@ static int add_tensor(int t, int dt, size_t bytes)
 
 /* ------------------------------------------------------------ requests -- */
 
+static atomic_long g_done; /* requests completed */
+
 static void on_push(int ts, int status, void *arg)
 {
+	struct part *q = arg;
 	(void)ts;
-	atomic_store(&((struct part *)arg)->st_push, status ? status : 1);
+	atomic_store(&q->done_push, atomic_fetch_add(&g_done, 1) + 1);
+	atomic_store(&q->st_push, status ? status : 1);
 }
 
 static void on_pull(int ts, int status, void *arg)
 {
+	struct part *q = arg;
 	(void)ts;
-	atomic_store(&((struct part *)arg)->st_pull, status ? status : 1);
+	atomic_store(&q->done_pull, atomic_fetch_add(&g_done, 1) + 1);
+	atomic_store(&q->st_pull, status ? status : 1);
 }
 
-static int push(struct part *q, int dt_on_wire, int len, int rtype)
+int check_push(struct part *q, int dt_on_wire, int len, int rtype)
 {
 	struct psl_kv kv = {&q->key, 1, q->push, (size_t)len, &q->len, PSL_MEM_HOST, 0};
 	int cmd = psl_byteps_cmd(rtype, dt_on_wire);
@@ -359,7 +359,7 @@ static int push(struct part *q, int dt_on_wire, int len, int rtype)
 	return q->ts_push < 0 ? q->ts_push : 0;
 }
 
-static int pull(struct part *q)
+int check_pull(struct part *q)
 {
 	q->out = (struct psl_kv_out){q->pull, (size_t)q->len, 0, &q->outlen, PSL_MEM_HOST, 0};
 	q->outlen = -1;
@@ -369,9 +369,9 @@ static int pull(struct part *q)
 	return q->ts_pull < 0 ? q->ts_pull : 0;
 }
 
-static long g_fail;
+long g_fail;
 
-__attribute__((format(printf, 1, 2))) static void failf(const char *fmt, ...)
+void failf(const char *fmt, ...)
 {
 	va_list ap;
 	if (g_fail++ >= 10)
@@ -621,11 +621,11 @@ static void send_bad(void)
 	} r[14];
 	char pw[7][80];
 	int i, j, n = 0;
-	uint64_t unknown = encode_key((uint64_t)0xfff0 << 16);
+	uint64_t unknown = check_encode_key((uint64_t)0xfff0 << 16, NULL);
 	struct psl_kv_out out = {q->pull, (size_t)q->len, 0, NULL, PSL_MEM_HOST, 0};
 
 	r[n].what = "a push of the wrong length";
-	r[n++].rc = push(q, q->dt, q->len - (int)q->esz, 0);
+	r[n++].rc = check_push(q, q->dt, q->len - (int)q->esz, 0);
 	r[n].what = "a push of another data type of the same size";
 	{
 		int len = q->len;
@@ -754,6 +754,10 @@ static int usage(void)
 		"  --leave-pull  (tests) worker 0 ends with a pull that no round answers\n"
 		"  --one-start-barrier  (tests) skip BytePS's Barrier(all) after the start-up\n"
 		"              barrier: the job hangs, and the scheduler says which nodes are missing\n"
+		"  --restart-ok  a server lost and started again (PS_RECOVERY) is no failure:\n"
+		"              its keys are initialised again and checked from an agreed round\n"
+		"              on; the rounds between are lost (sync mode, --rounds only)\n"
+		"  --progress  a line after every round\n"
 		"  --bench     for timing: every tensor of --size bytes, the same small values\n"
 		"              every round, a sample of the elements checked\n"
 		"environment: DMLC_* as for any worker, BYTEPS_ENABLE_ASYNC, BYTEPS_PARTITION_BYTES,\n"
@@ -796,6 +800,10 @@ static int parse_args(int argc, char **argv)
 			g_one_barrier = true;
 		} else if (!strcmp(a, "--leave-pull")) {
 			g_leave_pull = true;
+		} else if (!strcmp(a, "--progress")) {
+			g_progress = true;
+		} else if (!strcmp(a, "--restart-ok")) {
+			g_restart_ok = true;
 		} else if (!strcmp(a, "--bench")) {
 			g_bench = true;
 		} else if (!strcmp(a, "--json")) {
@@ -862,6 +870,11 @@ int main(int argc, char **argv)
 		fprintf(stderr, "pslite-check: --bench times sync mode; unset BYTEPS_ENABLE_ASYNC\n");
 		return 2;
 	}
+	if (g_restart_ok && (g_async || g_bench || g_bad || g_seconds > 0 || g_leave_pull)) {
+		fprintf(stderr, "pslite-check: --restart-ok checks sync rounds of --rounds: leave "
+				"out BYTEPS_ENABLE_ASYNC, --bench, --bad, --seconds and --leave-pull\n");
+		return 2;
+	}
 	if (g_async && g_rounds % 2 == 0)
 		g_rounds++; /* the last push is +a, so the final sum shows every worker */
 
@@ -904,6 +917,11 @@ int main(int argc, char **argv)
 			total_bytes += bytes;
 		}
 	}
+	if (g_restart_ok && restart_setup()) {
+		fprintf(stderr, "pslite-check: out of memory\n");
+		exit_code = 2;
+		goto out_worker;
+	}
 	if (g_seconds > 0 && !g_async) {
 		rc = add_tensor(0xfff1, PSL_BYTEPS_INT32, 4);
 		if (rc) {
@@ -927,7 +945,7 @@ int main(int argc, char **argv)
 			fill_async(&g_parts[i], 0);
 		else
 			fill_sync(&g_parts[i], 0);
-		if ((rc = push(&g_parts[i], g_parts[i].dt, g_parts[i].len, 0)))
+		if ((rc = check_push(&g_parts[i], g_parts[i].dt, g_parts[i].len, 0)))
 			failf("init push: %s", psl_strerror(rc));
 	}
 	if (wait_all(true, false)) {
@@ -942,8 +960,14 @@ int main(int argc, char **argv)
 	for (r = 1; g_ctl || more_rounds(r, start); r++) {
 		if (g_bad && g_me == 0 && r == 2)
 			send_bad();
+		if (g_restart_ok && restart_round_start(r))
+			break;
+		for (i = 0; i < g_nparts; i++)
+			g_parts[i].skipped = g_restart_ok && !restart_active(&g_parts[i]);
 		if (!g_bench)
 			for (i = 0; i < g_nparts; i++) {
+				if (g_parts[i].skipped)
+					continue;
 				if (g_async)
 					fill_async(&g_parts[i], r);
 				else
@@ -955,12 +979,12 @@ int main(int argc, char **argv)
 		if (g_async) {
 			/* push, and pull after the push is in */
 			for (i = 0; i < g_nparts; i++)
-				if ((rc = push(&g_parts[i], g_parts[i].dt, g_parts[i].len, 0)))
+				if ((rc = check_push(&g_parts[i], g_parts[i].dt, g_parts[i].len, 0)))
 					failf("push: %s", psl_strerror(rc));
 			if (wait_all(true, false))
 				break;
 			for (i = 0; i < g_nparts; i++)
-				if ((rc = pull(&g_parts[i])))
+				if ((rc = check_pull(&g_parts[i])))
 					failf("pull: %s", psl_strerror(rc));
 			if (wait_all(false, true))
 				break;
@@ -968,26 +992,34 @@ int main(int argc, char **argv)
 			/* push and pull together: the pull is answered when the round is
 			 * complete */
 			for (i = 0; i < g_nparts; i++) {
-				if ((rc = push(&g_parts[i], g_parts[i].dt, g_parts[i].len, 0)))
+				if (g_parts[i].skipped)
+					continue;
+				if ((rc = check_push(&g_parts[i], g_parts[i].dt, g_parts[i].len, 0)))
 					failf("push: %s", psl_strerror(rc));
-				if ((rc = pull(&g_parts[i])))
+				if ((rc = check_pull(&g_parts[i])))
 					failf("pull: %s", psl_strerror(rc));
 			}
-			if (wait_all(true, true))
+			if (g_restart_ok ? restart_wait_all(r) : wait_all(true, true))
 				break;
 		}
 		busy += now_s() - t0; /* time in requests, not in filling and checking */
 		done_rounds = r;
 		for (i = 0; i < g_nparts; i++) {
+			if (g_parts[i].skipped)
+				continue;
 			if (g_async)
 				check_async(&g_parts[i], r, false);
 			else
 				check_sync(&g_parts[i], r);
 		}
+		if (g_progress)
+			printf("pslite-check worker %d: round %ld done\n", g_me, r);
 		if (g_fail || (g_ctl && get_int(4, g_ctl->pull)))
 			break;
 	}
 	wall = now_s() - start;
+	if (g_restart_ok)
+		restart_finish(done_rounds);
 
 	if (g_async && !g_fail) {
 		/* every worker's last push is in: the store is init + every a */
@@ -995,7 +1027,7 @@ int main(int argc, char **argv)
 		if (rc)
 			failf("barrier of the workers: %s", psl_strerror(rc));
 		for (i = 0; i < g_nparts && !rc; i++)
-			if ((rc = pull(&g_parts[i])))
+			if ((rc = check_pull(&g_parts[i])))
 				failf("pull: %s", psl_strerror(rc));
 		if (!wait_all(false, true))
 			for (i = 0; i < g_nparts; i++)
@@ -1033,7 +1065,7 @@ int main(int argc, char **argv)
 		/* a pull of a round nobody pushes: the server must answer it when
 		 * the job ends (before its van goes), and this worker leaves
 		 * without waiting for it */
-		if ((rc = pull(&g_parts[0])))
+		if ((rc = check_pull(&g_parts[0])))
 			failf("pull: %s", psl_strerror(rc));
 		rc = psl_finalize(0, true);
 		if (rc && !exit_code)
@@ -1043,6 +1075,7 @@ int main(int argc, char **argv)
 	}
 out_worker:
 	psl_kv_worker_free(g_kv);
+	restart_free();
 out_finalize:
 	rc = psl_finalize(0, true);
 	if (rc && !exit_code)

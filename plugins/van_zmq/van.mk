@@ -47,7 +47,10 @@ ZMQ_RECOVERY_TESTS = plugins/van_zmq/tests/zmq_recovery_server.sh \
 	plugins/van_zmq/tests/zmq_recovery_inflight.sh plugins/van_zmq/tests/zmq_recovery_barrier.sh \
 	plugins/van_zmq/tests/zmq_netns_cutoff.sh \
 	plugins/van_zmq/tests/zmq_netns_ghost.sh plugins/van_zmq/tests/zmq_netns_taken.sh \
-	tests/integration/run_restart.sh
+	tests/integration/run_restart.sh \
+	plugins/van_zmq/tests/zmq_server_restart_restart.sh \
+	plugins/van_zmq/tests/zmq_server_restart_resend.sh \
+	plugins/van_zmq/tests/zmq_server_restart_never.sh
 EXTRA_DIST += $(ZMQ_RECOVERY_TESTS)
 if BUILD_VAN_ZMQ
 TESTS += $(ZMQ_RECOVERY_TESTS)
