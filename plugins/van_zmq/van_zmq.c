@@ -745,6 +745,7 @@ int zv_drain_router(struct psl_van *v)
 		if (m)
 			v->host->recv(v->host->ctx, m);
 	}
+	v->router_clean = k < DRAIN_MAX;
 	return k;
 }
 

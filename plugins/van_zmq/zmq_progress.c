@@ -36,26 +36,32 @@
 #include "zmq_van.h"
 
 /* How long the receive thread leaves the ROUTER to callers after a call
- * ends: the core calls again at once while it waits (DRIVE_CALL_US each,
- * for up to 2 ms), and a program's next request comes within tens of
- * microseconds in a loop; longer would leave an answer unread when a caller
- * stopped driving (a large transfer that outlasts the core's window). */
-#define ASIDE_NS 200000
+ * ends (van.h: a millisecond or so). The core calls again at once while it
+ * waits, and a program's next request comes within tens of microseconds in
+ * a loop. While callers come, the receive thread wakes once per window to
+ * look (a shorter one woke it every few requests); an answer that comes
+ * after a caller stopped driving (a transfer that outlasts the core's 2 ms)
+ * may wait up to this long. */
+#define ASIDE_NS 1000000
 
 /* The van whose callbacks run on this thread now (the receive thread:
  * always): a callback that waits must not drive inside them. */
 __thread struct psl_van *zv_reading;
 
 /* One pass, rx_mu held: reads what the ROUTER holds, and if nothing, sleeps
- * up to wait_ns on its ZMQ_FD and reads again. Returns how many it read. */
+ * up to wait_ns on its ZMQ_FD and reads again; when the last drain ended
+ * with EAGAIN (router_clean), the fd tells of anything new, and the first
+ * read (two system calls in libzmq) is left out. Returns how many it read. */
 static int drive_once(struct psl_van *v, int64_t wait_ns)
 {
 	struct pollfd pf = {v->router_fd, POLLIN, 0};
 	struct timespec ts = {wait_ns / 1000000000, wait_ns % 1000000000};
-	int n = zv_drain_router(v);
+	int n = v->router_clean ? 0 : zv_drain_router(v);
 
 	if (!n && wait_ns > 0 && ppoll(&pf, 1, &ts, NULL) > 0)
 		n = zv_drain_router(v);
+	else if (!n && v->router_clean && wait_ns <= 0)
+		n = zv_drain_router(v); /* (one pass: look without waiting) */
 	if (n == ZV_DRAIN_MAX) { /* more may wait: the receive thread reads it */
 		atomic_store(&v->router_look, true);
 		zv_wake(v);

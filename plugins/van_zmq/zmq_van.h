@@ -46,6 +46,7 @@ struct psl_van {
 	atomic_bool router_look;  /* a caller left messages on the ROUTER */
 	_Atomic int64_t aside_until; /* callers read the ROUTER until then (ns) */
 	bool aside;		  /* (receive thread) it left the ROUTER to them */
+	bool router_clean;	  /* (rx_mu) the last drain ended with EAGAIN */
 };
 
 /* Reads up to ZV_DRAIN_MAX messages from the ROUTER (rx_mu held) and hands
