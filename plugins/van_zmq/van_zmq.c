@@ -973,13 +973,6 @@ static int cpus_allowed(void)
 	return n > 0 ? (int)n : 1;
 }
 
-/* poll(2) for up to timeout_ns nanoseconds (-1: no limit) */
-static int poll_ns(struct pollfd *pfd, nfds_t n, int64_t timeout_ns)
-{
-	struct timespec ts = {timeout_ns / 1000000000, timeout_ns % 1000000000};
-	return ppoll(pfd, n, timeout_ns < 0 ? NULL : &ts, NULL);
-}
-
 /* Reads the ROUTER unless a caller reads it now (zmq_progress.c); *more:
  * look again without waiting (a drain stopped at its limit, or a caller
  * held it). Returns how many messages it read. */
@@ -1021,8 +1014,7 @@ static void *recv_main(void *arg)
 	zv_reading = v;
 	psl_van_spin_init(&spin, v->spin_ns);
 	while (!atomic_load(&v->stop)) {
-		int i, rc;
-		int64_t timeout; /* ns, -1: none */
+		int i, rc, timeout;
 		bool spinning, aside, got = false;
 		if (atomic_load(&v->gen) != seen_gen) {
 			struct zpeer *grave;
@@ -1055,7 +1047,7 @@ static void *recv_main(void *arg)
 			}
 			look_all = true;
 		}
-		if (atomic_exchange(&v->router_look, false))
+		if (atomic_load(&v->router_look) && atomic_exchange(&v->router_look, false))
 			router_more = true;
 		timeout = look_all ? 0 : -1;
 		aside = zv_aside(v, &timeout, &router_more);
@@ -1063,7 +1055,7 @@ static void *recv_main(void *arg)
 		if (spinning || (router_more && !aside))
 			timeout = 0;
 		pfd[1].fd = aside ? -1 : v->router_fd; /* (poll skips it) */
-		rc = poll_ns(pfd, (nfds_t)npfd, timeout);
+		rc = poll(pfd, (nfds_t)npfd, timeout);
 		if (rc < 0) {
 			if (errno == EINTR)
 				continue;

@@ -102,10 +102,10 @@ int zv_progress(struct psl_van *v, int timeout_us)
 	}
 }
 
-/* (Receive thread) Whether callers read the ROUTER now: then *timeout_ns
+/* (Receive thread) Whether callers read the ROUTER now: then *timeout_ms
  * (-1: none) is capped to the rest of their window. When the window ended,
  * *look is set: the ROUTER is read once without waiting. */
-bool zv_aside(struct psl_van *v, int64_t *timeout_ns, bool *look)
+bool zv_aside(struct psl_van *v, int *timeout_ms, bool *look)
 {
 	int64_t until = atomic_load(&v->aside_until), left;
 
@@ -113,8 +113,9 @@ bool zv_aside(struct psl_van *v, int64_t *timeout_ns, bool *look)
 		return false;
 	left = until - psl_van_now_ns();
 	if (left > 0) {
-		if (*timeout_ns < 0 || *timeout_ns > left)
-			*timeout_ns = left;
+		int cap = (int)((left + 999999) / 1000000);
+		if (*timeout_ms < 0 || *timeout_ms > cap)
+			*timeout_ms = cap;
 		v->aside = true;
 		return true;
 	}

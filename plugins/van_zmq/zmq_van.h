@@ -60,6 +60,6 @@ void zv_wake(struct psl_van *v);
 /* zmq_progress.c */
 extern __thread struct psl_van *zv_reading;
 int zv_progress(struct psl_van *v, int timeout_us);
-bool zv_aside(struct psl_van *v, int64_t *timeout_ns, bool *look);
+bool zv_aside(struct psl_van *v, int *timeout_ms, bool *look);
 
 #endif
