@@ -28,7 +28,8 @@ ZMQ_SERVER_TESTS = plugins/van_zmq/tests/zmq_server_sync.sh \
 	plugins/van_zmq/tests/zmq_server_sequence_sync.sh \
 	plugins/van_zmq/tests/zmq_server_sequence_async.sh \
 	plugins/van_zmq/tests/zmq_server_sequence_mismatch.sh
-EXTRA_DIST += plugins/van_zmq/van.m4 $(ZMQ_INTEGRATION_TESTS) $(ZMQ_SERVER_TESTS)
+EXTRA_DIST += plugins/van_zmq/van.m4 $(ZMQ_INTEGRATION_TESTS) $(ZMQ_SERVER_TESTS) \
+	bench/progress_zmq.sh
 if BUILD_VAN_ZMQ
 TESTS += $(ZMQ_INTEGRATION_TESTS) $(ZMQ_SERVER_TESTS)
 endif
