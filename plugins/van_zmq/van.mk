@@ -1,7 +1,8 @@
 # van_zmq: build rules and tests (included by Makefile.am).
 if BUILD_VAN_ZMQ
 pkglib_LTLIBRARIES += plugins/van_zmq/van_zmq.la
-plugins_van_zmq_van_zmq_la_SOURCES = plugins/van_zmq/van_zmq.c
+plugins_van_zmq_van_zmq_la_SOURCES = plugins/van_zmq/van_zmq.c \
+	plugins/van_zmq/zmq_progress.c plugins/van_zmq/zmq_van.h
 plugins_van_zmq_van_zmq_la_CPPFLAGS = $(VAN_CPPFLAGS)
 plugins_van_zmq_van_zmq_la_CFLAGS = $(AM_CFLAGS) $(ZMQ_CFLAGS)
 plugins_van_zmq_van_zmq_la_LIBADD = $(ZMQ_LIBS)
@@ -12,6 +13,7 @@ endif
 # kvtest jobs (tests/integration/job.sh, netns.sh) and pslite-server jobs
 # (tests/integration/server_job.sh) over zmq
 ZMQ_INTEGRATION_TESTS = plugins/van_zmq/tests/zmq_data.sh \
+	plugins/van_zmq/tests/zmq_caller_data.sh plugins/van_zmq/tests/zmq_progress.sh \
 	plugins/van_zmq/tests/zmq_busy_data.sh plugins/van_zmq/tests/zmq_kill.sh \
 	plugins/van_zmq/tests/zmq_hang.sh plugins/van_zmq/tests/zmq_resend.sh \
 	plugins/van_zmq/tests/zmq_soak.sh plugins/van_zmq/tests/zmq_netns.sh
@@ -26,7 +28,8 @@ ZMQ_SERVER_TESTS = plugins/van_zmq/tests/zmq_server_sync.sh \
 	plugins/van_zmq/tests/zmq_server_sequence_sync.sh \
 	plugins/van_zmq/tests/zmq_server_sequence_async.sh \
 	plugins/van_zmq/tests/zmq_server_sequence_mismatch.sh
-EXTRA_DIST += plugins/van_zmq/van.m4 $(ZMQ_INTEGRATION_TESTS) $(ZMQ_SERVER_TESTS)
+EXTRA_DIST += plugins/van_zmq/van.m4 $(ZMQ_INTEGRATION_TESTS) $(ZMQ_SERVER_TESTS) \
+	bench/progress_zmq.sh
 if BUILD_VAN_ZMQ
 TESTS += $(ZMQ_INTEGRATION_TESTS) $(ZMQ_SERVER_TESTS)
 endif

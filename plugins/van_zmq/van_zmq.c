@@ -9,7 +9,9 @@
  * which arrives on the worker's DEALER), on each DEALER's monitor socket (to
  * tell the core when a peer is reached or lost) and on an eventfd. Senders
  * use the DEALERs from any thread under a per-peer mutex. Nothing spins
- * unless PS_BUSY_POLL=1.
+ * unless PS_BUSY_POLL=1. With PS_CALLER_PROGRESS=1 a thread waiting for an
+ * answer reads the ROUTER itself, and the receive thread leaves it to such
+ * callers while they come (zmq_progress.c).
  *
  * PS_BUSY_POLL=1 (servers and workers; a scheduler never polls): after each
  * message the receive thread keeps polling, yielding the CPU between polls,
@@ -83,6 +85,8 @@
 #include <pslite/van.h>
 #include <pslite/van_util.h>
 
+#include "zmq_van.h"
+
 #define VAN "zmq"
 #define MAX_FRAMES 64 /* meta + data frames of one message */
 #define STR2(x) #x
@@ -120,32 +124,6 @@ struct zrid {
 	bool early; /* first seen before this node connected to that id */
 	char peer[72];
 	int ghost_fd; /* a lost node's connection from another host, left open */
-};
-
-struct psl_van {
-	const struct psl_van_host *host;
-	struct zrid *rid; /* [MAX_TRACKED_ID] */
-	int rcvhwm;
-	bool secret; /* the job has a secret: identities carry proofs */
-	int64_t max_msg; /* bytes, PS_ZMQ_MAX_MSG_MB */
-	void *ctx;
-	void *router;
-	int router_fd; /* its ZMQ_FD */
-	int wake_fd;
-	pthread_t thread;
-	bool running;
-	atomic_bool stop;
-	pthread_rwlock_t lock; /* protects peers[] and grave */
-	struct zpeer **peers;
-	int npeers;
-	struct zpeer *grave;
-	atomic_uint gen; /* bumped when peers[] changes */
-	atomic_uint mon_seq;
-	bool busy_poll;
-	int64_t spin_ns; /* PS_BUSY_POLL: keep polling this long after a message */
-	int linger_ms;
-	int io_threads;
-	int busy_min_cpus; /* PS_ZMQ_BUSY_POLL_MIN_CPUS */
 };
 
 /* One received message: the frames stay alive until the core releases it. */
@@ -259,7 +237,7 @@ static void link_settle(struct zlink *l, int err)
 	}
 }
 
-static void wake(struct psl_van *v)
+void zv_wake(struct psl_van *v)
 {
 	uint64_t one = 1;
 	ssize_t rc = write(v->wake_fd, &one, sizeof(one));
@@ -544,7 +522,7 @@ static int zsend(struct psl_van *v, int32_t id, const void *meta, size_t meta_le
 	/* a send can consume the DEALER's ZMQ_FD edge: look for input ourselves */
 	if (zmq_getsockopt(p->sock, ZMQ_EVENTS, &ev, &evlen) == 0 && (ev & ZMQ_POLLIN) &&
 	    !atomic_exchange(&p->rx_pending, true))
-		wake(v);
+		zv_wake(v);
 	pthread_mutex_unlock(&p->mu);
 	pthread_rwlock_unlock(&v->lock);
 	if (t)
@@ -755,11 +733,9 @@ static int recv_one(struct psl_van *v, void *sock, struct psl_van_rmsg **out)
 	return 1;
 }
 
-/* Reads what the ROUTER holds, up to DRAIN_MAX messages (then the others
- * get a turn), and returns how many. At DRAIN_MAX more may wait, and the
- * ROUTER's ZMQ_FD will not say so. */
-#define DRAIN_MAX 256
-static int drain_router(struct psl_van *v)
+/* (zmq_van.h) Others get their turn after DRAIN_MAX messages. */
+#define DRAIN_MAX ZV_DRAIN_MAX
+int zv_drain_router(struct psl_van *v)
 {
 	int k;
 	for (k = 0; k < DRAIN_MAX; k++) {
@@ -769,6 +745,7 @@ static int drain_router(struct psl_van *v)
 		if (m)
 			v->host->recv(v->host->ctx, m);
 	}
+	v->router_clean = k < DRAIN_MAX;
 	return k;
 }
 
@@ -790,7 +767,7 @@ static void drain_dealer(struct psl_van *v, struct zpeer *p)
 	}
 	/* more is waiting: come back after one round of polling */
 	if (!atomic_exchange(&p->rx_pending, true))
-		wake(v);
+		zv_wake(v);
 }
 
 /* Another van answered where a ZeroMQ peer was expected: connect once with
@@ -996,6 +973,22 @@ static int cpus_allowed(void)
 	return n > 0 ? (int)n : 1;
 }
 
+/* Reads the ROUTER unless a caller reads it now (zmq_progress.c); *more:
+ * look again without waiting (a drain stopped at its limit, or a caller
+ * held it). Returns how many messages it read. */
+static int read_router(struct psl_van *v, bool *more)
+{
+	int n;
+	if (pthread_mutex_trylock(&v->rx_mu)) {
+		*more = true; /* (next round the caller's window keeps us aside) */
+		return 0;
+	}
+	n = zv_drain_router(v);
+	pthread_mutex_unlock(&v->rx_mu);
+	*more = n == DRAIN_MAX;
+	return n;
+}
+
 /*
  * The receive loop waits in poll(2) on the ZMQ_FDs of the ROUTER, of each
  * monitor and of each DEALER, and on the eventfd, not in zmq_poll: zmq_poll
@@ -1018,10 +1011,11 @@ static void *recv_main(void *arg)
 	bool look_all = true, router_more = false;
 	struct psl_van_spin spin;
 
+	zv_reading = v;
 	psl_van_spin_init(&spin, v->spin_ns);
 	while (!atomic_load(&v->stop)) {
 		int i, rc, timeout;
-		bool spinning, got = false;
+		bool spinning, aside, got = false;
 		if (atomic_load(&v->gen) != seen_gen) {
 			struct zpeer *grave;
 			pthread_rwlock_wrlock(&v->lock);
@@ -1053,8 +1047,14 @@ static void *recv_main(void *arg)
 			}
 			look_all = true;
 		}
-		spinning = psl_van_spinning(&spin, psl_van_now_ns());
-		timeout = spinning || look_all || router_more ? 0 : -1;
+		if (atomic_load(&v->router_look) && atomic_exchange(&v->router_look, false))
+			router_more = true;
+		timeout = look_all ? 0 : -1;
+		aside = zv_aside(v, &timeout, &router_more);
+		spinning = !aside && psl_van_spinning(&spin, psl_van_now_ns());
+		if (spinning || (router_more && !aside))
+			timeout = 0;
+		pfd[1].fd = aside ? -1 : v->router_fd; /* (poll skips it) */
 		rc = poll(pfd, (nfds_t)npfd, timeout);
 		if (rc < 0) {
 			if (errno == EINTR)
@@ -1067,11 +1067,8 @@ static void *recv_main(void *arg)
 			ssize_t r = read(v->wake_fd, &x, sizeof(x));
 			(void)r;
 		}
-		if (look_all || router_more || (pfd[1].revents & POLLIN)) {
-			int n = drain_router(v);
-			router_more = n == DRAIN_MAX;
-			got = n > 0;
-		}
+		if (!aside && (look_all || router_more || (pfd[1].revents & POLLIN)))
+			got = read_router(v, &router_more) > 0;
 		for (i = 0; i < npeer; i++) {
 			struct zpeer *p = snap[i];
 			if (look_all || (pfd[2 + 2 * i].revents & POLLIN))
@@ -1173,6 +1170,7 @@ static int zinit(const struct psl_van_host *host, struct psl_van **out)
 	zmq_ctx_set(v->ctx, ZMQ_IO_THREADS, v->io_threads);
 	zmq_ctx_set(v->ctx, ZMQ_MAX_SOCKETS, maxs);
 	pthread_rwlock_init(&v->lock, NULL);
+	pthread_mutex_init(&v->rx_mu, NULL);
 	*out = v;
 	return 0;
 }
@@ -1279,6 +1277,7 @@ static int zbind(struct psl_van *v, const struct psl_van_bind_req *req,
 		return -rc;
 	}
 	v->running = true;
+	atomic_store(&v->bound, true);
 	LOG(v, PSL_VAN_LOG_DEBUG, "bound %s", last);
 	return 0;
 }
@@ -1362,7 +1361,7 @@ static int zconnect(struct psl_van *v, const struct psl_van_peer *peer, int32_t 
 	}
 	atomic_fetch_add(&v->gen, 1);
 	pthread_rwlock_unlock(&v->lock);
-	wake(v);
+	zv_wake(v);
 	if (my_id == PSL_VAN_ID_NONE)
 		LOG(v, PSL_VAN_LOG_DEBUG, "node %d: anonymous DEALER to %s", id, p->endpoint);
 	else
@@ -1397,7 +1396,7 @@ static int zdisconnect(struct psl_van *v, int32_t id)
 	}
 	pthread_rwlock_unlock(&v->lock);
 	if (p)
-		wake(v);
+		zv_wake(v);
 	return p ? 0 : -ENOENT;
 }
 
@@ -1406,9 +1405,12 @@ static void zfini(struct psl_van *v)
 	int i;
 	if (v->running) {
 		atomic_store(&v->stop, true);
-		wake(v);
+		zv_wake(v);
 		pthread_join(v->thread, NULL);
 	}
+	atomic_store(&v->stop, true); /* (callers: -ESHUTDOWN from now on) */
+	pthread_mutex_lock(&v->rx_mu); /* after a caller's pass in flight */
+	pthread_mutex_unlock(&v->rx_mu);
 	for (i = 0; i < v->npeers; i++)
 		if (v->peers[i])
 			peer_close(v, v->peers[i]);
@@ -1424,6 +1426,7 @@ static void zfini(struct psl_van *v)
 	if (v->wake_fd >= 0)
 		close(v->wake_fd);
 	pthread_rwlock_destroy(&v->lock);
+	pthread_mutex_destroy(&v->rx_mu);
 	free(v->peers);
 	free(v->rid);
 	free(v);
@@ -1443,6 +1446,7 @@ static const struct psl_van_ops zmq_ops = {
 	.connect = zconnect,
 	.disconnect = zdisconnect,
 	.send = zsend,
+	.progress = zv_progress, /* zmq_progress.c */
 };
 
 PSL_VAN_DEFINE_ENTRY(zmq_ops)
