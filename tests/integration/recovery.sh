@@ -39,7 +39,8 @@ cleanup() {
 }
 trap cleanup EXIT
 port=$("$b/tests/integration/startnode" --free-port) || { echo "no free port" >&2; exit 99; }
-export DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port DMLC_NODE_HOST=127.0.0.1 \
+host=${RECOV_HOST:-127.0.0.1} # (the RDMA VM's tests give the device's address)
+export DMLC_PS_ROOT_URI=$host DMLC_PS_ROOT_PORT=$port DMLC_NODE_HOST=$host \
 	DMLC_NUM_SERVER=2 DMLC_NUM_WORKER=2 DMLC_ENABLE_RDMA=$van UCX_TLS=tcp FI_PROVIDER=tcp \
 	PS_RECOVERY=1 PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=4 PS_RECOVERY_WAIT=20 \
 	PS_START_TIMEOUT=60 PS_REQUEST_TIMEOUT=30
