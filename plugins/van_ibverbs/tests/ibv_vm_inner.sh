@@ -234,7 +234,7 @@ t_cxx() { # C++ ps-lite's RDMA protocol, against ibv_cxx_peer standing in for a 
 }
 
 t_recov() { # recovery.sh CASE on the device's address: a lost node comes back under its id
-	RECOV_HOST=$host timeout 300 "$s/tests/integration/recovery.sh" ibverbs "$1" \
+	RECOV_HOST=$host timeout 150 "$s/tests/integration/recovery.sh" ibverbs "$1" \
 		>"$dir/recov-$1.log" 2>&1
 	rc=$?
 	grep "back .* ms after the kill\|ended .* ms after the kill" "$dir/recov-$1.log"
