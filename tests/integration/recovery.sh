@@ -1,7 +1,8 @@
 #!/bin/sh
 # A lost node comes back (docs/recovery.md):  recovery.sh VAN CASE
 # A 1+2+2 job of recovnode (every value pulled is checked) with PS_RECOVERY=1
-# and heartbeats; every node has DMLC_RANK.
+# and heartbeats; every node has DMLC_RANK. RECOV_HOST: the nodes' address
+# (default 127.0.0.1; ibv_vm_inner.sh gives the RDMA device's).
 #   server  server 1 is killed (SIGKILL) at worker 0's round 60 and started
 #           again: the workers' later rounds complete with correct data, the
 #           new server says it is a recovery, every node exits 0
@@ -39,7 +40,8 @@ cleanup() {
 }
 trap cleanup EXIT
 port=$("$b/tests/integration/startnode" --free-port) || { echo "no free port" >&2; exit 99; }
-export DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$port DMLC_NODE_HOST=127.0.0.1 \
+host=${RECOV_HOST:-127.0.0.1}
+export DMLC_PS_ROOT_URI=$host DMLC_PS_ROOT_PORT=$port DMLC_NODE_HOST=$host \
 	DMLC_NUM_SERVER=2 DMLC_NUM_WORKER=2 DMLC_ENABLE_RDMA=$van UCX_TLS=tcp FI_PROVIDER=tcp \
 	PS_RECOVERY=1 PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=4 PS_RECOVERY_WAIT=20 \
 	PS_START_TIMEOUT=60 PS_REQUEST_TIMEOUT=30

@@ -233,13 +233,22 @@ t_cxx() { # C++ ps-lite's RDMA protocol, against ibv_cxx_peer standing in for a 
 		pass cxx_node; else fail cxx_node; show "$dir/cxx-peer2.log"; show "$dir/cxx-node.log"; fi
 }
 
-tests=${*:-"info data loopback qps small_depth busy nocache kill hang resend server bad unreachable memlock secret af cxx"}
+t_recov() { # recovery.sh CASE on the device's address: a lost node comes back under its id
+	RECOV_HOST=$host timeout 150 "$s/tests/integration/recovery.sh" ibverbs "$1" \
+		>"$dir/recov-$1.log" 2>&1
+	rc=$?
+	grep "back .* ms after the kill\|ended .* ms after the kill" "$dir/recov-$1.log"
+	if [ $rc -eq 0 ]; then pass "recovery_$1"; else fail "recovery_$1" "rc $rc"; show "$dir/recov-$1.log"; fi
+}
+
+tests=${*:-"info data loopback qps small_depth busy nocache kill hang resend server bad unreachable memlock secret af cxx recov_server recov_worker"}
 for t in $tests; do
 	case $t in
 	info) t_info ;; data) t_data ;; loopback) t_loopback ;; qps) t_qps ;; small_depth) t_small_depth ;;
 	busy) t_busy ;; nocache) t_nocache ;; kill) t_kill ;; hang) t_hang ;; resend) t_resend ;;
 	server) t_server ;; bad) t_bad ;; unreachable) t_unreachable ;; memlock) t_memlock ;;
 	secret) t_secret ;; af) t_af ;; cxx) t_cxx ;;
+	recov_server) t_recov server ;; recov_worker) t_recov worker ;; recov_twice) t_recov twice ;;
 	*) fail "$t" "no such test" ;;
 	esac
 done
