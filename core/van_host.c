@@ -115,7 +115,10 @@ static bool early_peer(int sender)
  * only from registered peers of its job, never from its own id (it sends to
  * itself without the van), and the scheduler hears anonymous peers only for
  * registration (and the resender's ACK of the node list, which a node sends
- * before its connection has its new identity). Returns NULL or why not. */
+ * before its connection has its new identity). Data from a peer declared
+ * lost is stale (a host cut off and reconnected delivers what it sent before
+ * the loss): it is not used until a node takes that place. Returns NULL or
+ * why not. */
 static const char *sender_refused(int sender, int cmd)
 {
 	if (sender == PSL_EMPTY) {
@@ -138,6 +141,9 @@ static const char *sender_refused(int sender, int cmd)
 		return psl__po.role == PSL_SCHEDULER && !psl__po.got_node_list
 			       ? "not a node of this job (the scheduler has not assigned that id)"
 			       : "not a node of this job";
+	if (cmd == PSL_CMD_EMPTY && psl__node_dead(sender))
+		return "it was declared lost: what it sent before (delivered late, after a cut) "
+		       "is not used; a node that takes its place is heard";
 	return NULL;
 }
 

@@ -83,7 +83,8 @@ FABRIC_RECOVERY_TESTS = plugins/van_fabric/tests/fabric_tcp_recovery_server.sh \
 	plugins/van_fabric/tests/fabric_tcp_recovery_inflight.sh \
 	plugins/van_fabric/tests/fabric_tcp_recovery_barrier.sh \
 	plugins/van_fabric/tests/fabric_tcp_netns_cutoff.sh \
-	plugins/van_fabric/tests/fabric_tcp_netns_ghost.sh plugins/van_fabric/tests/fabric_tcp_netns_taken.sh
+	plugins/van_fabric/tests/fabric_tcp_netns_ghost.sh plugins/van_fabric/tests/fabric_tcp_netns_taken.sh \
+	plugins/van_fabric/tests/fabric_tcp_netns_worker.sh
 EXTRA_DIST += $(FABRIC_RECOVERY_TESTS)
 if BUILD_VAN_FABRIC
 TESTS += $(FABRIC_RECOVERY_TESTS)

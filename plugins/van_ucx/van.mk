@@ -99,7 +99,8 @@ UCX_RECOVERY_TESTS = plugins/van_ucx/tests/ucx_tcp_recovery_server.sh \
 	plugins/van_ucx/tests/ucx_tcp_recovery_worker.sh \
 	plugins/van_ucx/tests/ucx_tcp_recovery_inflight.sh plugins/van_ucx/tests/ucx_tcp_recovery_barrier.sh \
 	plugins/van_ucx/tests/ucx_tcp_netns_cutoff.sh \
-	plugins/van_ucx/tests/ucx_tcp_netns_ghost.sh plugins/van_ucx/tests/ucx_tcp_netns_taken.sh
+	plugins/van_ucx/tests/ucx_tcp_netns_ghost.sh plugins/van_ucx/tests/ucx_tcp_netns_taken.sh \
+	plugins/van_ucx/tests/ucx_tcp_netns_worker.sh
 EXTRA_DIST += $(UCX_RECOVERY_TESTS)
 if BUILD_VAN_UCX
 TESTS += $(UCX_RECOVERY_TESTS)

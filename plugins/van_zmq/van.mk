@@ -50,6 +50,7 @@ ZMQ_RECOVERY_TESTS = plugins/van_zmq/tests/zmq_recovery_server.sh \
 	plugins/van_zmq/tests/zmq_recovery_inflight.sh plugins/van_zmq/tests/zmq_recovery_barrier.sh \
 	plugins/van_zmq/tests/zmq_netns_cutoff.sh \
 	plugins/van_zmq/tests/zmq_netns_ghost.sh plugins/van_zmq/tests/zmq_netns_taken.sh \
+	plugins/van_zmq/tests/zmq_netns_worker.sh \
 	tests/integration/run_restart.sh \
 	plugins/van_zmq/tests/zmq_server_restart_restart.sh \
 	plugins/van_zmq/tests/zmq_server_restart_resend.sh \

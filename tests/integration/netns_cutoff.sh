@@ -25,6 +25,11 @@
 #          new one keeps its place (over zmq, the old one's connections
 #          from B are left open, unused, so that it cannot take the
 #          identity back) and the job ends whole
+#   worker as exits, for a worker: B holds worker 1 (C worker 0 and server
+#          1); the cut-off worker exits 3 by itself, a new worker 1 (100
+#          rounds) started on B once reconnected takes its place, and every
+#          value the workers pull is right (nothing the old one sent while
+#          cut off reaches a server after the cut)
 # Needs root, iproute2 and nft; skips (77) where namespaces or the rule
 # cannot be made. Needs PSL_BUILDDIR (set by make check).
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
@@ -38,6 +43,11 @@ skip() {
 	echo "netns_cutoff.sh: SKIP: $*" >&2
 	exit 77
 }
+case $case in exits | ghost | taken | worker) ;; *)
+	echo "netns_cutoff.sh: unknown case '$case' (exits, ghost, taken or worker)" >&2
+	exit 99
+	;;
+esac
 [ "$(id -u)" = 0 ] || skip "needs root to make network namespaces"
 command -v ip >/dev/null 2>&1 || skip "no ip command (apt-get install iproute2)"
 command -v nft >/dev/null 2>&1 || skip "no nft command (apt-get install nftables)"
@@ -126,21 +136,31 @@ finish() {
 now() { date +%s%N; }
 ms() { echo $((($2 - $1) / 1000000)); }
 
+# the victim, on B: server 1, or (case worker) worker 1; vlog and nlog are
+# the old one's log and its replacement's
+vrole=server vlog=s1 nlog=s1b rounds=
+[ "$case" = worker ] && vrole=worker vlog=w1 nlog=w1b rounds=RECOV_ROUNDS=100
 start a scheduler "" sched
 sched=$last
 start a server 0 s0
 hb=4
-[ "$case" != exits ] && hb=60
-start b server 1 s1 PS_HEARTBEAT_TIMEOUT=$hb
-s1=$last
+[ "$case" = ghost ] || [ "$case" = taken ] && hb=60
+if [ "$vrole" = server ]; then
+	start b server 1 s1 PS_HEARTBEAT_TIMEOUT=$hb
+	victim=$last
+	start c worker 1 w1
+else
+	start c server 1 s1
+	start b worker 1 w1
+	victim=$last
+fi
 start c worker 0 w0
 w0=$last
-start c worker 1 w1
 wait_for w0 "round 60$" 60 "$w0" || { bad "worker 0 did not reach round 60"; finish; }
 
 t0=$(now)
 cut_b || bad "nftables refused the rule: $(cat "$dir/err")"
-wait_for sched "lost server 1" 15 "$sched" || { bad "the scheduler did not declare server 1 lost within 15 s"; finish; }
+wait_for sched "lost $vrole 1" 15 "$sched" || { bad "the scheduler did not declare $vrole 1 lost within 15 s"; finish; }
 t_lost=$(now)
 # reconnect: B back on the network (the frames dropped until then counted)
 reconnect() {
@@ -149,57 +169,57 @@ reconnect() {
 	ip netns exec "$hub" nft delete table bridge cutoff
 	t_reconnect=$(now)
 }
-# the new server 1: on B once reconnected, or (taken) on C before that
+# the new server or worker 1: on B once reconnected, or (taken) on C before that
 replace() {
-	start "$1" server 1 s1b
-	wait_for s1b "ready (recovery 1)" 30 "$last" || { bad "the new server 1 did not start as a recovery"; finish; }
+	start "$1" $vrole 1 $nlog $rounds
+	wait_for $nlog "ready (recovery 1)" 30 "$last" || { bad "the new $vrole 1 did not start as a recovery"; finish; }
 	t_back=$(now)
 }
-# the cut-off server ends by itself (its heartbeats unanswered), or, as a
+# the cut-off node ends by itself (its heartbeats unanswered), or, as a
 # ghost, when the scheduler tells it to stop after the reconnect
 [ "$case" = taken ] && replace c
-[ "$case" != exits ] && reconnect
+{ [ "$case" = ghost ] || [ "$case" = taken ]; } && reconnect
 k=0
-while kill -0 "$s1" 2>/dev/null && [ $k -lt 150 ]; do
+while kill -0 "$victim" 2>/dev/null && [ $k -lt 150 ]; do
 	sleep 0.1
 	k=$((k + 1))
 done
 t_exit=$(now)
-if kill -0 "$s1" 2>/dev/null; then
-	bad "the cut-off server 1 was still running 15 s after the scheduler declared it lost"
+if kill -0 "$victim" 2>/dev/null; then
+	bad "the cut-off $vrole 1 was still running 15 s after the scheduler declared it lost"
 else
-	wait "$s1"
+	wait "$victim"
 	code=$?
-	[ $code -eq 3 ] || bad "the cut-off server 1 exited $code, expected 3"
+	[ $code -eq 3 ] || bad "the cut-off $vrole 1 exited $code, expected 3"
 fi
 if [ "$case" = ghost ]; then
-	grep -q "lost the scheduler .*: the scheduler declared this node .* lost earlier" "$dir/s1" ||
-		bad "the ghost server 1 did not say that the scheduler stopped it"
+	grep -q "lost the scheduler .*: the scheduler declared this node .* lost earlier" "$dir/$vlog" ||
+		bad "the ghost $vrole 1 did not say that the scheduler stopped it"
 	grep -q "WARN: refused a heartbeat from .* under the id of server 1" "$dir/sched" ||
 		bad "the scheduler did not say that it refused the ghost"
 elif [ "$case" = taken ]; then
 	# (told to stop, or its connections closed: either way it says so)
-	grep -q "lost the scheduler" "$dir/s1" ||
-		bad "the ghost server 1 did not say that it lost the scheduler"
+	grep -q "lost the scheduler" "$dir/$vlog" ||
+		bad "the ghost $vrole 1 did not say that it lost the scheduler"
 else
-	grep -q "ERROR: lost the scheduler .*no heartbeat answer" "$dir/s1" ||
-		bad "the cut-off server 1 did not say that it lost the scheduler"
+	grep -q "ERROR: lost the scheduler .*no heartbeat answer" "$dir/$vlog" ||
+		bad "the cut-off $vrole 1 did not say that it lost the scheduler"
 	reconnect
 fi
 [ "$case" = taken ] || replace b
 echo "netns_cutoff.sh $van $case: B cut off at worker 0's round 60 (the bridge dropped ${dropped:-no} frames)"
-echo "netns_cutoff.sh $van $case: the scheduler declared server 1 lost $(ms "$t0" "$t_lost") ms after the cut"
+echo "netns_cutoff.sh $van $case: the scheduler declared $vrole 1 lost $(ms "$t0" "$t_lost") ms after the cut"
 echo "netns_cutoff.sh $van $case: B reconnected $(ms "$t0" "$t_reconnect") ms after the cut"
-echo "netns_cutoff.sh $van $case: the cut-off server 1 exited $(ms "$t0" "$t_exit") ms after the cut: $(grep -m1 "lost the scheduler" "$dir/s1" | sed 's/.*ERROR: //' | cut -c1-120)..."
+echo "netns_cutoff.sh $van $case: the cut-off $vrole 1 exited $(ms "$t0" "$t_exit") ms after the cut: $(grep -m1 "lost the scheduler" "$dir/$vlog" | sed 's/.*ERROR: //' | cut -c1-120)..."
 if [ "$case" = taken ]; then
 	echo "netns_cutoff.sh $van $case: the new server 1 (on host C) served $(ms "$t_lost" "$t_back") ms after the loss, before the reconnect"
 else
-	echo "netns_cutoff.sh $van $case: the new server 1 served $(ms "$t_exit" "$t_back") ms after the old one exited"
+	echo "netns_cutoff.sh $van $case: the new $vrole 1 served $(ms "$t_exit" "$t_back") ms after the old one exited"
 fi
 
 # every other node ends, with 0
 for p in $pids; do
-	[ "$p" = "$s1" ] && continue
+	[ "$p" = "$victim" ] && continue
 	k=0
 	while kill -0 "$p" 2>/dev/null && [ $k -lt 600 ]; do
 		sleep 0.1
@@ -211,12 +231,29 @@ for p in $pids; do
 	[ $code -eq 0 ] || bad "a node (pid $p) exited $code"
 done
 echo "netns_cutoff.sh $van $case: the job ended $(ms "$t0" "$(now)") ms after the cut"
-for w in w0 w1; do
+# the nodes that talk to the victim heard of its loss and of its return
+if [ "$vrole" = server ]; then
+	heard="w0 w1" ends="w0 w1"
+else
+	heard="s0 s1" ends="w0 w1b"
+fi
+for n in $heard; do
+	grep -q "lost $vrole 1" "$dir/$n" || bad "$n did not hear that $vrole 1 was lost"
+	grep -q "$vrole 1 .* is back" "$dir/$n" || bad "$n did not hear that $vrole 1 is back"
+done
+# what the cut-off worker sent before the cut, delivered once B is back, is
+# dropped (the line says so where it came): a server that used it would try
+# to answer the lost worker
+if [ "$vrole" = worker ]; then
+	grep -h "cannot answer request .* of worker 1" "$dir/s0" "$dir/s1" | head -n 2 | grep . &&
+		bad "a server used a request that the lost worker 1 sent before the cut"
+	grep -h "dropped a message (data) from worker 1 .*: it was declared lost" "$dir/s0" "$dir/s1" |
+		head -n 1 | sed 's/^.*WARN/a server: WARN/'
+fi
+for w in $ends; do
 	grep -q "OK (" "$dir/$w" || bad "$w did not finish with OK"
-	grep -q "lost server 1" "$dir/$w" || bad "$w did not hear that server 1 was lost"
-	grep -q "server 1 .* is back" "$dir/$w" || bad "$w did not hear that server 1 is back"
 	grep "recovnode worker" "$dir/$w" | tail -n 1
 done
-grep -q "takes the place of lost server 1" "$dir/sched" ||
-	bad "the scheduler did not give the new server 1 the lost one's place"
+grep -q "takes the place of lost $vrole 1" "$dir/sched" ||
+	bad "the scheduler did not give the new $vrole 1 the lost one's place"
 finish

@@ -494,14 +494,19 @@ static void test_receive_drops(void **state)
 	deliver_raw(1001, meta, 112, 0, NULL, NULL);  /* not a node of this job */
 	deliver_raw(32767, meta, 112, 0, NULL, NULL); /* anonymous */
 	deliver_raw(9, meta, 112, 0, NULL, NULL);     /* this worker's own id */
+	psl__po.peers[8].dead = true;                 /* server 0 declared lost */
+	deliver_raw(8, meta, 112, 0, NULL, NULL);     /* what it sent before */
+	psl__po.peers[8].dead = false;
 	log = capture_end(&c);
 	assert_contains(log, "dropped a malformed message from server 0 (id 8");
 	assert_contains(log, "meta is 50 bytes");
 	assert_contains(log, "dropped a message (data) from node 1001: not a node of this job");
 	assert_contains(log, "dropped a message (data) from an unregistered peer");
 	assert_contains(log, "dropped a message (data) from node 9: it claims this node's own id");
+	assert_contains(log, "dropped a message (data) from server 0 (id 8");
+	assert_contains(log, "it was declared lost: what it sent before (delivered late");
 	free(log);
-	assert_int_equal(g_released, 4);
+	assert_int_equal(g_released, 5);
 }
 
 #define T(f) cmocka_unit_test_teardown(f, node_down)
