@@ -48,6 +48,7 @@ ZMQ_RECOVERY_TESTS = plugins/van_zmq/tests/zmq_recovery_server.sh \
 	plugins/van_zmq/tests/zmq_recovery_never.sh plugins/van_zmq/tests/zmq_recovery_secret.sh \
 	plugins/van_zmq/tests/zmq_recovery_resend.sh \
 	plugins/van_zmq/tests/zmq_recovery_inflight.sh plugins/van_zmq/tests/zmq_recovery_barrier.sh \
+	plugins/van_zmq/tests/zmq_recovery_barriernever.sh \
 	plugins/van_zmq/tests/zmq_netns_cutoff.sh \
 	plugins/van_zmq/tests/zmq_netns_ghost.sh plugins/van_zmq/tests/zmq_netns_taken.sh \
 	plugins/van_zmq/tests/zmq_netns_worker.sh \

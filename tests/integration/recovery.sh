@@ -20,6 +20,10 @@
 #   barrier worker 1 is killed while the others wait in the final barrier
 #           (worker 0 ran 61 rounds only) and started again: the barrier
 #           waits for it, and every node exits 0 with the job whole
+#   barriernever  as barrier, but worker 1 never comes back, PS_RECOVERY_WAIT=3:
+#           the scheduler releases the final barrier without it within the
+#           bound, with one WARN line naming it; every other node ends, with
+#           exit code 3 (the job is not whole)
 #   never   server 1 is killed and never comes back, PS_RECOVERY_WAIT=3: the
 #           workers fail within the bound (exit 3) with one ERROR line
 #           saying that no node took its place
@@ -46,7 +50,7 @@ export DMLC_PS_ROOT_URI=$host DMLC_PS_ROOT_PORT=$port DMLC_NODE_HOST=$host \
 	PS_RECOVERY=1 PS_HEARTBEAT_INTERVAL=1 PS_HEARTBEAT_TIMEOUT=4 PS_RECOVERY_WAIT=20 \
 	PS_START_TIMEOUT=60 PS_REQUEST_TIMEOUT=30
 unset DMLC_PORT
-[ "$case" = never ] && export PS_RECOVERY_WAIT=3
+case $case in never | barriernever) export PS_RECOVERY_WAIT=3 ;; esac
 [ "$case" = resend ] && export PS_RESEND=1
 [ "$case" = inflight ] && export PS_RESEND=1 RECOV_PUSHPULL=1 RECOV_NO_RETRY=1
 [ "$case" = secret ] && export PS_JOB_SECRET=recovery-test-secret-0123456789
@@ -74,15 +78,15 @@ start server 0 s0
 start server 1 s1
 s1=$last
 w0rounds=400
-[ "$case" = barrier ] && w0rounds=61
+case $case in barrier | barriernever) w0rounds=61 ;; esac
 start worker 0 w0 $w0rounds
 w0=$last
 start worker 1 w1
 w1=$last
 wait_for w0 "round 60$" 40 || bad "worker 0 did not reach round 60"
 victim=$s1
-case $case in worker | resend | barrier) victim=$w1 ;; esac
-if [ "$case" = barrier ]; then
+case $case in worker | resend | barrier | barriernever) victim=$w1 ;; esac
+if [ "$case" = barrier ] || [ "$case" = barriernever ]; then
 	wait_for w0 "OK (" 20 || bad "worker 0 did not finish its rounds"
 	sleep 0.3 # (in its final barrier)
 fi
@@ -142,6 +146,8 @@ for p in $pids; do
 	code=$?
 	if [ "$case" = never ] && { [ "$p" = "$w0" ] || [ "$p" = "$w1" ]; }; then
 		[ $code -eq 3 ] || bad "a worker exited $code, expected 3"
+	elif [ "$case" = barriernever ]; then
+		[ $code -eq 3 ] || bad "a node (pid $p) exited $code, expected 3 (the job is not whole)"
 	elif [ "$case" != never ] && [ $code -ne 0 ]; then
 		bad "a node (pid $p) exited $code"
 	fi
@@ -157,6 +163,19 @@ never)
 		[ "$n" -eq 1 ] || bad "$w said $n times that no node took server 1's place, expected 1"
 		grep -q "gave up" "$dir/$w" || bad "$w did not give up"
 	done
+	;;
+barriernever)
+	# (the bound is 3 s after the loss; the nodes end at once after it)
+	[ $((($t2 - $t0) / 1000000)) -lt 10000 ] || bad "the job took more than 10 s to end"
+	said="WARN: barrier (.*, group 7) released without lost worker 1 (.*): no node"
+	n=$(grep -c "$said took its place within 3 s (PS_RECOVERY)" "$dir/sched")
+	[ "$n" -eq 1 ] ||
+		bad "the scheduler said $n times that it released the final barrier without worker 1, expected 1"
+	grep -h "released without" "$dir/sched" | sed 's/^.*WARN/WARN/'
+	for n in w0 s0 s1 sched; do
+		grep -q "the job is not whole" "$dir/$n" || bad "$n did not say that the job is not whole"
+	done
+	grep -q "OK (" "$dir/w0" || bad "w0 did not finish with OK"
 	;;
 *)
 	for w in w0 w1; do
