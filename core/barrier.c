@@ -61,6 +61,12 @@ static bool awaited_locked(int id)
 	       psl__now_ms() - po.peers[id].down_at_ms <= awaited_s() * 1000LL;
 }
 
+/* The most members a group has (psl__group_members' room). */
+static int members_max(void)
+{
+	return po.cfg.num_workers + po.cfg.num_servers + 1;
+}
+
 /* Scheduler, with po.mu held, instance groups (G > 1): whether member id
  * of group g is in the barrier, of either kind: it asked itself (an
  * INSTANCE_BARRIER: StepMesh's model, a process of one instance), or the
@@ -119,16 +125,17 @@ static int take_locked(int kind, int g, int *out)
 }
 
 /* Scheduler, with po.mu held: if the barrier of kind over group g may be
- * released, returns the number of its recipients written into out; with
- * instance groups, *n_other recipients of the other kind go to other. */
-static int check_release_locked(int kind, int g, int *out, int *other, int *n_other)
+ * released, returns the number of its recipients written into out (room
+ * for two lists, members_buf); with instance groups, *n_other recipients of
+ * the other kind go to out + members_max(). */
+static int check_release_locked(int kind, int g, int *out, int *n_other)
 {
 	int n = psl__group_members(g, out);
 	*n_other = 0;
 	if (!ready_locked(kind, g, out, n))
 		return 0;
 	if (po.cfg.group_size > 1)
-		*n_other = take_locked(!kind, g, other);
+		*n_other = take_locked(!kind, g, out + members_max());
 	return take_locked(kind, g, out);
 }
 
@@ -222,18 +229,17 @@ static int kind_cmd(int kind)
  * other), NULL when out of memory. */
 static int *members_buf(void)
 {
-	return malloc(2 * sizeof(int) * (size_t)(po.cfg.num_workers + po.cfg.num_servers + 1));
+	return malloc(2 * sizeof(int) * (size_t)members_max());
 }
 
 /* Sends the releases check_release_locked found: n of kind to ids, then
- * n_other of the other kind to ids + members (instance groups). */
+ * n_other of the other kind to ids + members_max() (instance groups). */
 static void send_found(int kind, int g, int *ids, int n, int n_other, int customer_id)
 {
-	int members = po.cfg.num_workers + po.cfg.num_servers + 1;
 	if (n)
 		send_releases(kind_cmd(kind), g, ids, n, customer_id);
 	if (n_other)
-		send_releases(kind_cmd(!kind), g, ids + members, n_other, customer_id);
+		send_releases(kind_cmd(!kind), g, ids + members_max(), n_other, customer_id);
 }
 
 static void scheduler_arrive(int sender, int g, int cmd, int customer_id)
@@ -245,8 +251,7 @@ static void scheduler_arrive(int sender, int g, int cmd, int customer_id)
 	pthread_mutex_lock(&po.mu);
 	arrived(kind, g)[sender] = true;
 	po.barrier_last_customer[g] = customer_id;
-	n = check_release_locked(kind, g, ids,
-				 ids + po.cfg.num_workers + po.cfg.num_servers + 1, &n_other);
+	n = check_release_locked(kind, g, ids, &n_other);
 	pthread_mutex_unlock(&po.mu);
 	send_found(kind, g, ids, n, n_other, customer_id);
 	free(ids);
@@ -283,10 +288,7 @@ void psl__control_forget_node(int id)
 			gone = po.barrier_senders[g] ? given_up_locked(kind, g, ids) : 0;
 			n = n_other = 0;
 			if (po.barrier_senders[g])
-				n = check_release_locked(kind, g, ids,
-							 ids + po.cfg.num_workers +
-								 po.cfg.num_servers + 1,
-							 &n_other);
+				n = check_release_locked(kind, g, ids, &n_other);
 			cust = po.barrier_last_customer[g];
 			pthread_mutex_unlock(&po.mu);
 			if (n + n_other && gone)
@@ -309,7 +311,7 @@ int psl__control_barrier_arrive(int customer_id, int group, int cmd, unsigned *g
 		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "barrier: group %d is no node group: pass "
 				"1 to 7 (PSL_GROUP_SCHEDULER, _SERVERS, _WORKERS or their sum)",
 				group);
-	ids = malloc(sizeof(int) * (size_t)(po.cfg.num_workers + po.cfg.num_servers + 1));
+	ids = malloc(sizeof(int) * (size_t)members_max());
 	if (!ids)
 		return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "barrier: out of memory");
 	members = psl__group_members(group, ids);
@@ -453,7 +455,7 @@ void psl__barrier_watch(int64_t now)
 	int64_t limit = po.cfg.barrier_warn_s * 1000LL;
 	int g, kind, i, n, *ids;
 
-	ids = malloc(sizeof(int) * (size_t)(po.cfg.num_workers + po.cfg.num_servers + 1));
+	ids = malloc(sizeof(int) * (size_t)members_max());
 	if (!ids)
 		return;
 	for (g = 1; g <= 7; g++) {
