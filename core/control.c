@@ -1,6 +1,6 @@
 /* The control plane's entry points: a received control message goes to
- * registration, barriers or heartbeats; a van's peer events; start-up
- * failures; the scheduler's state reset. */
+ * registration, barriers or heartbeats; a van's peer events; the
+ * scheduler's state reset. Above the parts it dispatches to. */
 #include "config.h"
 
 #include <errno.h>
@@ -18,62 +18,6 @@
 #include "van_host.h"
 
 #define po psl__po
-
-static struct psl_van_peer van_peer(const struct psl__node *n)
-{
-	struct psl_van_peer p = {
-		.size = sizeof(p),
-		.id = n->id,
-		.role = n->role,
-		.host = n->hostname,
-		.port = n->port,
-		.addr = n->addr,
-		.addr_len = n->addr_len,
-	};
-	return p;
-}
-
-int psl__control_connect(const struct psl__node *n, int my_id)
-{
-	struct psl_van_peer p = van_peer(n);
-	int rc = po.lib.ops->connect(po.van, &p, my_id);
-	if (rc)
-		PSL_ERR("cannot connect to node %d at %s:%d: %s", n->id, n->hostname, n->port,
-			psl_strerror(rc));
-	else
-		PSL_DBG("connecting to node %d (%s) at %s:%d", n->id, psl__role_name(n->role),
-			n->hostname, n->port);
-	return rc;
-}
-
-/* With po.mu held: start-up failed with err (the first failure is kept). */
-static void start_failed_locked(int err, const char *fmt, va_list ap)
-{
-	if (!po.start_err) {
-		po.start_err = err;
-		vsnprintf(po.start_msg, sizeof(po.start_msg), fmt, ap);
-	}
-	pthread_cond_broadcast(&po.cv);
-}
-
-void psl__start_failed(int err, const char *fmt, ...)
-{
-	va_list ap;
-	pthread_mutex_lock(&po.mu);
-	va_start(ap, fmt);
-	start_failed_locked(err, fmt, ap);
-	va_end(ap);
-	pthread_mutex_unlock(&po.mu);
-}
-
-/* The same, for a caller that holds po.mu. */
-void psl__start_failed_held(int err, const char *fmt, ...)
-{
-	va_list ap;
-	va_start(ap, fmt);
-	start_failed_locked(err, fmt, ap);
-	va_end(ap);
-}
 
 void psl__control_handle(struct psl__meta *m, uint32_t nseg)
 {

@@ -5,10 +5,13 @@
  * out, and it tells the nodes why with a small TERMINATE (docs/wire.md 5,
  * 6.3); a node the scheduler cannot release or inform after start-up is
  * told the same way and declared lost; a node whose registration or barrier
- * request cannot go fails its start or its barrier. */
+ * request cannot go fails its start or its barrier. Here too: how a control
+ * message is sent (its outcome comes back to psl__control_sent), and a
+ * failed start kept for psl_start to return. */
 #include "config.h"
 
 #include <errno.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -20,6 +23,35 @@
 #include "van_host.h"
 
 #define po psl__po
+
+/* With po.mu held: start-up failed with err (the first failure is kept). */
+static void start_failed_locked(int err, const char *fmt, va_list ap)
+{
+	if (!po.start_err) {
+		po.start_err = err;
+		vsnprintf(po.start_msg, sizeof(po.start_msg), fmt, ap);
+	}
+	pthread_cond_broadcast(&po.cv);
+}
+
+void psl__start_failed(int err, const char *fmt, ...)
+{
+	va_list ap;
+	pthread_mutex_lock(&po.mu);
+	va_start(ap, fmt);
+	start_failed_locked(err, fmt, ap);
+	va_end(ap);
+	pthread_mutex_unlock(&po.mu);
+}
+
+/* The same, for a caller that holds po.mu. */
+void psl__start_failed_held(int err, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	start_failed_locked(err, fmt, ap);
+	va_end(ap);
+}
 
 /* "the node list (201 nodes, 111064 bytes)" */
 static const char *what_desc(int cmd, const struct psl__ctl_sent *s, char *buf, size_t len)
@@ -300,4 +332,39 @@ void psl__control_take_abort(const struct psl__meta *m)
 		return;
 	}
 	psl__node_lost(1, err, why);
+}
+
+/* ------------------------------------------------------------ sending -- */
+
+/* A control message in flight: its outcome goes to psl__control_sent. */
+struct ctl_ref {
+	struct psl__sendref ref;
+	struct psl__ctl_sent what;
+	unsigned van_errors; /* the van's ERROR count when it was sent */
+};
+
+static void ctl_done(struct psl__sendref *ref, int status)
+{
+	struct ctl_ref *c = (struct ctl_ref *)ref;
+	c->what.van_said = status && psl__van_errors() != c->van_errors;
+	psl__control_sent(&c->what, status);
+	free(c);
+}
+
+int psl__send_control(struct psl__meta *m, bool ts_next)
+{
+	struct ctl_ref *c = malloc(sizeof(*c));
+	if (ts_next)
+		m->timestamp = atomic_fetch_add(&psl__po.van_ts, 1);
+	if (!c) {
+		struct psl__ctl_sent w = {m->cmd, m->recver, m->barrier_group, m->node_size,
+					  m->request, psl__meta_size(m), false};
+		psl__control_sent(&w, -ENOMEM);
+		return -ENOMEM;
+	}
+	c->ref.done = ctl_done;
+	c->what = (struct psl__ctl_sent){m->cmd, m->recver, m->barrier_group, m->node_size,
+					 m->request, psl__meta_size(m), false};
+	c->van_errors = psl__van_errors();
+	return psl__send(m, NULL, 0, &c->ref);
 }

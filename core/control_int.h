@@ -20,7 +20,7 @@ void psl__start_failed_held(int err, const char *fmt, ...)
 /* Scheduler: tells a ghost at n's address (a node declared lost that still
  * runs) to stop, and why, as the job's abort does (PSL__ABORT_TAG), under
  * an id of its own; once per address: false if it was told before
- * (registration.c). */
+ * (refuse.c). */
 bool psl__tell_ghost(const struct psl__node *n, const char *why);
 
 /* The body of the TERMINATE a scheduler sends a node whose registration it
@@ -65,9 +65,6 @@ void psl__recovery_news(const struct psl__meta *m);
 /* Scheduler, from the timer: refuses the newcomers that waited too long
  * for a lost node to replace. */
 void psl__recovery_tick(int64_t now);
-/* How long a newcomer waits at the scheduler for a place: twice the
- * heartbeat timeout, and 10 s. */
-int psl__recovery_bound_s(void);
 /* Node, PS_RESEND with PS_RECOVERY (recovery_resend.c): whether the requests
  * in flight to lost node id wait for its replacement; holds them; sends them
  * to the replacement, now connected; fails them after the bound (timer). */
@@ -81,11 +78,16 @@ void psl__recovery_heard(int id);
 /* Forgets the newcomers waiting for a place (the scheduler's state reset). */
 void psl__recovery_reset(void);
 /* Scheduler: tells node n that its registration was refused, and why
- * (registration.c). */
+ * (refuse.c). */
 void psl__tell_refused(const struct psl__node *n, const char *fmt, ...)
 	__attribute__((format(printf, 2, 3)));
-/* Scheduler: the PS_JOB_SECRET nonce of registered node n, or NULL. */
+/* Scheduler: the PS_JOB_SECRET nonce of registered node n, or NULL; with
+ * po.mu held, keeps the nonce of n's registration (a node started again at
+ * the same address brings a new one) (refuse.c). */
 const char *psl__registration_nonce(const struct psl__node *n);
+void psl__registration_keep_nonce(const struct psl__node *n, const char *nonce);
+/* Forgets the addresses told so far (the scheduler's state reset). */
+void psl__refusals_reset(void);
 
 /* Received control messages, by kind. */
 void psl__scheduler_add_node(const struct psl__meta *m);

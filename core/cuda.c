@@ -329,10 +329,9 @@ bool psl__cuda_direct(void)
 	return d && (psl__po.caps.flags & PSL_VAN_CAP_MEM_CUDA) != 0;
 }
 
-void psl__cuda_reset(void)
+void psl__cu_streams_reset(void)
 {
 	int i;
-	psl__cu_pool_drain();
 	pthread_once(&streams_once, streams_init);
 	pthread_mutex_lock(&psl__cu.mu);
 	for (i = 0; i < PSL__CU_MAX_DEV; i++) {
@@ -346,7 +345,6 @@ void psl__cuda_reset(void)
 	atomic_store(&direct_env, -1);
 	pthread_mutex_unlock(&psl__cu.mu);
 }
-
 
 /* ------------------------------------------------------- public calls -- */
 

@@ -58,7 +58,8 @@ void psl__cuda_stage_put(void *buf);
 /* Pinned bytes the pool holds (in use or free), and buffers in use. */
 size_t psl__cuda_stage_bytes(size_t *in_use);
 
-/* Tests: forget the loaded runtime (closes it; PS_CUDA_LIB read again). */
+/* Tests: forget the loaded runtime (frees the pinned pool, closes it;
+ * PS_CUDA_LIB read again) (cuda_pool.c). */
 void psl__cuda_reset(void);
 
 #endif

@@ -70,7 +70,8 @@ bool psl__cu_dev_ok(int dev);
  * (*prev: the device to give back, -1 none); 0 or -errno. Then leave. */
 int psl__cu_stream_enter(int dev, int *prev);
 void psl__cu_stream_leave(int dev, int prev);
-/* cuda_pool.c: frees the pinned buffers kept for reuse. */
-void psl__cu_pool_drain(void);
+/* cuda.c: destroys the core's streams and events and unloads the runtime
+ * (psl__cuda_reset, after the pool's buffers are freed). */
+void psl__cu_streams_reset(void);
 
 #endif

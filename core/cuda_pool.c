@@ -104,7 +104,7 @@ size_t psl__cuda_stage_bytes(size_t *in_use)
 	return b;
 }
 
-void psl__cu_pool_drain(void)
+static void pool_drain(void)
 {
 	int i;
 	pthread_mutex_lock(&pool.mu);
@@ -120,3 +120,8 @@ void psl__cu_pool_drain(void)
 	pthread_mutex_unlock(&pool.mu);
 }
 
+void psl__cuda_reset(void)
+{
+	pool_drain();
+	psl__cu_streams_reset();
+}

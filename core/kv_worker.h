@@ -57,11 +57,21 @@ struct trigger {
 	int ts; /* the pull's */
 };
 
-/* Request side (kv_worker.c): how many servers a pull asks, its sends
- * (zref: the held sends of a zero-copy request, or NULL), and its end. */
+/* Sending (kv_send.c): one slice to server rank r (its data is cp's, or
+ * else the caller's, which the request's completion waits for: zref, a
+ * hold of the request given back if the slice is not sent); a slice that
+ * could not be sent fails the request's part for that server; how many
+ * servers a pull asks, its sends (zref: the held sends of a zero-copy
+ * request, or NULL); a pull record for S servers (zeroed), and its end. */
+int psl__kvw_send_slice(struct psl_kv_worker *w, int ts, int r, bool push, int cmd,
+			const uint64_t *keys, size_t nk, const void *vals, size_t nv,
+			const int *lens, void *out_ptr, size_t out_elems, struct psl__kv_copy *cp,
+			struct psl__sendref *zref, const struct mem_of *mo);
+void psl__kvw_send_failed(struct psl_kv_worker *w, int ts, int r, int rc);
 int psl__kvw_pull_slices(const struct pull *p);
 void psl__kvw_send_pulls(struct psl_kv_worker *w, struct pull *p, int ts,
 			 struct psl__sendref *zref);
+struct pull *psl__kvw_pull_get(int S);
 void psl__kvw_pull_free(struct pull *p);
 
 /* Answer side (kv_worker_answer.c): the customer's callbacks. */

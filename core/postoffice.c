@@ -1,50 +1,20 @@
-/* The node table: identity, groups, key ranges, loss and the queries. */
+/* The node table's queries: identity, groups, key ranges, which node a
+ * thread works for, and the public queries about them. Below every other
+ * part of the core but the table's storage (nodes.c) and the log. */
 #include "config.h"
 
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
-#include "control.h"
-#include "control_int.h"
-#include "customer.h"
+#include "env.h"
 #include "log.h"
-#include "ipc.h"
 #include "postoffice.h"
-#include "resender.h"
 
-#define OFFICE_INIT                                                                        \
-	{                                                                                  \
-		.mu = PTHREAD_MUTEX_INITIALIZER, .cv = PTHREAD_COND_INITIALIZER,            \
-		.timer_cv = PTHREAD_COND_INITIALIZER, .my_id = -1, .my_rank = -1,          \
-	}
-struct psl__office psl__offices[PSL__OFFICES] = {[0 ... PSL__OFFICES - 1] = OFFICE_INIT};
-__thread struct psl__office *psl__cur = &psl__offices[0];
 #define po psl__po
-
-/* DMLC_ROLE=joint: psl__offices[0] is the server, [1] the worker (a
- * group's: lifecycle.c); nodes: how many run */
-static atomic_bool joint;
-static atomic_int nodes = 1;
 
 /* the node psl_use_role or psl_use_instance chose for the calling thread */
 static __thread struct psl__office *selected;
-
-bool psl__joint(void)
-{
-	return atomic_load(&joint);
-}
-
-void psl__set_nodes(int n, bool on)
-{
-	atomic_store(&nodes, n < 1 ? 1 : n);
-	atomic_store(&joint, on);
-}
-
-int psl__nodes_here(void)
-{
-	return atomic_load(&nodes);
-}
 
 static bool running(const struct psl__office *o)
 {
@@ -178,20 +148,13 @@ const char *psl__node_desc(int id, char *buf, size_t len)
 	return buf;
 }
 
-int psl__send_check(int id)
+
+void (*psl__loss_hook)(int id, int err, const char *why);
+
+void psl__node_lost(int id, int err, const char *why)
 {
-	int rc = 0;
-	if (id < 1 || id > po.max_id || !po.peers)
-		return -EHOSTDOWN;
-	pthread_mutex_lock(&po.mu);
-	if (po.role != PSL_SCHEDULER && po.peers[1].dead)
-		rc = -ENOLINK;
-	else if (po.peers[id].dead)
-		rc = -EHOSTDOWN;
-	pthread_mutex_unlock(&po.mu);
-	if (rc == -EHOSTDOWN && po.cfg.recovery_wait_s > 0 && po.role != PSL_SCHEDULER)
-		rc = psl__recovery_wait(id);
-	return rc;
+	if (psl__loss_hook)
+		psl__loss_hook(id, err, why);
 }
 
 bool psl__node_dead(int id)
@@ -205,63 +168,11 @@ bool psl__node_dead(int id)
 	return d;
 }
 
-void psl__node_lost(int id, int err, const char *why)
+
+int psl__recovery_bound_s(void)
 {
-	char d[96];
-	bool leaving, cut, hold;
-	if (id < 1 || id > po.max_id)
-		return;
-	psl__ipc_peer_lost(id);
-	leaving = psl__control_node_leaving(id);
-	hold = !leaving && psl__recovery_holds(id);
-	pthread_mutex_lock(&po.mu);
-	if (po.peers[id].dead || (po.state != PSL__READY && po.state != PSL__STARTING)) {
-		pthread_mutex_unlock(&po.mu);
-		return;
-	}
-	/* without the scheduler a running node cannot go on (no barriers, no
-	 * finalize, no news of lost nodes): what waits on anyone fails */
-	cut = id == 1 && po.role != PSL_SCHEDULER && po.state == PSL__READY && !leaving;
-	po.peers[id].dead = true;
-	po.peers[id].down_at_ms = psl__now_ms();
-	if (!leaving && !po.job_lost_err) {
-		po.job_lost_err = cut || id == 1 ? -ENOLINK : err ? err : -EHOSTDOWN;
-		snprintf(po.job_lost_msg, sizeof(po.job_lost_msg), "lost %s: %s",
-			 psl__node_desc(id, d, sizeof(d)), why);
-	}
-	pthread_cond_broadcast(&po.cv);
-	pthread_mutex_unlock(&po.mu);
-	if (leaving)
-		PSL_DBG("%s left: %s", psl__node_desc(id, d, sizeof(d)), why);
-	else if (cut)
-		PSL_ERR("lost %s: %s; every request fails now with \"%s\"",
-			psl__node_desc(id, d, sizeof(d)), why, psl_strerror(-ENOLINK));
-	else if (hold)
-		PSL_ERR("lost %s: %s; the requests in flight to it wait for its replacement",
-			psl__node_desc(id, d, sizeof(d)), why);
-	else
-		PSL_ERR("lost %s: %s; requests waiting on it fail with \"%s\"",
-			psl__node_desc(id, d, sizeof(d)), why, psl_strerror(err));
-	/* the van lets go of it: what is in flight from it is dropped (a frozen
-	 * server's rendezvous into a worker's buffers, over ucx, held the
-	 * worker's requests until the server woke up) */
-	if (!leaving && id != po.my_id && po.van && po.lib.ops && po.lib.ops->disconnect)
-		po.lib.ops->disconnect(po.van, id);
-	if (hold) {
-		psl__recovery_hold(id, err ? err : -EHOSTDOWN);
-	} else {
-		psl__resender_forget(id);
-		psl__customers_node_lost(id, err);
-	}
-	if (cut)
-		psl__customers_node_lost(0, -ENOLINK);
-	/* the others hear of the loss before a barrier it releases (the final
-	 * one, say) lets them go: they must not take it for a node that left */
-	if (po.role == PSL_SCHEDULER && !leaving)
-		psl__control_announce_lost(id, why);
-	psl__control_forget_node(id);
-	if (po.role == PSL_SCHEDULER && !leaving && po.cfg.recovery)
-		psl__recovery_retry();
+	bool hb = po.cfg.heartbeat_interval > 0 && po.cfg.heartbeat_timeout > 0;
+	return (hb ? 2 * po.cfg.heartbeat_timeout : 0) + 10;
 }
 
 /* ------------------------------------------------------------- queries -- */
@@ -402,79 +313,5 @@ const char *psl_van_name(void)
 {
 	struct psl__office *o = sel();
 	return o->lib.ops ? o->lib.ops->name : NULL;
-}
-
-int psl__barrier_here(int customer_id, int group, int cmd)
-{
-	struct psl__office *home = psl__cur;
-	unsigned gen[PSL__OFFICES];
-	int rc = 0, i, n = psl__nodes_here();
-	bool in[PSL__OFFICES] = {false};
-
-	for (i = 0; i < n && !rc; i++) {
-		psl__enter(&psl__offices[i]);
-		if (!psl__group_has(group, po.my_id) && n > 1)
-			continue;
-		rc = psl__control_barrier_arrive(customer_id, group, cmd, &gen[i]);
-		in[i] = rc == 0;
-		if (rc == 1)
-			rc = 0;
-	}
-	/* (a node that could not arrive: the other's barrier cannot end) */
-	for (i = 0; i < n && !rc; i++) {
-		if (!in[i])
-			continue;
-		psl__enter(&psl__offices[i]);
-		rc = psl__control_barrier_wait(group, gen[i]);
-	}
-	psl__enter(home);
-	return rc;
-}
-
-/* Whether this process runs its whole instance group of one role
- * (psl_start_group with DMLC_GROUP_SIZE > 1, not joint). */
-static bool whole_group_here(void)
-{
-	return psl_group_size() > 1 && !psl__joint() && psl__nodes_here() == psl_group_size();
-}
-
-/* C++ ps-lite's Postoffice::Barrier in a process of a whole group: one
- * BARRIER from the first instance stands for all of them (and for all the
- * process's threads that ask at the same time). */
-static int barrier_first(int customer_id, int group)
-{
-	struct psl__office *home = psl__cur;
-	unsigned gen;
-	int rc;
-	psl__enter(&psl__offices[0]);
-	rc = psl__control_barrier_shared(customer_id, group, &gen);
-	if (rc == 0)
-		rc = psl__control_barrier_wait(group, gen);
-	psl__enter(home);
-	return rc == 1 ? 0 : rc;
-}
-
-int psl_barrier(int customer_id, int group)
-{
-	psl__clear_error();
-	if (psl__offices[0].state != PSL__READY)
-		return PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "psl_barrier: pslite is not started on "
-				"this node (or is finalizing): call it between psl_start and "
-				"psl_finalize");
-	if (group < 1 || group > 7)
-		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_barrier: group %d is no node group: "
-				"pass 1 to 7 (PSL_GROUP_SCHEDULER, _SERVERS, _WORKERS or their "
-				"sum)", group);
-	/* a process that holds its whole instance group asks once, from its
-	 * first instance, as C++ ps-lite's processes do (a group-level
-	 * BARRIER); a process of one instance of a group asks for itself
-	 * (StepMesh's model: an INSTANCE_BARRIER); the scheduler counts both
-	 * kinds in one barrier (barrier.c) */
-	if (whole_group_here())
-		return psl__ret("psl_barrier", barrier_first(customer_id, group));
-	return psl__ret("psl_barrier",
-			psl__barrier_here(customer_id, group,
-				     psl_group_size() > 1 ? PSL_CMD_INSTANCE_BARRIER
-							  : PSL_CMD_BARRIER));
 }
 

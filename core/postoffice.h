@@ -180,7 +180,8 @@ bool psl__joint(void);
 void psl__set_nodes(int n, bool joint);
 int psl__nodes_here(void);
 /* A barrier of every node of this process in group: each arrives, then
- * each waits (a joint process's two nodes are both awaited). */
+ * each waits (a joint process's two nodes are both awaited)
+ * (barrier_call.c). */
 int psl__barrier_here(int customer_id, int group, int cmd);
 /* The node of this process that has role (PSL_SERVER, PSL_WORKER,
  * PSL_SCHEDULER), or NULL. */
@@ -197,7 +198,6 @@ static inline bool psl__is_worker_id(int id)
 	return id >= 9 && id % 2 == 1;
 }
 
-
 /* Ids of the members of group g (1..7) in ps-lite's order: workers, servers,
  * scheduler. Returns how many; ids must hold num_workers+num_servers+1. */
 int psl__group_members(int g, int *ids);
@@ -209,14 +209,23 @@ int psl__server_id(int r);
 /* The group rank of an instance's id: its rank / DMLC_GROUP_SIZE. */
 int psl__id_to_group_rank(int id);
 
-/* Marks a node lost and fails what waits on it. Takes po.mu itself. */
+/* Marks a node lost and fails what waits on it. Takes po.mu itself. The
+ * parts of the core that find a loss (heartbeats, failed sends, the van's
+ * events) are below those that let go of what they keep for the node: this
+ * reaches them through psl__loss_hook, loss.c's psl__loss_handle, which
+ * psl__core_wire sets before a node starts (lifecycle.c). */
 void psl__node_lost(int id, int err, const char *why);
+extern void (*psl__loss_hook)(int id, int err, const char *why);
+void psl__loss_handle(int id, int err, const char *why);
 bool psl__node_dead(int id);
 /* Whether a request may be sent to node id: 0, -EHOSTDOWN (id was lost), or
  * -ENOLINK (this server or worker lost the scheduler: every request fails at
  * once, pending ones included; nothing waits for answers that may never
- * come). */
+ * come) (loss.c). */
 int psl__send_check(int id);
+/* How long a newcomer waits at the scheduler for a place (s): twice the
+ * heartbeat timeout, and 10 (postoffice.c). */
+int psl__recovery_bound_s(void);
 /* A request to lost node id waits for a node that takes its place, up to
  * PS_RECOVERY_WAIT seconds after the loss: 0 once one did, else the loss's
  * error (recovery.c). Takes po.mu itself. */

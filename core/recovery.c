@@ -255,12 +255,6 @@ static struct {
 static int nwaiting;
 static pthread_mutex_t waiting_mu = PTHREAD_MUTEX_INITIALIZER;
 
-int psl__recovery_bound_s(void)
-{
-	bool hb = po.cfg.heartbeat_interval > 0 && po.cfg.heartbeat_timeout > 0;
-	return (hb ? 2 * po.cfg.heartbeat_timeout : 0) + 10;
-}
-
 /* With waiting_mu held: n's entry, or -1. */
 static int waiting_find(const struct psl__node *n)
 {

@@ -21,16 +21,6 @@
 
 #define po psl__po
 
-/* With PS_JOB_SECRET: at the scheduler, the nonce of each registered node
- * (each node's own, po.nonce, binds the node list's proof to it). */
-struct reg_nonce {
-	char host[PSL_HOST_MAX];
-	int port;
-	char nonce[33];
-};
-static struct reg_nonce *reg_nonces;
-static int nreg_nonces;
-
 /* A pslite node's view of the job's counts, in its registration's body
  * (after the proof of PS_JOB_SECRET, if any): "pslite-counts S W G" with
  * DMLC_NUM_SERVER, DMLC_NUM_WORKER and DMLC_GROUP_SIZE. C++ ps-lite ignores
@@ -100,41 +90,6 @@ int psl__control_register(void)
 	m.body = body;
 	m.body_size = (int)strlen(body);
 	return psl__send_control(&m, true);
-}
-
-static struct reg_nonce *nonce_entry(const struct psl__node *n)
-{
-	int i;
-	for (i = 0; i < nreg_nonces; i++)
-		if (reg_nonces[i].port == n->port && !strcmp(reg_nonces[i].host, n->hostname))
-			return &reg_nonces[i];
-	return NULL;
-}
-
-static const char *nonce_of(const struct psl__node *n)
-{
-	struct reg_nonce *r = nonce_entry(n);
-	return r ? r->nonce : NULL;
-}
-
-const char *psl__registration_nonce(const struct psl__node *n)
-{
-	return nonce_of(n);
-}
-
-/* With po.mu held: keeps the nonce of n's registration (a node started
- * again at the same address brings a new one). */
-static void keep_nonce(const struct psl__node *n, const char *nonce)
-{
-	struct reg_nonce *r = nonce_entry(n);
-	if (!r && (r = realloc(reg_nonces, sizeof(*r) * (size_t)(nreg_nonces + 1)))) {
-		reg_nonces = r;
-		r += nreg_nonces++;
-		snprintf(r->host, sizeof(r->host), "%s", n->hostname);
-		r->port = n->port;
-	}
-	if (r)
-		memcpy(r->nonce, nonce, 33);
 }
 
 static int host_count(const char *h)
@@ -307,7 +262,7 @@ static void broadcast_node_list(void)
 		m.node_size = total + 1;
 		m.recver = order[i];
 		if (psl__auth_on()) {
-			const char *nonce = nonce_of(&po.peers[order[i]].node);
+			const char *nonce = psl__registration_nonce(&po.peers[order[i]].node);
 			if (!nonce || psl__auth_list_body(list, total + 1, nonce, body)) {
 				PSL_WARN("no proof of PS_JOB_SECRET for node %d's node list",
 					 order[i]);
@@ -333,99 +288,10 @@ out:
 	free(order);
 }
 
-/* Scheduler: tells a node whose registration it ignored why, so that the
- * node fails at once with the reason instead of waiting for its start-up
- * timeout: the scheduler connects to the address the registration gave,
- * under an id no node of the job has (its events are ignored), and sends a
- * TERMINATE whose body is PSL__REFUSED_TAG and the reason. Said to at most
- * REFUSALS_MAX addresses, once each, so that a flood of registrations does
- * not make the scheduler open connections without end. A ghost (a node
- * declared lost that still runs, heartbeat.c) is told to stop the same way.
- * ps-lite has no such
- * message: a C++ node's receive thread stops on it (it would have waited for
- * ever). */
-#define REFUSALS_MAX 16
-#define REFUSED_ID_BASE 30000
-static struct {
-	char host[64];
-	int port;
-} told[REFUSALS_MAX];
-static int ntold;
-static pthread_mutex_t told_mu = PTHREAD_MUTEX_INITIALIZER;
-
 void psl__registration_reset(void)
 {
-	pthread_mutex_lock(&told_mu);
-	ntold = 0;
-	pthread_mutex_unlock(&told_mu);
+	psl__refusals_reset();
 	nodd = 0;
-}
-
-/* The id under which the scheduler speaks to address n, once: -1 if it was
- * told before, or REFUSALS_MAX addresses were. */
-static int spare_id(const struct psl__node *n)
-{
-	int i, id = -1;
-
-	pthread_mutex_lock(&told_mu);
-	for (i = 0; i < ntold; i++)
-		if (told[i].port == n->port && !strcmp(told[i].host, n->hostname))
-			break;
-	if (i == ntold && ntold < REFUSALS_MAX) {
-		snprintf(told[ntold].host, sizeof(told[ntold].host), "%s", n->hostname);
-		told[ntold].port = n->port;
-		id = REFUSED_ID_BASE + ntold++;
-	}
-	pthread_mutex_unlock(&told_mu);
-	return id;
-}
-
-/* Connects to n under id and sends it a TERMINATE with body. */
-static void tell(const struct psl__node *n, int id, const char *body)
-{
-	struct psl__node t = *n;
-	struct psl__meta m;
-
-	t.id = id;
-	if (psl__control_connect(&t, 1))
-		return;
-	psl__meta_init(&m);
-	m.cmd = PSL_CMD_TERMINATE;
-	m.recver = t.id;
-	m.body = body;
-	m.body_size = (int)strlen(body);
-	psl__send_control(&m, true);
-}
-
-void psl__tell_refused(const struct psl__node *n, const char *fmt, ...)
-{
-	char body[400];
-	va_list ap;
-	int id = spare_id(n), len;
-
-	if (id < 0)
-		return;
-	len = snprintf(body, sizeof(body), "%s", PSL__REFUSED_TAG);
-	va_start(ap, fmt);
-	vsnprintf(body + len, sizeof(body) - (size_t)len, fmt, ap);
-	va_end(ap);
-	pthread_mutex_lock(&po.mu); /* for the start-up timeout's message */
-	snprintf(po.refused, sizeof(po.refused), "the %s at %s:%d (%.160s)",
-		 psl__role_name(n->role), n->hostname, n->port, body + len);
-	pthread_mutex_unlock(&po.mu);
-	tell(n, id, body);
-}
-
-bool psl__tell_ghost(const struct psl__node *n, const char *why)
-{
-	char body[400];
-	int id = spare_id(n);
-
-	if (id < 0)
-		return false;
-	snprintf(body, sizeof(body), "%s%d: %s", PSL__ABORT_TAG, -ENOLINK, why);
-	tell(n, id, body);
-	return true;
 }
 
 /* Nodes refused for counts that differ from the scheduler's: when all of
@@ -519,7 +385,7 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 			return;
 		}
 		pthread_mutex_lock(&po.mu);
-		keep_nonce(n, nonce);
+		psl__registration_keep_nonce(n, nonce);
 		pthread_mutex_unlock(&po.mu);
 	}
 	if (refuse_other_counts(m, n))

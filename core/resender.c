@@ -272,9 +272,8 @@ static bool seen_locked(const struct psl__meta *m)
 					   m->timestamp, m->request));
 }
 
-bool psl__resender_on_recv(const struct psl__meta *m)
+bool psl__resender_on_recv(const struct psl__meta *m, struct psl__meta *ack)
 {
-	struct psl__meta ack;
 	struct entry *e = NULL;
 	uint64_t sig;
 	bool dup;
@@ -299,11 +298,9 @@ bool psl__resender_on_recv(const struct psl__meta *m)
 	 * ACKs what a node receives before it is ready (docs/wire.md 9 and 5). */
 	if (psl__po.my_id != PSL_EMPTY) {
 		sig = psl__msg_sig(m->app_id, m->sender, psl__po.my_id, m->timestamp, m->request);
-		psl__meta_init(&ack);
-		ack.cmd = PSL_CMD_ACK;
-		ack.msg_sig = sig;
-		ack.recver = m->sender;
-		psl__send_control(&ack, false); /* (a failure is logged: psl__control_sent) */
+		ack->cmd = PSL_CMD_ACK;
+		ack->msg_sig = sig;
+		ack->recver = m->sender;
 	}
 	pthread_mutex_lock(&S.mu);
 	dup = seen_locked(m);

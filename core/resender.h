@@ -16,9 +16,11 @@ void psl__resender_fini(void);
 /* Keeps a copy of an outgoing message until it is ACKed. */
 void psl__resender_on_send(const struct psl__meta *m, const void *meta, size_t meta_len,
 			   const struct psl_van_seg *segs, uint32_t nseg);
-/* For a received message: handles an ACK, or ACKs it. Returns true if the
- * message must not be processed further (an ACK, or a duplicate). */
-bool psl__resender_on_recv(const struct psl__meta *m);
+/* For a received message: handles an ACK, or says in *ack (an initialised
+ * meta; its cmd becomes PSL_CMD_ACK) the ACK the caller must send for it.
+ * Returns true if the message must not be processed further (an ACK, or a
+ * duplicate). */
+bool psl__resender_on_recv(const struct psl__meta *m, struct psl__meta *ack);
 /* Resends what is overdue; gives up on a peer after 10 resends. */
 void psl__resender_tick(int64_t now_ms);
 /* How many sent messages wait for their ACK. */

@@ -306,12 +306,6 @@ int psl__req_wait(struct psl__customer *c, int ts)
 	return psl__req_wait_ms(c, ts, -1);
 }
 
-bool psl__req_settled_locked(struct psl__customer *c, int ts)
-{
-	struct psl__req *r = c->ring[(uint32_t)ts & (c->cap - 1)];
-	return !r || r->ts != ts || r->state == PSL__REQ_FREE || r->state == PSL__REQ_DONE;
-}
-
 int psl__req_wait_ms(struct psl__customer *c, int ts, int timeout_ms)
 {
 	struct timespec dl;

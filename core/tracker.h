@@ -83,8 +83,6 @@ int psl__req_wait(struct psl__customer *c, int ts);
 /* The same for at most timeout_ms (< 0: no limit): -ETIMEDOUT if request
  * ts is still pending then. */
 int psl__req_wait_ms(struct psl__customer *c, int ts, int timeout_ms);
-/* With c->mu held: request ts is done, or no longer tracked. */
-bool psl__req_settled_locked(struct psl__customer *c, int ts);
 
 struct psl__office;
 /* progress.c (PS_CALLER_PROGRESS=1): the caller drives c's van until

@@ -1,5 +1,8 @@
-/* The core side of the van ABI: encoding and sending, and the receive
- * callback that checks every message before it is used. */
+/* The core side of the van ABI: the callbacks a van calls (van_send.c
+ * sends). Its receive callback checks every message before it is used and
+ * hands it up to whom it is for: the control plane, a customer, the
+ * resender. Above every other part of the core but start-up
+ * (lifecycle.c), since it dispatches to them. */
 #define _GNU_SOURCE 1 /* pthread_setaffinity_np, CPU_SET */
 #include "config.h"
 
@@ -25,47 +28,14 @@
 #include "resender.h"
 #include "van_host.h"
 
-/* Set when the van logs an ERROR: its start-up failure then needs no second
- * ERROR line from the core (psl__van_errors). */
-static atomic_uint van_errors;
-
-unsigned psl__van_errors(void)
-{
-	return atomic_load(&van_errors);
-}
-
 /* A van's warnings are mostly about what peers sent: rate-limited like the
  * core's, per format string (the van's call site). */
-/* The text of the van's last ERROR line, for the reasons the core passes
- * on to other nodes (a failed control send: control_fail.c). */
-static char van_last_err[256];
-static pthread_mutex_t van_last_mu = PTHREAD_MUTEX_INITIALIZER;
-
-const char *psl__van_last_error(char *buf, size_t len)
-{
-	pthread_mutex_lock(&van_last_mu);
-	snprintf(buf, len, "%s", van_last_err);
-	pthread_mutex_unlock(&van_last_mu);
-	return buf;
-}
-
-static void note_van_error(const char *fmt, va_list ap)
-{
-	va_list aq;
-	va_copy(aq, ap);
-	pthread_mutex_lock(&van_last_mu);
-	vsnprintf(van_last_err, sizeof(van_last_err), fmt, aq);
-	atomic_fetch_add(&van_errors, 1);
-	pthread_mutex_unlock(&van_last_mu);
-	va_end(aq);
-}
-
 static void host_vlog(void *ctx, int level, const char *van, const char *fmt, va_list ap)
 {
 	static struct psl__ratelimit sites[64];
 	psl__enter(ctx); /* the node whose van calls */
 	if (level == PSL_VAN_LOG_ERROR)
-		note_van_error(fmt, ap);
+		psl__van_note_error(fmt, ap);
 	if (level > psl__log_level)
 		return;
 	if (level == PSL_VAN_LOG_WARN)
@@ -147,16 +117,6 @@ static const char *sender_refused(int sender, int cmd)
 	return NULL;
 }
 
-static void loop_release(struct psl_van_rmsg *raw);
-
-static void trace_msg(const char *dir, const struct psl__meta *m, uint32_t nseg, int peer)
-{
-	PSL_TRACE("%s node %d: %s app %d cust %d ts %d %s%s%s head %d frames %u", dir, peer,
-		  psl__cmd_name(m->cmd), m->app_id, m->customer_id, m->timestamp,
-		  m->request ? "request" : "response", m->push ? " push" : "",
-		  m->simple_app ? " simple" : "", m->head, nseg);
-}
-
 /* STEPMESH_BIND_CPU_CORE: the thread that delivers the van's messages (its
  * receive or progress thread: StepMesh binds its van's receive thread) is
  * bound to cfg.bind_cpu, once, when it first delivers. */
@@ -188,6 +148,19 @@ static void bind_receive_thread(void)
 			 cpu);
 }
 
+/* PS_RESEND: ACKs what needs it; true for an ACK or a duplicate (nothing
+ * more to do with it). */
+static bool resend_filter(const struct psl__meta *m)
+{
+	struct psl__meta ack;
+	bool done;
+	psl__meta_init(&ack);
+	done = psl__resender_on_recv(m, &ack);
+	if (ack.cmd == PSL_CMD_ACK)
+		psl__send_control(&ack, false); /* (a failure is logged: psl__control_sent) */
+	return done;
+}
+
 static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 {
 	struct psl__meta m;
@@ -195,7 +168,7 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 	int rc;
 	psl__enter(ctx); /* the node whose van calls */
 
-	if (psl__po.cfg.bind && raw->release != loop_release && !psl__driving)
+	if (psl__po.cfg.bind && raw->release != psl__loop_release && !psl__driving)
 		bind_receive_thread(); /* (not a caller's thread that drives the van) */
 
 	rc = psl__meta_decode(raw->meta, raw->meta_len, &m, why, sizeof(why));
@@ -206,7 +179,7 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 		psl__raw_release(raw);
 		return;
 	}
-	if (raw->release != loop_release) {
+	if (raw->release != psl__loop_release) {
 		const char *no = sender_refused(raw->sender, m.cmd);
 		if (no) {
 			char d[96];
@@ -224,7 +197,7 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 	m.sender = raw->sender;
 	m.recver = psl__po.my_id;
 	if (psl__log_level >= PSL_LOG_TRACE)
-		trace_msg("from", &m, raw->nseg, m.sender);
+		psl__trace_msg("from", &m, raw->nseg, m.sender);
 	/* PS_DROP_MSG, as in ps-lite: lose messages on purpose to test the
 	 * resender (only once the node is ready) */
 	if (psl__po.cfg.drop_rate > 0 && psl__po.state == PSL__READY) {
@@ -239,7 +212,7 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 			return;
 		}
 	}
-	if (psl__po.cfg.resend && m.cmd != PSL_CMD_TERMINATE && psl__resender_on_recv(&m)) {
+	if (psl__po.cfg.resend && m.cmd != PSL_CMD_TERMINATE && resend_filter(&m)) {
 		psl__meta_clear(&m);
 		psl__raw_release(raw);
 		return;
@@ -323,154 +296,5 @@ void psl__host_init(struct psl_van_host *h)
 	h->recv_dest_put = host_recv_dest_put;
 	h->proof = host_proof;
 	h->proof_check = host_proof_check;
-}
-
-/* ------------------------------------------------------------ loopback -- */
-
-/* A message a node sends to itself (a SimpleApp request to a group it is in,
- * say) does not cross the van. */
-struct loop_msg {
-	struct psl_van_rmsg raw;
-	struct psl_van_rseg segs[4];
-};
-
-static void loop_release(struct psl_van_rmsg *raw)
-{
-	free(raw);
-}
-
-static int loopback(const void *meta, size_t meta_len, const struct psl_van_seg *segs,
-		    uint32_t nseg)
-{
-	size_t data = 0, off;
-	uint32_t i;
-	struct loop_msg *lm;
-	char *p;
-
-	if (nseg > 4)
-		return -EINVAL;
-	for (i = 0; i < nseg; i++) {
-		if (segs[i].mem_type != PSL_MEM_HOST)
-			return -EINVAL;
-		data += (segs[i].len + 7) & ~(size_t)7;
-	}
-	off = (sizeof(*lm) + 7) & ~(size_t)7;
-	lm = malloc(off + ((meta_len + 7) & ~(size_t)7) + data);
-	if (!lm)
-		return -ENOMEM;
-	p = (char *)lm + off;
-	memcpy(p, meta, meta_len);
-	lm->raw.meta = p;
-	lm->raw.meta_len = meta_len;
-	p += (meta_len + 7) & ~(size_t)7;
-	for (i = 0; i < nseg; i++) {
-		if (segs[i].len)
-			memcpy(p, segs[i].data, segs[i].len);
-		lm->segs[i] = (struct psl_van_rseg){p, segs[i].len, PSL_MEM_HOST, -1};
-		p += (segs[i].len + 7) & ~(size_t)7;
-	}
-	lm->raw.sender = psl__po.my_id;
-	lm->raw.nseg = nseg;
-	lm->raw.segs = lm->segs;
-	lm->raw.release = loop_release;
-	host_recv(NULL, &lm->raw);
-	return 0;
-}
-
-/* ---------------------------------------------------------------- send -- */
-
-int psl__send(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg,
-	      struct psl__sendref *ref)
-{
-	uint8_t stack[2048];
-	uint8_t *buf = stack;
-	size_t len, data = 0;
-	uint32_t i;
-	int rc;
-	struct psl_van_seg ipc_seg;
-	bool copied = false;
-
-	if (!psl__po.van) {
-		rc = -ESHUTDOWN;
-		goto out;
-	}
-	for (i = 0; i < nseg; i++)
-		data += segs[i].len;
-	if (m->cmd == PSL_CMD_EMPTY)
-		m->data_size = data > 0x7fffffff ? 0x7fffffff : (int)data;
-	/* to a local peer (BYTEPS_ENABLE_IPC=1): the data goes into shared
-	 * memory, copied now, and a descriptor through the van */
-	if (nseg && psl__ipc_pack(m, segs, nseg, data, &ipc_seg)) {
-		segs = &ipc_seg;
-		nseg = 1;
-		copied = true;
-	}
-	len = psl__meta_size(m);
-	if (len > sizeof(stack) && !(buf = malloc(len))) {
-		rc = -ENOMEM;
-		goto out;
-	}
-	psl__meta_encode(m, buf);
-	if (psl__log_level >= PSL_LOG_TRACE)
-		trace_msg("to", m, nseg, m->recver);
-	if (psl__po.cfg.resend && atomic_load(&psl__po.resend_live) && m->cmd != PSL_CMD_ACK &&
-	    m->cmd != PSL_CMD_TERMINATE) /* (only to refused nodes, which do not ack) */
-		psl__resender_on_send(m, buf, len, segs, nseg);
-	if (m->recver == psl__po.my_id && psl__po.my_id != PSL_EMPTY) {
-		rc = loopback(buf, len, segs, nseg);
-		if (ref)
-			ref->done(ref, rc);
-		if (buf != stack)
-			free(buf);
-		return rc;
-	}
-	rc = psl__po.lib.ops->send(psl__po.van, m->recver, buf, len, segs, nseg,
-				   copied ? NULL : ref);
-	if (copied) { /* (the caller's buffers were copied: done with them now) */
-		m->body = NULL;
-		m->body_size = 0;
-		if (rc)
-			psl__ipc_cancel(&ipc_seg);
-		else if (ref)
-			ref->done(ref, 0);
-	}
-	if (buf != stack)
-		free(buf);
-out:
-	if (rc && ref)
-		ref->done(ref, rc);
-	return rc;
-}
-
-/* A control message in flight: its outcome goes to psl__control_sent. */
-struct ctl_ref {
-	struct psl__sendref ref;
-	struct psl__ctl_sent what;
-	unsigned van_errors; /* the van's ERROR count when it was sent */
-};
-
-static void ctl_done(struct psl__sendref *ref, int status)
-{
-	struct ctl_ref *c = (struct ctl_ref *)ref;
-	c->what.van_said = status && psl__van_errors() != c->van_errors;
-	psl__control_sent(&c->what, status);
-	free(c);
-}
-
-int psl__send_control(struct psl__meta *m, bool ts_next)
-{
-	struct ctl_ref *c = malloc(sizeof(*c));
-	if (ts_next)
-		m->timestamp = atomic_fetch_add(&psl__po.van_ts, 1);
-	if (!c) {
-		struct psl__ctl_sent w = {m->cmd, m->recver, m->barrier_group, m->node_size,
-					  m->request, psl__meta_size(m), false};
-		psl__control_sent(&w, -ENOMEM);
-		return -ENOMEM;
-	}
-	c->ref.done = ctl_done;
-	c->what = (struct psl__ctl_sent){m->cmd, m->recver, m->barrier_group, m->node_size,
-					 m->request, psl__meta_size(m), false};
-	c->van_errors = psl__van_errors();
-	return psl__send(m, NULL, 0, &c->ref);
+	psl__loss_hook = psl__loss_handle;
 }
