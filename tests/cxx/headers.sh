@@ -26,7 +26,7 @@ for h in $(cd "$s/include" && find ps dmlc -name '*.h' | sort); do
 done
 [ "$n" -ge 12 ] || { echo "headers.sh: found $n headers under include/ps and include/dmlc" >&2; fail=1; }
 if command -v clang++ >/dev/null 2>&1; then
-	for f in kv_app_test.cc bench_test.cc sarray_test.cc; do
+	for f in kv_app_test.cc bench_test.cc sarray_test.cc check_test.cc api_test.cc; do
 		# shellcheck disable=SC2086
 		clang++ $flags "$s/tests/cxx/$f" >"$dir/out" 2>&1 ||
 			{ echo "headers.sh: clang++ on tests/cxx/$f:" >&2; head -20 "$dir/out" >&2; fail=1; }

@@ -76,7 +76,7 @@ void CheckLogging()
 	} catch (const dmlc::Error &e) {
 		std::string w = e.what();
 		thrown = w.find("sarray_test.cc:") != std::string::npos &&
-			 w.find("Check failed: (1) > (2): one is not more than two") != std::string::npos;
+			 w.find("Check failed: 1 > 2 (1 vs. 2) one is not more than two") != std::string::npos;
 	}
 	Expect(thrown, "CHECK_GT throws dmlc::Error naming the file and the check");
 	int x = 3;

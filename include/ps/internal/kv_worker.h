@@ -10,8 +10,9 @@
  * many values arrive: pslite's pull needs the room up front, so it asks
  * again with room when the answer did not fit (a second round trip).
  * Callbacks run on a pslite receive thread, before Wait returns; a request
- * that fails (a server lost, its deadline passed) is logged as an ERROR
- * and completes: its callback runs and Wait returns.
+ * that fails (a server lost, its deadline passed) is logged as an ERROR,
+ * passed to Van::set_err_handle's handle if one is set, and completes: its
+ * callback runs and Wait returns.
  */
 #ifndef PS_INTERNAL_KV_WORKER_H_
 #define PS_INTERNAL_KV_WORKER_H_
@@ -385,8 +386,9 @@ private:
 			if (!p->status || !ok)
 				continue;
 			ok = false;
-			LOG(ERROR) << "KVWorker request " << op->ts << " failed: "
-				   << (p->why.empty() ? psl_strerror(p->status) : p->why);
+			std::string why = p->why.empty() ? psl_strerror(p->status) : p->why;
+			LOG(ERROR) << "KVWorker request " << op->ts << " failed: " << why;
+			Van::ReportError(p->status, why);
 		}
 		if (ok && op->gather)
 			op->gather(*op);

@@ -24,6 +24,7 @@
 #include "ps/internal/env.h"
 #include "ps/internal/message.h"
 #include "ps/internal/pslite_bridge.h"
+#include "ps/internal/van.h"
 #include "ps/range.h"
 
 namespace ps {
