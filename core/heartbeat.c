@@ -319,3 +319,47 @@ void psl__heartbeat_say(void)
 			"either off)",
 			c->heartbeat_interval, c->heartbeat_timeout);
 }
+
+/* ------------------------------------------------------ psl_dead_nodes -- */
+
+/* Whether watched node id counts as dead at now for psl_dead_nodes. */
+static bool dead_for(int id, int64_t now, int64_t t_ms)
+{
+	const struct psl__peer *p = &po.peers[id];
+	int64_t last = id == 1 ? po.sched_last_heartbeat_ms : p->last_heartbeat_ms;
+	bool hb = id == 1 ? po.cfg.heartbeat_interval > 0 : node_limit_ms(p) > 0;
+	if (p->dead)
+		return true;
+	if (!hb || (id != 1 && !p->known) || (last = silence_from(now, last)) < 0)
+		return false;
+	return now - last > t_ms;
+}
+
+int psl_dead_nodes(int t_s, int *ids, int cap)
+{
+	int64_t now = psl__now_ms();
+	int id, lo, hi, n = 0;
+	psl__clear_error();
+	if (t_s < 0 || (cap > 0 && !ids))
+		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_dead_nodes: %s", t_s < 0 ?
+				"t_s is negative: pass seconds, 0 or more" :
+				"ids is NULL: pass an array of cap ints");
+	psl__enter_selected();
+	if (po.state != PSL__READY || !po.peers)
+		return PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "psl_dead_nodes: pslite is not started "
+				"on this node: call it between psl_start and psl_finalize");
+	if (t_s == 0)
+		return 0;
+	lo = po.role == PSL_SCHEDULER ? 8 : 1;
+	hi = po.role == PSL_SCHEDULER ? po.max_id : 1;
+	pthread_mutex_lock(&po.mu);
+	for (id = lo; id <= hi; id++) {
+		if (!dead_for(id, now, t_s * 1000LL))
+			continue;
+		if (n < cap)
+			ids[n] = id;
+		n++;
+	}
+	pthread_mutex_unlock(&po.mu);
+	return n;
+}

@@ -100,6 +100,17 @@ PSL_EXPORT int psl_finalize(int customer_id, bool do_barrier);
  * psl_finalize can succeed without the lost node. */
 PSL_EXPORT int psl_job_lost(char *why, size_t len);
 
+/* ps-lite's Postoffice::GetDeadNodes(t): the ids of the nodes this node
+ * watches (the scheduler: every server and worker; a server or worker: the
+ * scheduler) that were declared lost, or, where heartbeats run, have not
+ * been heard from for more than t_s seconds. Fills ids with up to cap of
+ * them (ascending) and returns how many there are (may be more than cap);
+ * t_s 0 gives 0, as in ps-lite. Without heartbeats (PS_HEARTBEAT_INTERVAL
+ * 0 on that node) a silent node is not counted, only a lost one (ps-lite
+ * counts every node t_s seconds after its start). -ESHUTDOWN before
+ * psl_start, -EINVAL for t_s < 0 or ids NULL with cap > 0. */
+PSL_EXPORT int psl_dead_nodes(int t_s, int *ids, int cap);
+
 /* True on a server or worker that took the place of a lost node of the
  * running job (ps-lite's is_recovery, docs/recovery.md): it has the lost
  * node's id, rank and key range, and psl_start skipped the start-up barrier

@@ -237,6 +237,8 @@ void PostofficeH()
 	int (Postoffice::*verbose)() const = &Postoffice::verbose;
 	bool (Postoffice::*is_recovery)() const = &Postoffice::is_recovery;
 	void (Postoffice::*barrier)(int, int) = &Postoffice::Barrier;
+	std::vector<int> (Postoffice::*dead)(int) = &Postoffice::GetDeadNodes;
+	(void)dead;
 	(void)get, (void)get_server, (void)get_scheduler, (void)get_worker, (void)start;
 	(void)finalize, (void)node_ids, (void)ranges, (void)exit_cb, (void)gw, (void)gs, (void)ig;
 	(void)w2id, (void)s2id, (void)id2r, (void)group_size, (void)num_workers, (void)num_servers;

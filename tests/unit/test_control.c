@@ -997,6 +997,43 @@ static void test_recovery_worker_news_first(void **state)
 	psl__po.cfg.recovery = false;
 }
 
+/* psl_dead_nodes (ps-lite's GetDeadNodes): the scheduler lists the nodes
+ * it lost and, with heartbeats on, those silent for more than t seconds;
+ * without heartbeats, a silent node is not dead. */
+static void test_dead_nodes(void **state)
+{
+	int ids[4] = {0}, i;
+	int64_t now = psl__now_ms();
+	(void)state;
+
+	recovery_job_up();
+	psl__po.cfg.recovery = false;
+	for (i = 8; i <= psl__po.max_id; i++)
+		psl__po.peers[i].last_heartbeat_ms = now;
+	assert_int_equal(psl_dead_nodes(5, ids, 4), 0);
+	assert_int_equal(psl_dead_nodes(-1, ids, 4), -EINVAL);
+	assert_int_equal(psl_dead_nodes(5, NULL, 4), -EINVAL);
+	psl__node_lost(10, -ECONNRESET, "test");
+	assert_int_equal(psl_dead_nodes(5, ids, 4), 1);
+	assert_int_equal(ids[0], 10);
+	assert_int_equal(psl_dead_nodes(0, ids, 4), 0); /* as ps-lite */
+	/* worker 0 (id 9) silent for 20 s: dead for t = 10 with heartbeats */
+	psl__po.peers[9].last_heartbeat_ms = now - 20000;
+	assert_int_equal(psl_dead_nodes(10, ids, 4), 1);
+	psl__po.cfg.heartbeat_interval = 1;
+	psl__po.cfg.heartbeat_timeout = 60;
+	psl__po.cfg.heartbeat_all = true;
+	assert_int_equal(psl_dead_nodes(10, ids, 4), 2);
+	assert_int_equal(ids[0], 9);
+	assert_int_equal(ids[1], 10);
+	assert_int_equal(psl_dead_nodes(30, ids, 1), 1);
+	assert_int_equal(psl_dead_nodes(10, NULL, 0), 2); /* how many there are */
+	psl__po.cfg.heartbeat_interval = 0;
+	psl__po.cfg.heartbeat_all = false;
+	psl__po.state = PSL__STOPPED;
+	assert_int_equal(psl_dead_nodes(10, ids, 4), -ESHUTDOWN);
+}
+
 #define T(f) cmocka_unit_test_teardown(f, scheduler_down)
 
 int main(void)
@@ -1012,6 +1049,7 @@ int main(void)
 		T(test_node_takes_abort), T(test_barrier_request_undeliverable),
 		T(test_recovery_takes_place), T(test_ghost_refused),
 		T(test_recovery_cxx_server_news), T(test_recovery_worker_news_first),
+		T(test_dead_nodes),
 	};
 	return cmocka_run_group_tests_name("control", tests, NULL, NULL);
 }

@@ -208,6 +208,22 @@ public:
 	/* this node took a lost node's place (PS_RECOVERY, docs/recovery.md) */
 	bool is_recovery() const { return psl_is_recovery(); }
 
+	/* The nodes this one watches (the scheduler: servers and workers; the
+	 * others: the scheduler) that were lost, or, with heartbeats on, not
+	 * heard from for more than t seconds (psl_dead_nodes). */
+	std::vector<int> GetDeadNodes(int t = 60)
+	{
+		Select();
+		std::vector<int> ids(8);
+		int n = psl_dead_nodes(t, ids.data(), static_cast<int>(ids.size()));
+		if (n > static_cast<int>(ids.size())) {
+			ids.resize(static_cast<size_t>(n));
+			n = psl_dead_nodes(t, ids.data(), n);
+		}
+		ids.resize(static_cast<size_t>(std::max(std::min(n, static_cast<int>(ids.size())), 0)));
+		return ids;
+	}
+
 	/* Blocks until every node of node_group has called it. A process that
 	 * runs its instance group passes it once for all of its instances (as
 	 * ps-lite's group-level barrier): call it once, on Get(). */
