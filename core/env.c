@@ -452,7 +452,8 @@ static int local_port(struct psl__config *c, int instance, char *err, size_t err
 
 /* Instance i of a group this process runs whole (psl_start_group, ps-lite's
  * StartPS): DMLC_RANK (else DMLC_NODE_RANK) is the group's rank r, the
- * instance's rank r x DMLC_GROUP_SIZE + i. */
+ * instance's rank r x DMLC_GROUP_SIZE + i; 0 without either where the role
+ * has one group. */
 static int local_group_rank(struct psl__config *c, int i, char *err, size_t errlen)
 {
 	int r = c->preferred_rank, rc, n = c->role == PSL_SERVER ? c->num_servers : c->num_workers;
@@ -470,6 +471,8 @@ static int local_group_rank(struct psl__config *c, int i, char *err, size_t errl
 			return rc;
 		var = "DMLC_NODE_RANK";
 	}
+	if (r < 0 && n / c->group_size == 1)
+		r = 0; /* the role's only group: no choice to make */
 	if (r < 0) {
 		snprintf(err, errlen,
 			 "DMLC_GROUP_SIZE=%d with psl_start_group: set DMLC_RANK (this process's "

@@ -500,6 +500,11 @@ static void test_group_in_process(void **state)
 	assert_int_equal(load_inst(PSL_SERVER, 1), 0);
 	assert_int_equal(cfg.preferred_rank, 1);
 	unsetenv("DMLC_NODE_RANK");
+	setenv("DMLC_NUM_WORKER", "1", 1); /* one group: its rank is 0 */
+	assert_int_equal(load_inst(PSL_SERVER, 1), 0);
+	assert_int_equal(cfg.preferred_rank, 1);
+	assert_int_equal(cfg.instance, 1);
+	setenv("DMLC_NUM_WORKER", "2", 1);
 
 	/* joint: servers on DMLC_PORT + i, workers after them */
 	setenv("DMLC_ROLE", "joint", 1);
