@@ -84,4 +84,3 @@ int psl_barrier(int customer_id, int group)
 				     psl_group_size() > 1 ? PSL_CMD_INSTANCE_BARRIER
 							  : PSL_CMD_BARRIER));
 }
-

@@ -1,7 +1,7 @@
 /* What a lost node means to this node: every part of the core that keeps
  * something for a peer lets go of it (psl__node_lost, through the node
- * table's loss hook, which lifecycle.c sets), and whether a request may be
- * sent to a node now. */
+ * table's loss hook, which psl__host_init sets), and whether a request may
+ * be sent to a node now. */
 #include "config.h"
 
 #include <errno.h>

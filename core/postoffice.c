@@ -314,4 +314,3 @@ const char *psl_van_name(void)
 	struct psl__office *o = sel();
 	return o->lib.ops ? o->lib.ops->name : NULL;
 }
-
