@@ -286,7 +286,10 @@ void ibv_link_down(struct psl_van *v, struct ibv_link *l, int err, const char *d
 	l->wq_head = l->wq_tail = NULL;
 	if (!l->retired && !l->told) {
 		l->told = true;
-		LOG(v, PSL_VAN_LOG_WARN, "node %d at %s: %s", l->id, l->where, detail);
+		/* DEBUG only: the core says it (ERROR, "lost node ...") while
+		 * the peer matters, and nothing once the job is ending, when
+		 * every peer closes its connections */
+		LOG(v, PSL_VAN_LOG_DEBUG, "node %d at %s: %s", l->id, l->where, detail);
 		tell(v, l->id, PSL_VAN_PEER_DOWN, err, detail);
 	}
 }
