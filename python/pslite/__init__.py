@@ -125,6 +125,9 @@ def _declare(lib):
     c_int, c_bool, c_vp, c_sz = ctypes.c_int, ctypes.c_bool, ctypes.c_void_p, ctypes.c_size_t
     sigs = {
         "psl_start": (c_int, [c_int, c_bool]),
+        "psl_start_group": (c_int, [c_int, c_bool]),
+        "psl_use_instance": (c_int, [c_int, c_int]),
+        "psl_dead_nodes": (c_int, [c_int, ctypes.POINTER(c_int), c_int]),
         "psl_finalize": (c_int, [c_int, c_bool]),
         "psl_barrier": (c_int, [c_int, c_int]),
         "psl_job_lost": (c_int, [ctypes.c_char_p, c_sz]),
@@ -184,10 +187,16 @@ def _check(what, rc, hint=None):
     return rc
 
 
-def start(customer_id=0, do_barrier=True):
+def start(customer_id=0, do_barrier=True, group=False):
     """Start this node (ps-lite's Start): reads the environment, loads the van,
-    registers with the scheduler and, with do_barrier, waits for every node."""
-    _check("start", _lib().psl_start(customer_id, do_barrier))
+    registers with the scheduler and, with do_barrier, waits for every node.
+    group=True with DMLC_GROUP_SIZE=G > 1: this process runs its whole
+    instance group, G nodes of its role (C's psl_start_group; DMLC_RANK is
+    the group's rank); use_instance() says which one the next calls act on."""
+    if group:
+        _check("start", _lib().psl_start_group(customer_id, do_barrier))
+    else:
+        _check("start", _lib().psl_start(customer_id, do_barrier))
 
 
 def finalize(customer_id=0, do_barrier=True):
@@ -231,6 +240,27 @@ def use_role(r):
     """In a joint process: which node rank(), instance() and the like
     describe on the calling thread (SERVER, the default, or WORKER)."""
     _check("use_role", _lib().psl_use_role(r))
+
+
+def use_instance(r, i):
+    """In a process that runs its instance group (start(group=True)): the
+    calling thread works for instance i of role r (SERVER or WORKER) from
+    now on: rank(), instance() and the like describe it, and KVWorker,
+    KVServer and KVStoreServer made next belong to it."""
+    _check("use_instance(%d, %d)" % (r, i), _lib().psl_use_instance(r, i))
+
+
+def dead_nodes(t_s=60):
+    """ps-lite's GetDeadNodes: the node ids this node watches (the scheduler:
+    servers and workers; the others: the scheduler) that were lost or, with
+    heartbeats on, not heard from for more than t_s seconds."""
+    cap = 64
+    while True:
+        ids = (ctypes.c_int * cap)()
+        n = _check("dead_nodes", _lib().psl_dead_nodes(t_s, ids, cap))
+        if n <= cap:
+            return list(ids[:n])
+        cap = n
 
 
 def is_scheduler():

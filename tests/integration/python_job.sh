@@ -10,8 +10,9 @@
 # tensors a step, the FFN server answers with their sum, 50 steps checked),
 # and with python3-torch the same through pslite.fserver, StepMesh's calls,
 # and StepMesh's latency benchmark (bench/fserver_latency.py) on 2 servers;
-# instance groups of 2, and the joint role (pslite-run --joint 2: each
-# process a Python server and worker).
+# instance groups of 2 (a process per instance, and a whole group in one
+# process: python/tests/group_job.py), and the joint role (pslite-run
+# --joint 2: each process a Python server and worker).
 #   python_job.sh VAN
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
@@ -87,6 +88,29 @@ fi
 DMLC_GROUP_SIZE=2 job 1 job.py "python worker [01]: OK (van $van)" "groups of 2" 4
 grep -q "python worker 1: instance 1 of 2, instance rank 3" "$log" ||
 	{ echo "python_job.sh $van: groups: no worker said it was instance 1 of 2 of group 1" >&2; exit 1; }
+# a whole instance group of 2 in each Python process (start(group=True)):
+# a scheduler, one server and one worker process, by hand
+gport=$("$b/tests/integration/startnode" --free-port) || exit 99
+for r in scheduler server worker; do
+	DMLC_ROLE=$r DMLC_GROUP_SIZE=2 DMLC_NUM_SERVER=1 DMLC_NUM_WORKER=1 DMLC_ENABLE_RDMA=$van \
+		DMLC_PS_ROOT_URI=127.0.0.1 DMLC_PS_ROOT_PORT=$gport DMLC_NODE_HOST=127.0.0.1 \
+		PSLITE_LIB=$lib PYTHONPATH=$s/python timeout -k 5 90 "$py" \
+		"$s/python/tests/group_job.py" >"$log.$r" 2>&1 &
+	gpids="${gpids:-} $!"
+done
+gfail=0
+for p in $gpids; do wait "$p" || gfail=1; done
+for r in scheduler server worker; do
+	grep -q "Traceback\|ERROR" "$log.$r" && gfail=1
+done
+[ "$(grep -c "group worker instance [01] of 2: OK" "$log.worker")" -eq 2 ] || gfail=1
+if [ $gfail -ne 0 ]; then
+	tail -n 30 "$log.scheduler" "$log.server" "$log.worker"
+	echo "python_job.sh $van: a group of 2 in one process: failed" >&2
+	rm -f "$log".*
+	exit 1
+fi
+rm -f "$log".*
 # the joint role: 2 processes, each a Python KVServer and a KVWorker
 PSLITE_LIB=$lib PYTHONPATH=$s/python timeout -k 10 150 "$b/tools/pslite-run" -j 2 \
 	--van "$van" --timeout 120 -- "$py" "$s/python/tests/job.py" >"$log" 2>&1
