@@ -47,6 +47,7 @@
 #include "blame.h"
 #include "freeport.h"
 #include "launch.h"
+#include "shm_clean.h"
 
 extern char **environ;
 
@@ -985,6 +986,23 @@ static bool first_failure(struct child *ch, int n, int i, bool keep_going, time_
 	return true;
 }
 
+/* The IPC rings and markers of nodes that were killed (--timeout, a
+ * failure, Ctrl-C): nobody else would remove them. */
+static void clean_shm(const struct child *ch, int n)
+{
+	pid_t *pids = calloc((size_t)n + 1, sizeof(*pids));
+	int i, removed;
+	if (!pids)
+		return;
+	for (i = 0; i < n; i++)
+		pids[i] = ch[i].pid;
+	removed = psl_shm_clean(pids, n);
+	if (removed)
+		fprintf(stderr, "pslite-run: removed %d shared-memory file(s) (BYTEPS_ENABLE_IPC) "
+			"the job's ended nodes left in /dev/shm\n", removed);
+	free(pids);
+}
+
 int main(int argc, char **argv)
 {
 	long S = -1, W = -1, J = 0, timeout = 0, G = 1, Sg, Wg;
@@ -1370,6 +1388,8 @@ wait_all:
 		if (ch[i].in >= 0)
 			close(ch[i].in);
 	rc = first_fail;
+	if (!hostfile)
+		clean_shm(ch, n);
 	if (rc)
 		report_blame(Sg, Wg, G);
 out:

@@ -7,7 +7,9 @@
 #  2. /dev/shm read-only: one warning per node naming it, data through the van;
 #  3. a worker killed while it pushes and pulls through its ring: the others
 #     fail with the lost node (nothing hangs); the server removes the dead
-#     worker's ring, and the next IPC job's start removes the marker it left.
+#     worker's ring, and the next IPC job's start removes the marker it left;
+#  4. the whole job killed by pslite-run --timeout: pslite-run removes the
+#     rings and markers its nodes left (in a /dev/shm of the test's own).
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
@@ -46,8 +48,22 @@ if unshare -m true 2>/dev/null; then
 		fi
 		[ $fail -eq 0 ] || { echo "----- $case -----" >&2; tail -n 20 "$log" >&2; }
 	done
+	# 4. the whole job ended by --timeout (every node killed in the middle
+	#    of its traffic): pslite-run removes the rings and markers they left
+	log=$dir/killall
+	f0=$fail
+	PS_IPC_BUF_MB=8 B=$b unshare -m sh -c '
+		mount -t tmpfs -o size=64m tmpfs /dev/shm || exit 99
+		timeout -k 10 60 "$B/tools/pslite-run" -s 1 -w 1 --van zmq --timeout 4 -- \
+			"$B/tools/pslite-bench" 1048576 1 1 --seconds 60
+		echo "EXIT $?"; echo "LEFT $(ls /dev/shm | wc -l)"' >"$log" 2>&1
+	grep -q "^EXIT 124" "$log" || bad "killall: pslite-run did not end the job at --timeout"
+	grep -q "pslite-run: removed [1-9][0-9]* shared-memory file(s)" "$log" ||
+		bad "killall: pslite-run did not say it removed the nodes' files"
+	grep -q "^LEFT 0" "$log" || bad "killall: files left in /dev/shm ($(grep LEFT "$log"))"
+	[ $fail -eq $f0 ] || { echo "----- killall -----" >&2; grep -v DEBUG "$log" | tail -n 20 >&2; }
 else
-	echo "ipc_fail.sh: cases full and ro skipped: no mount namespace here (unshare -m needs root)"
+	echo "ipc_fail.sh: cases full, ro and killall skipped: no mount namespace here (unshare -m needs root)"
 fi
 
 # 3. the worker killed 1 s into its loop
@@ -76,5 +92,5 @@ if [ -n "$wpid" ]; then
 	[ -z "$left" ] || bad "kill: the next IPC job's start did not remove $left"
 fi
 [ $fail -eq $f0 ] || { echo "----- kill -----" >&2; grep -v DEBUG "$log" | tail -n 20 >&2; }
-[ $fail -eq 0 ] && echo "ipc_fail.sh: full and read-only /dev/shm, killed worker checked"
+[ $fail -eq 0 ] && echo "ipc_fail.sh: full and read-only /dev/shm, killed worker, killed job checked"
 exit $fail
