@@ -149,12 +149,13 @@ const char *psl__node_desc(int id, char *buf, size_t len)
 }
 
 
-void (*psl__loss_hook)(int id, int err, const char *why);
+void (*_Atomic psl__loss_hook)(int id, int err, const char *why);
 
 void psl__node_lost(int id, int err, const char *why)
 {
-	if (psl__loss_hook)
-		psl__loss_hook(id, err, why);
+	void (*lost)(int, int, const char *) = atomic_load(&psl__loss_hook);
+	if (lost)
+		lost(id, err, why);
 }
 
 bool psl__node_dead(int id)

@@ -215,7 +215,7 @@ int psl__id_to_group_rank(int id);
  * reaches them through psl__loss_hook, loss.c's psl__loss_handle, which
  * psl__core_wire sets before a node starts (lifecycle.c). */
 void psl__node_lost(int id, int err, const char *why);
-extern void (*psl__loss_hook)(int id, int err, const char *why);
+extern void (*_Atomic psl__loss_hook)(int id, int err, const char *why);
 void psl__loss_handle(int id, int err, const char *why);
 bool psl__node_dead(int id);
 /* Whether a request may be sent to node id: 0, -EHOSTDOWN (id was lost), or

@@ -296,5 +296,5 @@ void psl__host_init(struct psl_van_host *h)
 	h->recv_dest_put = host_recv_dest_put;
 	h->proof = host_proof;
 	h->proof_check = host_proof_check;
-	psl__loss_hook = psl__loss_handle;
+	atomic_store(&psl__loss_hook, psl__loss_handle); /* (each node sets it: the same) */
 }
