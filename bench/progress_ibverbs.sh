@@ -8,7 +8,7 @@
 # those medians, and the median of each round's own on / off (the pairs ran
 # back to back: less of the host's load drift). Emulated (qemu TCG): only
 # ratios within one run mean anything. Run from the build directory (default
-# 5 rounds of 3 s: about 5 minutes of VM).
+# 5 rounds of 3 s: 2 to 3 minutes of VM, boot included).
 rounds=${1:-5}
 secs=${2:-3}
 [ -x tools/pslite-bench ] || { echo "$0: run it from the build directory" >&2; exit 2; }
