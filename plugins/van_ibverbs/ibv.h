@@ -247,6 +247,10 @@ struct psl_van {
 	bool bound;
 	/* state */
 	pthread_mutex_t mu;
+	/* held by whoever polls the queues and runs the callbacks: the
+	 * progress thread, or a caller by trylock (ibv_progress.c) */
+	pthread_mutex_t rx_mu;
+	_Atomic int64_t driven_until; /* ns: callers poll until about then */
 	pthread_t thread;
 	bool thread_on;
 	atomic_bool stop;
@@ -328,6 +332,10 @@ void ibv_read_done(struct psl_van *v, struct ibv_q *q, struct ibv_recvop *op, ui
 struct ibv_event *ibv_ev_new(struct psl_van *v, int kind);
 void ibv_flush_events(struct psl_van *v);
 void ibv_wake(struct psl_van *v);
+
+/* ibv_progress.c */
+void *ibv_progress_main(void *arg);
+int ibv_drive(struct psl_van *v, int timeout_us);
 
 /* ibv_pool.c: registered receive buffers, able to outlive the van */
 int ibv_pool_new(struct ibv_pd *pd, struct ibv_pool **out);

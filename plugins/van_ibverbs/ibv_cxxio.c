@@ -22,7 +22,7 @@
  *
  * C++ posts its receive buffers without credits and relies on "infinite"
  * receiver-not-ready retries, as both ends' queue pairs are set up here.
- * Under the van's lock, on the progress thread (ibv_xfer.c).
+ * Under the van's lock, on the thread that polls (ibv_xfer.c).
  */
 #include <errno.h>
 #include <stdio.h>

@@ -2,8 +2,9 @@
  * van_ibverbs receive side: a MSG record becomes a received message; its
  * rendezvous segments are read with RDMA READ into the buffer the core lends
  * (recv_dest: a worker's pull buffer) or a pooled registered one, a FIN goes
- * back, and complete messages are delivered in their link's order. Runs on
- * the progress thread under the van's lock (see ibv_xfer.c).
+ * back, and complete messages are delivered in their link's order. Runs
+ * under the van's lock on the thread that holds rx_mu (the progress thread
+ * or a caller that drives: see ibv_xfer.c, ibv_progress.c).
  */
 #include <errno.h>
 #include <stdio.h>
@@ -140,8 +141,8 @@ static void *rx_lent(struct psl_van *v, struct ibv_recvop *op, uint32_t i, uint6
 	if (v->host->size < PSL_VAN_HOST_SIZE_1_1 || !v->host->recv_dest)
 		return NULL;
 	memset(&d, 0, sizeof(d));
-	/* the core may take its own locks: call it unlocked (only this thread
-	 * frees queue pairs and streams) */
+	/* the core may take its own locks: call it unlocked (only the holder
+	 * of rx_mu, this thread, frees queue pairs and streams) */
 	pthread_mutex_unlock(&v->mu);
 	rc = v->host->recv_dest(v->host->ctx, op->pub.sender, op->block, op->pub.meta_len, i,
 				(size_t)len, &d);

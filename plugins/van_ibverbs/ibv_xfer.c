@@ -1,10 +1,10 @@
 /*
  * van_ibverbs data path: queue pair resources, posting under credits, the
  * eager and rendezvous send paths and completion handling (the receive side
- * is ibv_recv.c). Under the van's lock; completions are polled on the
- * progress thread only, which is also the only thread that frees queue
- * pairs, so a work request's wr_id (always memory of its queue pair) stays
- * valid while it can complete.
+ * is ibv_recv.c). Under the van's lock; completions are polled only by the
+ * holder of rx_mu (the progress thread, or a caller: ibv_progress.c), which
+ * is also the only thread that frees queue pairs, so a work request's wr_id
+ * (always memory of its queue pair) stays valid while it can complete.
  */
 #include <errno.h>
 #include <stdio.h>

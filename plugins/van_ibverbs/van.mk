@@ -5,7 +5,7 @@ plugins_van_ibverbs_van_ibverbs_la_SOURCES = \
 	plugins/van_ibverbs/van_ibverbs.c plugins/van_ibverbs/ibv.h \
 	plugins/van_ibverbs/ibv_dev.c plugins/van_ibverbs/ibv_conn.c \
 	plugins/van_ibverbs/ibv_xfer.c plugins/van_ibverbs/ibv_recv.c \
-	plugins/van_ibverbs/ibv_pool.c \
+	plugins/van_ibverbs/ibv_pool.c plugins/van_ibverbs/ibv_progress.c \
 	plugins/van_ibverbs/ibv_wire.c plugins/van_ibverbs/ibv_wire.h \
 	plugins/van_ibverbs/ibv_cxx.c plugins/van_ibverbs/ibv_cxx.h \
 	plugins/van_ibverbs/ibv_cxxio.c \

@@ -11,13 +11,13 @@
  * (recv_dest) or a pooled registered one, after which it answers FIN
  * (ibv_xfer.c). Credits keep every send matched by a posted receive. One
  * progress thread polls the completion queues while busy and sleeps on the
- * completion channel, the rdmacm channel and a wake-up eventfd when idle.
+ * completion channel, the rdmacm channel and a wake-up eventfd when idle; a
+ * thread waiting for a reply may poll them itself (ibv_progress.c).
  * Connections to C++ ps-lite nodes speak their RDMA van's protocol instead
  * (ibv_cxxio.c). See docs/van-ibverbs.md.
  */
 #include <errno.h>
 #include <fcntl.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,81 +85,6 @@ void ibv_wake(struct psl_van *v)
 	if (v->wake_fd >= 0 && write(v->wake_fd, &one, sizeof(one)) < 0) {
 		/* the counter is already non-zero: the thread wakes anyway */
 	}
-}
-
-/* ------------------------------------------------------ progress thread -- */
-
-static void drain_comp(struct psl_van *v)
-{
-	struct ibv_cq *cq;
-	void *ctx;
-	while (v->comp && ibv_get_cq_event(v->comp, &cq, &ctx) == 0)
-		ibv_ack_cq_events(cq, 1);
-}
-
-static void *progress(void *arg)
-{
-	struct psl_van *v = arg;
-	struct psl_van_spin spin;
-	int n, tmo;
-
-	psl_van_spin_init(&spin, v->busy_poll ? v->spin_ns : 0);
-	while (!atomic_load(&v->stop)) {
-		struct pollfd pf[3];
-		int np = 0;
-		int64_t now;
-
-		pthread_mutex_lock(&v->mu);
-		n = ibv_poll_all(v);
-		now = psl_van_now_ms();
-		tmo = ibv_conn_timers(v, now);
-		pthread_mutex_unlock(&v->mu);
-		ibv_flush_events(v);
-		if (n > 0) {
-			psl_van_spin_hit(&spin, psl_van_now_ns());
-			continue;
-		}
-		/* PS_BUSY_POLL's window, the CPU given away between polls (a late
-		 * return ends it: van_util.h) */
-		if (psl_van_spinning(&spin, psl_van_now_ns()) && psl_van_spin_yield(&spin)) {
-			pthread_mutex_lock(&v->mu);
-			ibv_cm_event(v);
-			pthread_mutex_unlock(&v->mu);
-			ibv_flush_events(v);
-			continue;
-		}
-		pthread_mutex_lock(&v->mu);
-		ibv_arm_all(v);
-		n = ibv_poll_all(v);
-		pthread_mutex_unlock(&v->mu);
-		if (n > 0) {
-			ibv_flush_events(v);
-			psl_van_spin_hit(&spin, psl_van_now_ns());
-			continue;
-		}
-		pf[np++] = (struct pollfd){.fd = v->ch->fd, .events = POLLIN};
-		pf[np++] = (struct pollfd){.fd = v->wake_fd, .events = POLLIN};
-		if (v->comp)
-			pf[np++] = (struct pollfd){.fd = v->comp->fd, .events = POLLIN};
-		if (poll(pf, (nfds_t)np, tmo) <= 0)
-			continue;
-		if (pf[1].revents) {
-			uint64_t x;
-			if (read(v->wake_fd, &x, sizeof(x)) < 0) {
-				/* nothing to read: fine */
-			}
-		}
-		if (np > 2 && pf[2].revents)
-			drain_comp(v);
-		if (pf[0].revents) {
-			pthread_mutex_lock(&v->mu);
-			ibv_cm_event(v);
-			pthread_mutex_unlock(&v->mu);
-			ibv_flush_events(v);
-		}
-	}
-	psl_van_spin_report(v->host, VAN, &spin);
-	return NULL;
 }
 
 /* ---------------------------------------------------------------- init -- */
@@ -254,8 +179,10 @@ static int vinit(const struct psl_van_host *host, struct psl_van **out)
 		goto fail;
 	}
 	pthread_mutex_init(&v->mu, NULL);
-	if (pthread_create(&v->thread, NULL, progress, v)) {
+	pthread_mutex_init(&v->rx_mu, NULL);
+	if (pthread_create(&v->thread, NULL, ibv_progress_main, v)) {
 		rc = -EAGAIN;
+		pthread_mutex_destroy(&v->rx_mu);
 		pthread_mutex_destroy(&v->mu);
 		goto fail;
 	}
@@ -293,6 +220,7 @@ static void vfini(struct psl_van *v)
 	ibv_wake(v);
 	if (v->thread_on)
 		pthread_join(v->thread, NULL);
+	pthread_mutex_lock(&v->rx_mu); /* a caller still polling (progress) ends */
 	pthread_mutex_lock(&v->mu);
 	for (l = v->links; l; l = l->next)
 		log_counters(v, l);
@@ -309,6 +237,7 @@ static void vfini(struct psl_van *v)
 	ibv_cxx_fini(v);
 	pthread_mutex_unlock(&v->mu);
 	ibv_flush_events(v);
+	pthread_mutex_unlock(&v->rx_mu);
 	if (v->mrc_ready) {
 		ibv_mrc_fini(&v->mrc);
 		ibv_pool_kill(v->pool);
@@ -323,6 +252,7 @@ static void vfini(struct psl_van *v)
 	close(v->wake_fd);
 	if (v->pagemap_fd >= 0)
 		close(v->pagemap_fd);
+	pthread_mutex_destroy(&v->rx_mu);
 	pthread_mutex_destroy(&v->mu);
 	free(v);
 }
@@ -515,6 +445,7 @@ static const struct psl_van_ops ops = {
 	.send = vsend,
 	.reg_mem = vreg_mem,
 	.dereg_mem = vdereg_mem,
+	.progress = ibv_drive,
 };
 
 PSL_VAN_DEFINE_ENTRY(ops)

@@ -68,6 +68,21 @@ t_data() { # 0 B to 16 MiB, every size pushed and pulled with checks
 	else pass quiet_end; fi
 }
 
+t_progress() { # pslite-vantest's progress case: answers on the thread that calls progress()
+	timeout 300 "$b/tools/pslite-vantest" --timeout 120 --verbose \
+		"$b/plugins/van_ibverbs/.libs/van_ibverbs.so" progress >"$dir/progress.log" 2>&1
+	rc=$?
+	grep "answers delivered on the driving thread" "$dir/progress.log"
+	if [ $rc -eq 0 ] && grep -q "PASS progress" "$dir/progress.log" &&
+		grep -q "[1-9][0-9]* of [0-9]* answers delivered on the driving thread" "$dir/progress.log"; then
+		pass progress; else fail progress "rc $rc"; show "$dir/progress.log"; fi
+}
+
+t_caller() { # PS_CALLER_PROGRESS=1: waiting threads poll the queues themselves (1 + 1: ~40 s)
+	if kvjob caller data 1 1 PS_CALLER_PROGRESS=1 && all_ok "$dir/caller.log" 1 1; then
+		pass caller_progress; else fail caller_progress; show "$dir/caller.log"; fi
+}
+
 t_loopback() { # job.sh as every van's tests use it: nodes on 127.0.0.1
 	if timeout 300 "$s/tests/integration/job.sh" ibverbs data 2 2 280 >"$dir/lo.log" 2>&1; then
 		pass data_loopback; else fail data_loopback; show "$dir/lo.log"; fi
@@ -247,10 +262,11 @@ t_recov() { # recovery.sh CASE on the device's address: a lost node comes back u
 	if [ $rc -eq 0 ]; then pass "recovery_$1"; else fail "recovery_$1" "rc $rc"; show "$dir/recov-$1.log"; fi
 }
 
-tests=${*:-"info data loopback qps small_depth busy nocache kill hang resend server bad unreachable memlock secret af cxx recov_server recov_worker"}
+tests=${*:-"info data progress caller loopback qps small_depth busy nocache kill hang resend server bad unreachable memlock secret af cxx recov_server recov_worker"}
 for t in $tests; do
 	case $t in
-	info) t_info ;; data) t_data ;; loopback) t_loopback ;; qps) t_qps ;; small_depth) t_small_depth ;;
+	info) t_info ;; data) t_data ;; progress) t_progress ;; caller) t_caller ;;
+	loopback) t_loopback ;; qps) t_qps ;; small_depth) t_small_depth ;;
 	busy) t_busy ;; nocache) t_nocache ;; kill) t_kill ;; hang) t_hang ;; resend) t_resend ;;
 	server) t_server ;; bad) t_bad ;; unreachable) t_unreachable ;; memlock) t_memlock ;;
 	secret) t_secret ;; af) t_af ;; cxx) t_cxx ;;
