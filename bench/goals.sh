@@ -5,7 +5,7 @@
 # reference in the same round. 1 scheduler + 1 server + 1 worker on loopback.
 #
 #   bench/goals.sh [--repeat N] [--seconds S] [--port BASE] [--before DIR]
-#                  [--keys "16 40 128"] [--steps N]
+#                  [--keys "16 40 128"] [--steps N] [--from RUNS.LOG]
 #
 # Environment: PSL_BUILDDIR (default: the source tree, built in place).
 #
@@ -29,6 +29,12 @@
 #  5. 1 MiB and 8 MiB x 40 keys push-pull goodput on every van (zmq, ucx
 #     tcp, ucx shared memory, fabric tcp): on against off, target >= TOL.
 #
+# A ratio is the median of the rounds' ratios (pslite and its reference
+# ran back to back in each round), the measured and reference columns the
+# medians of their values. --from RUNS.LOG prints the table again from a
+# run's stderr (its "round R KEY: ..." lines) without measuring (give the
+# same --keys and --before as that run).
+#
 # TOL (default 0.9) is what "unchanged" means here: this 2-core machine's
 # round-to-round spread is larger than 5%. In each round the reference runs
 # first, then off and on, in the opposite order every other round. Prints
@@ -45,9 +51,10 @@ BASE=27400
 BEFORE=
 KEYS="16 40 128"
 STEPS=
+FROM=
 TOL=${TOL:-0.9}
 usage() {
-	echo "usage: bench/goals.sh [--repeat N] [--seconds S] [--port BASE] [--before BUILDDIR] [--keys \"K ...\"] [--steps N]" >&2
+	echo "usage: bench/goals.sh [--repeat N] [--seconds S] [--port BASE] [--before BUILDDIR] [--keys \"K ...\"] [--steps N] [--from RUNS.LOG]" >&2
 	exit 2
 }
 while [ $# -gt 0 ]; do
@@ -59,17 +66,19 @@ while [ $# -gt 0 ]; do
 	--before) BEFORE=$2 ;;
 	--keys) KEYS=$2 ;;
 	--steps) STEPS=$2 ;;
+	--from) FROM=$2 ;;
 	*) usage ;;
 	esac
 	shift 2
 done
 [ -n "$STEPS" ] || STEPS=$((SECS * 300))
 
-for f in tools/pslite-run tools/pslite-bench tools/pslite-afbench bench/tcp_ref; do
+[ -z "$FROM" ] || REPEAT=0
+[ -n "$FROM" ] || for f in tools/pslite-run tools/pslite-bench tools/pslite-afbench bench/tcp_ref; do
 	[ -x "$B/$f" ] || { echo "bench/goals.sh: $B/$f is missing: build first (make), or set PSL_BUILDDIR" >&2; exit 2; }
 done
-command -v ucx_perftest >/dev/null || { echo "bench/goals.sh: ucx_perftest is missing (ucx-utils)" >&2; exit 2; }
-if [ -n "$BEFORE" ]; then
+[ -n "$FROM" ] || command -v ucx_perftest >/dev/null || { echo "bench/goals.sh: ucx_perftest is missing (ucx-utils)" >&2; exit 2; }
+if [ -n "$BEFORE" ] && [ -z "$FROM" ]; then
 	if ! [ -x "$BEFORE/tools/pslite-bench" ] || ! [ -f "$BEFORE/plugins/van_zmq/.libs/van_zmq.so" ]; then
 		echo "bench/goals.sh: --before $BEFORE: no pslite-bench or van_zmq.so there" >&2
 		exit 2
@@ -174,7 +183,7 @@ g4() { psl "$B" zmq "$S" 40 "$1"; }
 g5() { psl "$B" "$V" "$S" 40 "$1" "$E"; }
 g3() { af "$V" "$1"; }
 
-echo "bench/goals.sh: $REPEAT round(s) of ~$SECS s, build $B${BEFORE:+, before $BEFORE}; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+[ -n "$FROM" ] || echo "bench/goals.sh: $REPEAT round(s) of ~$SECS s, build $B${BEFORE:+, before $BEFORE}; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 r=1
 while [ "$r" -le "$REPEAT" ]; do
 	# goal 1
@@ -209,10 +218,19 @@ while [ "$r" -le "$REPEAT" ]; do
 	done
 	r=$((r + 1))
 done
-echo "bench/goals.sh: done; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+if [ -n "$FROM" ]; then
+	awk '$1 == "round" {k = $3; sub(/:$/, "", k); print k, $2, $4, $5, $6}' "$FROM" >"$res"
+else
+	echo "bench/goals.sh: done; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+fi
 
 # the table
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.2f", a / b}'; }
+pratio() { # pratio KEY_A KEY_B COLUMN: the median over the rounds of A / B
+	awk -v a="$1" -v b="$2" -v c="$3" '($1 == a || $1 == b) && $c != "-" && $c != "" {v[$1, $2] = $c; r[$2] = 1}
+		END {for (i in r) if ((a, i) in v && (b, i) in v && v[b, i] + 0 > 0) print v[a, i] / v[b, i]}' "$res" | sort -g |
+		awk '{x[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) printf "%.2f", x[(NR + 1) / 2]; else printf "%.2f", (x[NR / 2] + x[NR / 2 + 1]) / 2}'
+}
 met() { # met RATIO OP LIMIT
 	awk -v x="$1" -v op="$2" -v l="$3" 'BEGIN {if (x == "-") print "-"; else if ((op == "<=" && x <= l) || (op == ">=" && x >= l)) print "met"; else print "**not met**"}'
 }
@@ -225,13 +243,13 @@ echo "| goal | case | measured | reference | ratio | target | |"
 echo "|---|---|---|---|---|---|---|"
 for cp in 0 1; do
 	a=$(median g1:shm:$cp 3) ref=$(median g1:shm:ref 3)
-	row 1 "ucx shm, 1 x 4 KiB p50, $(setting $cp)" "$a us" "ucx_perftest ucp_am_lat round trip $ref us" "$(ratio "$a" "$ref")" "<=" 1.5
+	row 1 "ucx shm, 1 x 4 KiB p50, $(setting $cp)" "$a us" "ucx_perftest ucp_am_lat round trip $ref us" "$(pratio g1:shm:$cp g1:shm:ref 3)" "<=" 1.5
 done
 ref=$(median g1:tcp:ref 3)
 for t in ucxtcp:"ucx tcp" fabtcp:"fabric tcp"; do
 	for cp in 0 1; do
 		a=$(median "g1:${t%%:*}:$cp" 3)
-		row 1 "${t#*:}, 1 x 4 KiB p50, $(setting $cp)" "$a us" "tcp_ref echo p50 $ref us" "$(ratio "$a" "$ref")" "<=" 1.5
+		row 1 "${t#*:}, 1 x 4 KiB p50, $(setting $cp)" "$a us" "tcp_ref echo p50 $ref us" "$(pratio "g1:${t%%:*}:$cp" g1:tcp:ref 3)" "<=" 1.5
 	done
 done
 for K in $KEYS; do
@@ -253,17 +271,17 @@ for S in 4096 65536 1048576 8388608; do
 	ref=$(median "g4:$S:ref" 5)
 	for cp in 0 1; do
 		g=$(median "g4:$S:$cp" 5)
-		row 4 "zmq, 40 x $S B, $(setting $cp)" "$g Gbps" "tcp_ref echo x 40 $ref Gbps" "$(ratio "$g" "$ref")" ">=" 0.8
+		row 4 "zmq, 40 x $S B, $(setting $cp)" "$g Gbps" "tcp_ref echo x 40 $ref Gbps" "$(pratio "g4:$S:$cp" "g4:$S:ref" 5)" ">=" 0.8
 	done
 	if [ -n "$BEFORE" ]; then
 		g=$(median "g4:$S:0" 5) b=$(median "g4:$S:before" 5)
-		row 4 "zmq, 40 x $S B, off against before" "$g Gbps" "before $b Gbps" "$(ratio "$g" "$b")" ">=" "$TOL"
+		row 4 "zmq, 40 x $S B, off against before" "$g Gbps" "before $b Gbps" "$(pratio "g4:$S:0" "g4:$S:before" 5)" ">=" "$TOL"
 	fi
 done
 for V in zmq ucx-tcp ucx-shm fabric; do
 	for S in 1048576 8388608; do
 		if [ $V = zmq ]; then k=g4:$S; else k=g5:$V:$S; fi
 		on=$(median "$k:1" 5) off=$(median "$k:0" 5)
-		row 5 "$V$([ $V = fabric ] && echo ' tcp'), 40 x $S B, on against off" "$on Gbps" "off $off Gbps" "$(ratio "$on" "$off")" ">=" "$TOL"
+		row 5 "$V$([ $V = fabric ] && echo ' tcp'), 40 x $S B, on against off" "$on Gbps" "off $off Gbps" "$(pratio "$k:1" "$k:0" 5)" ">=" "$TOL"
 	done
 done
