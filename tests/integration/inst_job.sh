@@ -16,7 +16,8 @@
 # 3. joint: G=2, one process of DMLC_ROLE=joint with DMLC_PORT=p holds the
 #    only server group and the only worker group (servers on p and p+1,
 #    workers on p+2 and p+3), its workers' requests go to its own servers;
-# 4. bad input: psl_start_group without DMLC_RANK, with a group rank beyond
+# 4. bad input: psl_start_group without DMLC_RANK where the role has two
+#    groups (with one, its rank is 0 without asking), with a group rank beyond
 #    DMLC_NUM_WORKER, with DMLC_GROUP_SIZE above PSL_MAX_GROUP (32): one
 #    ERROR line naming the variable, exit 3.
 # Needs PSL_BUILDDIR (set by make check).
@@ -143,7 +144,7 @@ bad() {
 		cat "$dir/bad.log" >&2
 	}
 }
-bad "no group rank" "set DMLC_RANK (this process's worker group rank, 0 to 0)"
+bad "no group rank" "set DMLC_RANK (this process's worker group rank, 0 to 1)" DMLC_NUM_WORKER=2
 bad "group rank beyond the workers" "DMLC_RANK=1 with psl_start_group and DMLC_GROUP_SIZE=2" DMLC_RANK=1
 bad "group too large" "DMLC_GROUP_SIZE=33: one process runs at most 32" DMLC_RANK=0 DMLC_GROUP_SIZE=33
 exit $fail
