@@ -345,6 +345,26 @@ static inline bool psl_van_spin_yield(struct psl_van_spin *s)
 	return psl_van_spin_yielded(s, t0, psl_van_now_ns());
 }
 
+/* ------------------------------------------------ caller progress -- */
+
+/* The progress entry's loop (ABI 1.3): try(v) one round of the van's
+ * progress, > 0 when it moved something, -EBUSY when another thread holds
+ * the round, another negative errno to stop; tried again, giving the CPU
+ * away between tries (on a small machine the peer needs it to answer),
+ * until it moved something, failed, or the clock passed end_ns
+ * (psl_van_now_ns). Returns try's last result. */
+static inline int psl_van_drive_loop(struct psl_van *v, int64_t end_ns,
+				     int (*try_round)(struct psl_van *))
+{
+	int rc;
+	for (;;) {
+		rc = try_round(v);
+		if (rc > 0 || (rc < 0 && rc != -EBUSY) || psl_van_now_ns() >= end_ns)
+			return rc;
+		sched_yield();
+	}
+}
+
 /* --------------------------------------------------------- byte order -- */
 
 static inline void psl_van_put_le16(void *p, uint16_t v)

@@ -23,7 +23,6 @@
 
 #define _GNU_SOURCE 1
 #include <errno.h>
-#include <sched.h>
 #include <sys/epoll.h>
 #include <unistd.h>
 
@@ -60,7 +59,6 @@ int fab_drive(struct psl_van *v, int timeout_us)
 {
 	int64_t now = psl_van_now_ns();
 	int64_t end = now + (int64_t)(timeout_us > 0 ? timeout_us : 0) * 1000;
-	int rc;
 
 	if (owner == v)
 		return -EDEADLK;
@@ -69,13 +67,7 @@ int fab_drive(struct psl_van *v, int timeout_us)
 	if (!atomic_load(&v->bound))
 		return -ENOTCONN;
 	atomic_store(&v->driven_until, now + (int64_t)FAB_ASIDE_US * 1000);
-	for (;;) {
-		rc = drive_once(v);
-		if (rc > 0 || (rc < 0 && rc != -EBUSY) || psl_van_now_ns() >= end)
-			break;
-		sched_yield(); /* on a small machine the peer needs the CPU to answer */
-	}
-	return rc;
+	return psl_van_drive_loop(v, end, drive_once);
 }
 
 /* Whether the progress thread sleeps aside (callers read the CQ), with

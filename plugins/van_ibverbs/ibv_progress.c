@@ -28,7 +28,6 @@
 #define _GNU_SOURCE 1
 #include <errno.h>
 #include <poll.h>
-#include <sched.h>
 #include <unistd.h>
 
 #include "ibv.h"
@@ -73,20 +72,13 @@ int ibv_drive(struct psl_van *v, int timeout_us)
 {
 	int64_t now = psl_van_now_ns();
 	int64_t end = now + (int64_t)(timeout_us > 0 ? timeout_us : 0) * 1000;
-	int rc;
 
 	if (owner == v)
 		return -EDEADLK;
 	if (atomic_load(&v->stop))
 		return -ESHUTDOWN;
 	atomic_store(&v->driven_until, now + (int64_t)IBV_ASIDE_US * 1000);
-	for (;;) {
-		rc = drive_once(v);
-		if (rc > 0 || (rc < 0 && rc != -EBUSY) || psl_van_now_ns() >= end)
-			break;
-		sched_yield(); /* on a small machine the peer needs the CPU to answer */
-	}
-	return rc;
+	return psl_van_drive_loop(v, end, drive_once);
 }
 
 /* Whether callers drove in the last IBV_ASIDE_US, with *tmo (ms, -1: none)

@@ -20,7 +20,6 @@
 
 #define _GNU_SOURCE 1
 #include <errno.h>
-#include <sched.h>
 #include <sys/epoll.h>
 
 #include "ucx_van.h"
@@ -57,12 +56,7 @@ int psl__ucx_drive(struct psl_van *v, int timeout_us)
 		return -ESHUTDOWN;
 	atomic_store(&v->driven_until, now + (int64_t)UCX_ASIDE_US * 1000);
 	driving = true;
-	for (;;) {
-		rc = drive_once(v);
-		if (rc > 0 || (rc < 0 && rc != -EBUSY) || psl_van_now_ns() >= end)
-			break;
-		sched_yield(); /* on a small machine the peer needs the CPU to answer */
-	}
+	rc = psl_van_drive_loop(v, end, drive_once);
 	driving = false;
 	return rc;
 }
