@@ -26,18 +26,10 @@ using namespace ps;
 	static_assert(std::is_same<decltype(expr), type>::value, #expr " is " #type \
 							       " in ps-lite")
 
+#define EXPECT_PROGRAM "api_test"
+#include "expect.h"
+
 namespace {
-
-int failures = 0, checks = 0;
-
-void Expect(bool ok, const std::string &what)
-{
-	checks++;
-	if (!ok) {
-		failures++;
-		std::printf("api_test: FAILED: %s\n", what.c_str());
-	}
-}
 
 template <typename T>
 T &Ref();
@@ -464,10 +456,5 @@ int main()
 	KVAppH<char>();
 	DmlcH();
 	ErrHandleRuns();
-	if (failures) {
-		std::printf("api_test: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	std::printf("api_test: OK (%d checks)\n", checks);
-	return 0;
+	return ExpectReport();
 }

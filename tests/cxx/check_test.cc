@@ -20,18 +20,10 @@
 #include <string>
 #include <vector>
 
+#define EXPECT_PROGRAM "check_test"
+#include "expect.h"
+
 namespace {
-
-int failures = 0, checks = 0;
-
-void Expect(bool ok, const std::string &what)
-{
-	checks++;
-	if (!ok) {
-		failures++;
-		std::printf("check_test: FAILED: %s\n", what.c_str());
-	}
-}
 
 bool Has(const std::string &text, const std::string &part)
 {
@@ -286,10 +278,5 @@ int main(int argc, char **argv)
 	}
 	Comparisons();
 	Children();
-	if (failures) {
-		std::printf("check_test: %d of %d checks failed\n", failures, checks);
-		return 1;
-	}
-	std::printf("check_test: OK (%d checks)\n", checks);
-	return 0;
+	return ExpectReport();
 }
