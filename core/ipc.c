@@ -41,13 +41,14 @@
 #include <unistd.h>
 
 #include "ipc.h"
+#include "ipc_files.h"
 #include "log.h"
 #include "postoffice.h"
 #include "van_host.h"
 
 #define po psl__po
 
-#define IPC_DIR "/dev/shm"
+#define IPC_DIR PSL__IPC_DIR
 #define CHUNK_MAGIC 0x4b4e4843u /* "CHNK" */
 #define DESC_MAGIC 0x43535049u	/* "IPSC" */
 #define CHUNK_HDR 64
@@ -135,26 +136,8 @@ static void sweep(void)
 	if (!d)
 		return;
 	while ((e = readdir(d))) {
-		char path[512], buf[128];
-		long pid = 0;
-		if (!strncmp(e->d_name, "pslite-ipc-", 11)) {
-			pid = strtol(e->d_name + 11, NULL, 10);
-		} else if (!strncmp(e->d_name, "pslite-ipcnode-", 15)) {
-			const char *dot = strrchr(e->d_name, '.');
-			FILE *f;
-			snprintf(path, sizeof(path), IPC_DIR "/%s", e->d_name);
-			if (dot) { /* a marker being written: its writer's pid */
-				pid = strtol(dot + 1, NULL, 10);
-			} else if ((f = fopen(path, "r"))) {
-				if (fgets(buf, sizeof(buf), f))
-					pid = strtol(buf, NULL, 10);
-				fclose(f);
-			}
-		} else {
-			continue;
-		}
-		/* (a file whose pid cannot be read is left alone: another node
-		 * of this machine may be writing it right now) */
+		char path[512];
+		long pid = psl__ipc_file_pid(e->d_name);
 		if (pid <= 0 || pid_alive(pid))
 			continue;
 		snprintf(path, sizeof(path), IPC_DIR "/%s", e->d_name);
