@@ -278,6 +278,23 @@ int psl_my_id(void)
 	struct psl__office *o = sel();
 	return o->state == PSL__READY ? o->my_id : -1;
 }
+int psl_my_address(char *host, size_t len, int *port)
+{
+	struct psl__office *o = sel();
+	size_t n;
+	psl__clear_error();
+	if (o->state != PSL__READY)
+		return PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN,
+				"psl_my_address: the node has not started: call it after psl_start");
+	n = strlen(o->me.hostname);
+	if (!host || n >= len)
+		return PSL_FAIL(-ENOSPC, PSL_LOG_WARN,
+				"psl_my_address: host needs %zu bytes, %zu given", n + 1, len);
+	memcpy(host, o->me.hostname, n + 1);
+	if (port)
+		*port = o->me.port;
+	return 0;
+}
 int psl_num_workers(void)
 {
 	return po.cfg.worker_groups;

@@ -156,6 +156,11 @@ PSL_EXPORT int psl_use_instance(enum psl_role role, int instance);
 PSL_EXPORT int psl_my_rank(void);
 /* Node id assigned by the scheduler (1, 8, 9, 10, ...), -1 before start. */
 PSL_EXPORT int psl_my_id(void);
+/* The address the other nodes reach this node at (ps-lite's
+ * Van::my_node().hostname and .port): its host, NUL-terminated, into host
+ * (len bytes), its port into *port (port may be NULL). 0; -ESHUTDOWN before
+ * psl_start; -ENOSPC where len is too small (the message says how much). */
+PSL_EXPORT int psl_my_address(char *host, size_t len, int *port);
 /* DMLC_NUM_WORKER and DMLC_NUM_SERVER: workers and servers, each a group of
  * psl_group_size() instances. */
 PSL_EXPORT int psl_num_workers(void);

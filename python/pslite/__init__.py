@@ -128,6 +128,7 @@ def _declare(lib):
         "psl_start_group": (c_int, [c_int, c_bool]),
         "psl_use_instance": (c_int, [c_int, c_int]),
         "psl_dead_nodes": (c_int, [c_int, ctypes.POINTER(c_int), c_int]),
+        "psl_my_address": (c_int, [ctypes.c_char_p, c_sz, ctypes.POINTER(c_int)]),
         "psl_finalize": (c_int, [c_int, c_bool]),
         "psl_barrier": (c_int, [c_int, c_int]),
         "psl_job_lost": (c_int, [ctypes.c_char_p, c_sz]),
@@ -261,6 +262,15 @@ def dead_nodes(t_s=60):
         if n <= cap:
             return list(ids[:n])
         cap = n
+
+
+def address():
+    """(host, port) the other nodes reach this node at, once started (ps-lite's
+    van()->my_node().hostname and .port)."""
+    host = ctypes.create_string_buffer(256)
+    port = ctypes.c_int(0)
+    _check("address", _lib().psl_my_address(host, len(host), ctypes.byref(port)))
+    return host.value.decode(), port.value
 
 
 def is_scheduler():

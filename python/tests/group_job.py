@@ -30,10 +30,13 @@ def main():
         pslite.finalize()
         return
     role = pslite.SERVER if pslite.is_server() else pslite.WORKER
-    objs = []
+    objs, ports = [], set()
     for i in range(g):
         pslite.use_instance(role, i)
         assert pslite.instance() == i, (pslite.instance(), i)
+        host, port = pslite.address()  # each instance its own van
+        assert host and port > 0 and port not in ports, (host, port, ports)
+        ports.add(port)
         if role == pslite.SERVER:
             objs.append(pslite.KVStoreServer(dtype="float32", mode="sum"))
         else:

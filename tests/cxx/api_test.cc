@@ -254,6 +254,10 @@ void VanH()
 								       std::string)>>::value,
 		      "Van::ErrHandle");
 	void (*set)(const Van::ErrHandle &) = &Van::set_err_handle;
+	Van *(Postoffice::*van)() = &Postoffice::van;
+	const Node &(Van::*my_node)() const = &Van::my_node;
+	bool (Van::*ready)() const = &Van::IsReady;
+	(void)van, (void)my_node, (void)ready;
 	Van::ErrHandle *h = &Van::err_handle_;
 	(void)set, (void)h;
 	Expect(Van::CodeOf(-ETIMEDOUT) == PS_ERR_TIMED_OUT &&

@@ -23,6 +23,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <thread>
 #include <vector>
@@ -114,6 +115,28 @@ int RunWorker(int instance, int group, int grank)
 	return bad;
 }
 
+// Each instance's van()->my_node(): started, its own id and port, the
+// office's role; the scheduler's port is DMLC_PS_ROOT_PORT. Failures.
+int CheckNodes(int group)
+{
+	std::set<int> ids, ports;
+	int bad = 0, n = IsScheduler() ? 1 : group;
+	for (int i = 0; i < n; i++) {
+		Postoffice *po = IsScheduler() ? Postoffice::Get()
+				 : IsServer()  ? Postoffice::GetServer(i)
+					       : Postoffice::GetWorker(i);
+		const Node &me = po->van()->my_node();
+		Node::Role want = IsScheduler() ? Node::SCHEDULER : IsServer() ? Node::SERVER : Node::WORKER;
+		if (!po->van()->IsReady() || me.role != want || me.hostname.empty() || me.port <= 0 ||
+		    !ids.insert(me.id).second || !ports.insert(me.port).second ||
+		    (IsScheduler() && (me.id != 1 || me.port != Env("DMLC_PS_ROOT_PORT", 0)))) {
+			LOG(ERROR) << "instance " << i << ": van()->my_node() is " << me.DebugString();
+			bad++;
+		}
+	}
+	return bad;
+}
+
 } // namespace
 
 int main()
@@ -124,6 +147,7 @@ int main()
 	std::vector<std::unique_ptr<Store>> stores;
 
 	StartPS(0, GetRole(role ? role : ""), grank, true);
+	bad += CheckNodes(group);
 	if (IsServer()) {
 		for (int i = 0; i < group; i++) {
 			Postoffice *po = Postoffice::GetServer(i);

@@ -1034,6 +1034,28 @@ static void test_dead_nodes(void **state)
 	assert_int_equal(psl_dead_nodes(10, ids, 4), -ESHUTDOWN);
 }
 
+/* psl_my_address: the host and port the others reach this node at
+ * (Van::my_node()'s) once started; ENOSPC for a short buffer, ESHUTDOWN
+ * before the start */
+static void test_my_address(void **state)
+{
+	char host[64], tiny[4];
+	int port = 0;
+	(void)state;
+
+	recovery_job_up();
+	assert_int_equal(psl_my_address(host, sizeof host, &port), 0);
+	assert_string_equal(host, "10.0.0.1");
+	assert_int_equal(port, 9000);
+	assert_int_equal(psl_my_address(host, sizeof host, NULL), 0);
+	assert_int_equal(psl_my_address(tiny, sizeof tiny, &port), -ENOSPC);
+	assert_non_null(strstr(psl_last_error(), "9 bytes"));
+	assert_int_equal(psl_my_address(NULL, 0, &port), -ENOSPC);
+	psl__po.state = PSL__STOPPED;
+	assert_int_equal(psl_my_address(host, sizeof host, &port), -ESHUTDOWN);
+	assert_non_null(strstr(psl_last_error(), "after psl_start"));
+}
+
 #define T(f) cmocka_unit_test_teardown(f, scheduler_down)
 
 int main(void)
@@ -1049,7 +1071,7 @@ int main(void)
 		T(test_node_takes_abort), T(test_barrier_request_undeliverable),
 		T(test_recovery_takes_place), T(test_ghost_refused),
 		T(test_recovery_cxx_server_news), T(test_recovery_worker_news_first),
-		T(test_dead_nodes),
+		T(test_dead_nodes), T(test_my_address),
 	};
 	return cmocka_run_group_tests_name("control", tests, NULL, NULL);
 }

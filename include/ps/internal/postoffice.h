@@ -248,6 +248,9 @@ public:
 	}
 	int instance() const { return instance_; }
 
+	/* This node's van as ps-lite programs use it: van()->my_node() */
+	Van *van() { return &van_; }
+
 	/* the C role of this office */
 	psl_role CRole() const
 	{
@@ -257,7 +260,10 @@ public:
 	}
 
 private:
-	Postoffice(Node::Role role, int instance) : role_(role), instance_(instance) {}
+	Postoffice(Node::Role role, int instance)
+	    : role_(role), instance_(instance), van_(role, [this] { Select(); })
+	{
+	}
 	Postoffice(const Postoffice &) = delete;
 	Postoffice &operator=(const Postoffice &) = delete;
 
@@ -354,6 +360,7 @@ private:
 	mutable std::map<int, std::vector<int>> node_ids_;
 	std::vector<Range> ranges_;
 	Callback exit_cb_;
+	Van van_;
 };
 
 /* A line at INFO when PS_VERBOSE >= x. */
