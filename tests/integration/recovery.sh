@@ -8,6 +8,11 @@
 #           new server says it is a recovery, every node exits 0
 #   worker  the same for worker 1 (restarted with 100 rounds)
 #   twice   server 1 killed and started again twice
+#   group   as server, every process a whole instance group of 2
+#           (DMLC_GROUP_SIZE=2, psl_start_group): server 1's process, both
+#           its instances, is killed and started again; each of a worker
+#           process's two instances checks every value
+#   groupworker  as group, for worker 1's process (restarted with 100 rounds)
 #   secret  as server, with PS_JOB_SECRET: a stranger with another secret
 #           that registers first as server 1 does not take its place (it
 #           fails its start), the real one does
@@ -55,6 +60,7 @@ export DMLC_PS_ROOT_URI=$host DMLC_PS_ROOT_PORT=$port DMLC_NODE_HOST=$host \
 unset DMLC_PORT
 case $case in never | barriernever) export PS_RECOVERY_WAIT=3 ;; esac
 [ "$case" = resend ] && export PS_RESEND=1
+case $case in group*) export DMLC_GROUP_SIZE=2 RECOV_GROUP=1 ;; esac
 [ "$case" = inflight ] && export PS_RESEND=1 RECOV_PUSHPULL=1 RECOV_NO_RETRY=1
 [ "$case" = secret ] && export PS_JOB_SECRET=recovery-test-secret-0123456789
 # start ROLE RANK LOG [ROUNDS]: a node in the background; its pid in $last
@@ -88,7 +94,7 @@ start worker 1 w1
 w1=$last
 wait_for w0 "round 60$" 40 || bad "worker 0 did not reach round 60"
 victim=$s1
-case $case in worker | resend | barrier | barriernever) victim=$w1 ;; esac
+case $case in worker | resend | barrier | barriernever | groupworker) victim=$w1 ;; esac
 if [ "$case" = barrier ] || [ "$case" = barriernever ]; then
 	wait_for w0 "OK (" 20 || bad "worker 0 did not finish its rounds"
 	sleep 0.3 # (in its final barrier)
@@ -102,7 +108,7 @@ t0=$(date +%s%N)
 kill -9 "$victim"
 wait "$victim" 2>/dev/null
 case $case in
-server | twice | secret | inflight)
+server | twice | secret | inflight | group)
 	if [ "$case" = secret ]; then
 		PS_JOB_SECRET=a-stranger-s-secret-9876543210 PS_START_TIMEOUT=4 DMLC_ROLE=server \
 			DMLC_RANK=1 "$node" >"$dir/stranger" 2>&1 &
@@ -122,7 +128,7 @@ server | twice | secret | inflight)
 		wait_for s1c "ready (recovery 1)" 30 || bad "the third server 1 did not start as a recovery"
 	fi
 	;;
-worker | resend | barrier)
+worker | resend | barrier | groupworker)
 	start worker 1 w1b 100
 	w1=$last
 	wait_for w1b "ready (recovery 1)" 30 || bad "the new worker 1 did not start as a recovery"
@@ -182,8 +188,10 @@ barriernever)
 	;;
 *)
 	for w in w0 w1; do
-		case $case in worker | resend | barrier) [ $w = w1 ] && w=w1b ;; esac
-		grep -q "OK (" "$dir/$w" || bad "$w did not finish with OK"
+		case $case in worker | resend | barrier | groupworker) [ $w = w1 ] && w=w1b ;; esac
+		want=1
+		case $case in group*) want=2 ;; esac # (one line per instance)
+		[ "$(grep -c "OK (" "$dir/$w")" -eq $want ] || bad "$w did not finish with $want OK"
 	done
 	grep "recovnode worker" "$dir"/w0 | tail -n 1
 	[ "$case" = barrier ] && grep -q "released without" "$dir/sched" &&

@@ -18,6 +18,10 @@
  * RECOV_END_FILE=PATH: a server enters the final barrier only once PATH
  * exists (a C++ ps-lite scheduler counts a lost server's request for it and
  * its replacement's both, docs/recovery.md).
+ * RECOV_GROUP=1: the process runs its whole instance group (psl_start_group,
+ * DMLC_GROUP_SIZE instances): a server one store per instance, a worker one
+ * thread per instance, each with its own KV worker and keys (its instance
+ * rank's); "ready (recovery 1)" when every instance is a recovery.
  * RECOV_NO_RETRY=1: a round is not tried again, but for -ENOENT (the pull
  * half of a push-pull was in flight to a lost server, which had the push
  * half: its replacement starts empty), tried once more and counted as
@@ -30,6 +34,7 @@
 #define _GNU_SOURCE 1
 #include <errno.h>
 #include <inttypes.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,7 +44,7 @@
 
 #define VALS 4 /* values per key */
 
-static int rank_here;
+static __thread int rank_here; /* (a group's worker: the thread's instance rank) */
 
 static bool loss_error(int rc)
 {
@@ -136,6 +141,79 @@ static int worker(void)
 	return rc == 1 ? 1 : rc ? 3 : 0;
 }
 
+#define MAX_INST 8
+
+static bool grouped(void)
+{
+	const char *g = getenv("RECOV_GROUP");
+	return g && *g == '1';
+}
+
+static int instances(void)
+{
+	int g = grouped() ? psl_group_size() : 1;
+	return g < MAX_INST ? g : MAX_INST;
+}
+
+/* every instance of the process took a lost node's place */
+static bool all_recovery(enum psl_role role)
+{
+	bool all = true;
+	if (role == PSL_SCHEDULER)
+		return psl_is_recovery();
+	for (int i = 0; i < instances(); i++) {
+		if (grouped())
+			psl_use_instance(role, i);
+		all = all && psl_is_recovery();
+	}
+	return all;
+}
+
+struct inst {
+	pthread_t t;
+	int index, code;
+};
+
+static void *worker_thread(void *arg)
+{
+	struct inst *in = arg;
+	if (grouped())
+		psl_use_instance(PSL_WORKER, in->index);
+	rank_here = grouped() ? psl_my_instance_rank() : psl_my_rank();
+	in->code = worker();
+	return NULL;
+}
+
+/* each instance's rounds on a thread of its own; the worst exit code */
+static int workers(void)
+{
+	struct inst in[MAX_INST];
+	int n = instances(), i, code = 0;
+	for (i = 0; i < n; i++) {
+		in[i].index = i;
+		in[i].code = 1;
+		if (pthread_create(&in[i].t, NULL, worker_thread, &in[i]))
+			return 1;
+	}
+	for (i = 0; i < n; i++) {
+		pthread_join(in[i].t, NULL);
+		code = in[i].code > code ? in[i].code : code;
+	}
+	return code;
+}
+
+/* a store on each instance */
+static int stores(struct psl_kv_store **st)
+{
+	for (int i = 0; i < instances(); i++) {
+		if (grouped())
+			psl_use_instance(PSL_SERVER, i);
+		if (psl_kv_store_new(0, PSL_UINT64, PSL_KV_STORE_OVERWRITE, &st[i]))
+			return 1;
+	}
+	return 0;
+}
+
 static void wait_end_file(void)
 {
 	const char *f = getenv("RECOV_END_FILE");
@@ -149,14 +227,15 @@ static void wait_end_file(void)
 
 int main(void)
 {
-	struct psl_kv_store *st = NULL;
+	struct psl_kv_store *st[MAX_INST] = {NULL};
 	const char *who;
 	char why[400];
-	int rc, code = 0;
+	int rc, code = 0, i;
+	bool barrier = !getenv("RECOV_GROUP_BARRIER");
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	rc = psl_start(0, !getenv("RECOV_GROUP_BARRIER"));
-	if (!rc && getenv("RECOV_GROUP_BARRIER") && !psl_is_recovery())
+	rc = grouped() ? psl_start_group(0, barrier) : psl_start(0, barrier);
+	if (!rc && !barrier && !psl_is_recovery())
 		rc = psl_barrier(0, PSL_GROUP_ALL);
 	if (rc) {
 		printf("recovnode: psl_start: %s\n", psl_strerror(rc));
@@ -164,15 +243,17 @@ int main(void)
 	}
 	rank_here = psl_my_rank();
 	who = psl_is_scheduler() ? "scheduler" : psl_is_server() ? "server" : "worker";
-	if (psl_is_server() && psl_kv_store_new(0, PSL_UINT64, PSL_KV_STORE_OVERWRITE, &st))
+	if (psl_is_server() && stores(st))
 		return 1;
-	printf("recovnode %s %d: ready (recovery %d)\n", who, rank_here, psl_is_recovery());
+	printf("recovnode %s %d: ready (recovery %d)\n", who, rank_here,
+	       all_recovery(psl_my_role()));
 	if (psl_is_worker())
-		code = worker();
+		code = workers();
 	if (psl_is_server())
 		wait_end_file();
 	psl_finalize(0, true);
-	psl_kv_store_free(st);
+	for (i = 0; i < MAX_INST; i++)
+		psl_kv_store_free(st[i]);
 	if (!code && psl_job_lost(why, sizeof(why))) {
 		printf("recovnode %s %d: the job is not whole: %s\n", who, rank_here, why);
 		code = 3;
