@@ -239,31 +239,41 @@ int psl__cuda_mark_wait(void *mark)
 	return psl__cu_fail("waiting for the caller's CUDA work", e);
 }
 
-/* On the core's stream of dev (lock held): wait for after, copy, and let
- * then wait for the copy. CUDA error or 0. */
+/* On the core's stream of dev (lock held): wait for after, copy, record
+ * *done after the copy (what the copying thread waits for: its own copy,
+ * not the others queued on the stream) and let then wait for it. CUDA
+ * error or 0; *done NULL if none was recorded. */
 static int enqueue_copy_locked(int dev, void *dst, const void *src, size_t len, int kind,
-			       void *after, void *then)
+			       void *after, void *then, cu_event *done)
 {
 	cu_stream s = streams[dev].s;
-	cu_event done = NULL;
 	int e = 0;
+	*done = NULL;
 	if (after)
 		e = psl__cu.stream_wait_event(s, after, 0);
 	if (!e)
 		e = psl__cu.memcpy_async(dst, src, len, kind, s);
-	if (!e && nameable(then) && !(e = ev_get_locked(dev, &done))) {
-		if (!(e = psl__cu.event_record(done, s)))
-			e = psl__cu.stream_wait_event(then, done, 0);
-		ev_put_locked(dev, done); /* (the wait took the event's state) */
+	if (!e && !(e = ev_get_locked(dev, done)) && (e = psl__cu.event_record(*done, s))) {
+		ev_put_locked(dev, *done);
+		*done = NULL;
 	}
+	if (!e && nameable(then))
+		e = psl__cu.stream_wait_event(then, *done, 0);
 	return e;
+}
+
+static const char *copy_what(int kind)
+{
+	return kind == CU_H2D	? "copy to the GPU"
+	       : kind == CU_D2H ? "copy from the GPU"
+				: "copy between GPU buffers";
 }
 
 int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
 		      int32_t src_mem, int32_t src_dev, size_t len, void *after, void *then)
 {
 	int kind, dev, prev, rc, e;
-	cu_stream s;
+	cu_event done;
 
 	if (!len)
 		return 0;
@@ -279,20 +289,16 @@ int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *s
 		return -ENODEV;
 	if ((rc = psl__cu_stream_enter(dev, &prev)))
 		return rc;
-	s = streams[dev].s;
-	e = enqueue_copy_locked(dev, dst, src, len, kind, after, then);
-	/* the wait (for the caller's earlier work, too) without the lock: other
-	 * threads queue their copies meanwhile */
+	e = enqueue_copy_locked(dev, dst, src, len, kind, after, then, &done);
+	/* the wait (for the caller's earlier work, too) without the lock, and
+	 * for this copy only: other threads queue theirs meanwhile, and this
+	 * one does not wait for them */
 	pthread_mutex_unlock(&streams[dev].mu);
-	if (!e)
-		e = psl__cu.stream_sync(s);
+	if (done && !e)
+		e = psl__cu.event_sync(done);
 	dev_leave(dev, prev);
-	if (e)
-		return psl__cu_fail(kind == CU_H2D	? "copy to the GPU"
-			       : kind == CU_D2H ? "copy from the GPU"
-						: "copy between GPU buffers",
-			       e);
-	return 0;
+	psl__cuda_mark_put(dev, done);
+	return e ? psl__cu_fail(copy_what(kind), e) : 0;
 }
 
 int psl__cuda_copy_after(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,

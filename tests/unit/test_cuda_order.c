@@ -21,6 +21,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -601,12 +602,126 @@ static void test_runtime_choice(void **state)
 	assert_int_equal(system(p), 0);
 }
 
+/* ------------------------------------ copies that do not wait for others -- */
+
+typedef void (*setdelay_fn)(long);
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One staging copy of NV floats between host and device 0, in a thread. */
+struct copy_job {
+	void *dst;
+	int32_t dst_mem;
+	const void *src;
+	int32_t src_mem;
+	void *stream;
+	int rc;
+	double took;
+};
+
+static void *copy_main(void *arg)
+{
+	struct copy_job *j = arg;
+	double t = now_s();
+	j->rc = psl__cuda_copy_after(j->dst, j->dst_mem, 0, j->src, j->src_mem, 0,
+				     NV * sizeof(float), j->stream);
+	j->took = now_s() - t;
+	return NULL;
+}
+
+/* Starts j in *th and returns once its copy is queued (the fake counts it). */
+static void copy_start(pthread_t *th, struct copy_job *j)
+{
+	long c0 = ((query_fn)fake_sym("fake_cuda_query"))("copies");
+	assert_int_equal(pthread_create(th, NULL, copy_main, j), 0);
+	while (((query_fn)fake_sym("fake_cuda_query"))("copies") == c0)
+		usleep(1000);
+	usleep(5000); /* (past the call that queues it) */
+}
+
+/* A caller's non-blocking stream whose kernel writes val into d in 0.5 s. */
+static void *slow_stream(void *d, uint32_t val)
+{
+	void *s;
+	assert_int_equal(((mkstream_fn)fake_sym("cudaStreamCreateWithFlags"))(&s, 1), 0);
+	assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, val, NV, 5 * SLOW_US, s), 0);
+	return s;
+}
+
+/* A pinned staging buffer of NV floats, each v. */
+static float *pinned_floats(float v)
+{
+	int err, i;
+	float *h = psl__cuda_stage_get(NV * sizeof(float), 0, &err);
+	assert_non_null(h);
+	for (i = 0; i < NV; i++)
+		h[i] = v;
+	return h;
+}
+
+static void expect_host(const float *h, float v)
+{
+	int i;
+	for (i = 0; i < NV; i++)
+		if (h[i] != v)
+			fail_msg("value %d is %g, expected %g", i, (double)h[i], (double)v);
+}
+
+/* Two threads copy from the GPU (one direction: one core stream). B's copy
+ * is queued first; A's then waits there for a slow kernel of its caller's
+ * stream, while B is on its way to waiting (the fake's sync delay). B
+ * waits for its own copy only, not for A's queued behind it. */
+static void test_copy_own_wait(void **state)
+{
+	struct copy_job b = {0};
+	float *ha, *hb;
+	void *da, *db, *s;
+	pthread_t th;
+	double t;
+	(void)state;
+
+	node_up(1);
+	use_fake(NULL, NULL);
+	da = dev_floats(0);
+	db = dev_floats(3);
+	ha = pinned_floats(0);
+	hb = pinned_floats(0);
+	s = slow_stream(da, F1);
+	((setdelay_fn)fake_sym("fake_cuda_set_sync_delay"))(SLOW_US);
+	b = (struct copy_job){hb, PSL_MEM_HOST, db, PSL_MEM_CUDA, PSL_CUDA_STREAM_NONE, -1, 0};
+	copy_start(&th, &b);
+	t = now_s();
+	assert_int_equal(psl__cuda_copy_after(ha, PSL_MEM_HOST, -1, da, PSL_MEM_CUDA, 0,
+					      NV * sizeof(float), s),
+			 0);
+	t = now_s() - t;
+	assert_int_equal(pthread_join(th, NULL), 0);
+	((setdelay_fn)fake_sym("fake_cuda_set_sync_delay"))(0);
+	assert_int_equal(b.rc, 0);
+	expect_host(ha, 1.0f); /* after the kernel */
+	expect_host(hb, 3.0f);
+	assert_true(t > 0.3);
+	if (b.took > 0.35)
+		fail_msg("B's copy took %.3f s: it waited for A's copy (%.3f s)", b.took, t);
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamDestroy"))(s), 0);
+	psl__cuda_stage_put(ha);
+	psl__cuda_stage_put(hb);
+	psl_mem_free(PSL_MEM_CUDA, 0, da);
+	psl_mem_free(PSL_MEM_CUDA, 0, db);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_order_push), T(test_order_pull), T(test_order_respond), T(test_order_batch),
 		T(test_stream_api), T(test_server_stream),
 		T(test_device_context), T(test_last_error), T(test_runtime_choice),
+		T(test_copy_own_wait),
 	};
 	return cmocka_run_group_tests_name("cuda order", tests, NULL, NULL);
 }
