@@ -17,7 +17,8 @@
 int psl__cuda_check(const char *what, const void *ptr, size_t len, int32_t mem, int32_t dev);
 
 /* Copies len bytes between any two of host and device memory, on the
- * core's stream of the device involved, and waits for it. 0 or -errno
+ * core's stream of the device involved for that direction (to the GPU, or
+ * from it), and waits for this copy alone. 0 or -errno
  * (-EIO for a CUDA error, logged with the runtime's words). */
 int psl__cuda_copy(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
 		   int32_t src_mem, int32_t src_dev, size_t len);

@@ -54,10 +54,10 @@ void *psl__cuda_stage_get(size_t len, int dev, int *err)
 	 * default), pinned for every device (portable) */
 	if (!psl__cu_dev_ok(dev))
 		dev = 0;
-	if ((*err = psl__cu_stream_enter(dev, &prev)))
+	if ((*err = psl__cu_dev_enter(dev, &prev)))
 		return NULL;
 	e = psl__cu.host_alloc(&p, bytes + HDR, CU_HOST_ALLOC_PORTABLE);
-	psl__cu_stream_leave(dev, prev);
+	psl__cu_dev_leave(dev, prev);
 	if (e) {
 		*err = psl__cu_fail("cannot allocate a pinned staging buffer", e);
 		return NULL;

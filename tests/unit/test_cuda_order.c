@@ -715,13 +715,55 @@ static void test_copy_own_wait(void **state)
 	psl_mem_free(PSL_MEM_CUDA, 0, db);
 }
 
+/* A copy to the GPU that waits for a slow kernel of its caller's stream (a
+ * pull completing into a tensor a kernel still writes) does not hold up a
+ * copy from the GPU that another thread makes meanwhile (a push): each
+ * direction has a core stream of its own. The first still writes after the
+ * kernel. */
+static void test_copy_directions(void **state)
+{
+	struct copy_job a;
+	float *ha, *hb;
+	void *da, *db, *s;
+	pthread_t th;
+	double t;
+	(void)state;
+
+	node_up(1);
+	use_fake(NULL, NULL);
+	da = dev_floats(0);
+	db = dev_floats(3);
+	ha = pinned_floats(2);
+	hb = pinned_floats(0);
+	s = slow_stream(da, F1);
+	a = (struct copy_job){da, PSL_MEM_CUDA, ha, PSL_MEM_HOST, s, -1, 0};
+	copy_start(&th, &a);
+	t = now_s();
+	assert_int_equal(psl__cuda_copy_after(hb, PSL_MEM_HOST, -1, db, PSL_MEM_CUDA, 0,
+					      NV * sizeof(float), PSL_CUDA_STREAM_NONE),
+			 0);
+	t = now_s() - t;
+	expect_host(hb, 3.0f);
+	if (t > 0.25)
+		fail_msg("the copy from the GPU took %.3f s: it waited for the kernel", t);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(a.rc, 0);
+	assert_true(a.took > 0.3);
+	expect_dev(da, 2.0f); /* the copy's, after the kernel's 1.0 */
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamDestroy"))(s), 0);
+	psl__cuda_stage_put(ha);
+	psl__cuda_stage_put(hb);
+	psl_mem_free(PSL_MEM_CUDA, 0, da);
+	psl_mem_free(PSL_MEM_CUDA, 0, db);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_order_push), T(test_order_pull), T(test_order_respond), T(test_order_batch),
 		T(test_stream_api), T(test_server_stream),
 		T(test_device_context), T(test_last_error), T(test_runtime_choice),
-		T(test_copy_own_wait),
+		T(test_copy_own_wait), T(test_copy_directions),
 	};
 	return cmocka_run_group_tests_name("cuda order", tests, NULL, NULL);
 }
