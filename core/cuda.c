@@ -263,12 +263,14 @@ int psl__cuda_mark_wait(void *mark)
 	return psl__cu_fail("waiting for the caller's CUDA work", e);
 }
 
-/* An event of device dev for the core's own marks. CUDA error or 0. */
+/* An event of device dev for the core's own marks (NULL on failure). CUDA
+ * error or 0. */
 static int ev_get(int dev, cu_event *ev)
 {
 	int e;
 	pthread_mutex_lock(&streams[dev].mu);
-	e = ev_get_locked(dev, ev);
+	if ((e = ev_get_locked(dev, ev)))
+		*ev = NULL;
 	pthread_mutex_unlock(&streams[dev].mu);
 	return e;
 }
@@ -276,23 +278,26 @@ static int ev_get(int dev, cu_event *ev)
 /* On core stream s of dev (its lock held): wait for after, copy, record
  * *done after the copy (what the copying thread waits for: its own copy,
  * not the others queued on the stream) and let then wait for it. CUDA
- * error or 0; *done NULL if none was recorded. */
+ * error or 0; *done NULL if none was recorded (a copy queued all the same
+ * has then been waited for here, with the stream). */
 static int enqueue_copy_locked(int dev, cu_stream s, void *dst, const void *src, size_t len,
 			       int kind, void *after, void *then, cu_event *done)
 {
-	int e = 0;
+	cu_event ev = NULL;
+	int e;
 	*done = NULL;
-	if (after)
-		e = psl__cu.stream_wait_event(s, after, 0);
-	if (!e)
-		e = psl__cu.memcpy_async(dst, src, len, kind, s);
-	if (!e && !(e = ev_get(dev, done)) && (e = psl__cu.event_record(*done, s))) {
-		psl__cuda_mark_put(dev, *done);
-		*done = NULL;
+	if (after && (e = psl__cu.stream_wait_event(s, after, 0)))
+		return e;
+	if ((e = psl__cu.memcpy_async(dst, src, len, kind, s)))
+		return e;
+	if ((e = ev_get(dev, &ev)) || (e = psl__cu.event_record(ev, s))) {
+		psl__cuda_mark_put(dev, ev);
+		if (psl__cu.stream_sync(s)) /* (the copy is queued: wait for it so) */
+			psl__cu_clear();
+		return e;
 	}
-	if (!e && nameable(then))
-		e = psl__cu.stream_wait_event(then, *done, 0);
-	return e;
+	*done = ev;
+	return nameable(then) ? psl__cu.stream_wait_event(then, ev, 0) : 0;
 }
 
 static const char *copy_what(int kind)
@@ -328,11 +333,44 @@ int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *s
 	 * for this copy only: other threads queue theirs meanwhile, and this
 	 * one does not wait for them */
 	pthread_mutex_unlock(&streams[dev].q[q].mu);
-	if (done && !e)
-		e = psl__cu.event_sync(done);
+	if (done && (rc = psl__cu.event_sync(done)) && !e)
+		e = rc;
 	dev_leave(dev, prev);
 	psl__cuda_mark_put(dev, done);
 	return e ? psl__cu_fail(copy_what(kind), e) : 0;
+}
+
+int psl__cuda_copy_staged(void *dst, int32_t dev, void *stage, size_t len, void *after,
+			  void *then, bool *handed)
+{
+	int prev, rc, e;
+	cu_event done;
+
+	*handed = false;
+	if (!nameable(then) || !len)
+		return psl__cuda_copy_on(dst, PSL_MEM_CUDA, dev, stage, PSL_MEM_HOST, -1, len,
+					 after, then);
+	if ((rc = psl__cu_load()))
+		return rc;
+	if (!psl__cu_dev_ok(dev))
+		return -ENODEV;
+	if ((rc = queue_enter(dev, Q_TO_GPU, &prev)))
+		return rc;
+	e = enqueue_copy_locked(dev, streams[dev].q[Q_TO_GPU].s, dst, stage, len, CU_H2D, after,
+				then, &done);
+	pthread_mutex_unlock(&streams[dev].q[Q_TO_GPU].mu);
+	if (e && done && psl__cu.event_sync(done)) /* (stage is the caller's again) */
+		psl__cu_clear();
+	dev_leave(dev, prev);
+	if (e) {
+		psl__cuda_mark_put(dev, done);
+		return psl__cu_fail(copy_what(CU_H2D), e);
+	}
+	/* nobody waits: then's later work comes after the copy, and the pool
+	 * lends stage again only once the copy has read it */
+	psl__cuda_stage_put_after(stage, dev, done);
+	*handed = true;
+	return 0;
 }
 
 int psl__cuda_copy_after(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,

@@ -30,6 +30,15 @@ int psl__cuda_copy(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
  * when this returns anyway). */
 int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
 		      int32_t src_mem, int32_t src_dev, size_t len, void *after, void *then);
+/* A pulled value's copy from pinned staging buffer stage (the pool's) to
+ * device memory dst of device dev, after the event after, that does not
+ * wait when then names a stream (not PSL_CUDA_STREAM_NONE nor the
+ * per-thread default stream): then waits for the copy, the pool takes
+ * stage back once the copy has read it, and *handed says so (stage is no
+ * longer the caller's). Otherwise as psl__cuda_copy_on, *handed false.
+ * 0 or -errno. */
+int psl__cuda_copy_staged(void *dst, int32_t dev, void *stage, size_t len, void *after,
+			  void *then, bool *handed);
 /* A copy that reads or writes the GPU only after the work queued so far on
  * the caller's stream (a mark recorded there first). */
 int psl__cuda_copy_after(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
@@ -56,6 +65,9 @@ bool psl__cuda_direct(void);
  * dev: the GPU it is for (a new one is allocated there, portable). */
 void *psl__cuda_stage_get(size_t len, int dev, int *err);
 void psl__cuda_stage_put(void *buf);
+/* Gives buf back once event ev of device dev (the core's, from a copy that
+ * reads buf) is done; the event goes back to the core's then too. */
+void psl__cuda_stage_put_after(void *buf, int dev, void *ev);
 /* Pinned bytes the pool holds (in use or free), and buffers in use. */
 size_t psl__cuda_stage_bytes(size_t *in_use);
 

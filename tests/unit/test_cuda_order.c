@@ -757,13 +757,98 @@ static void test_copy_directions(void **state)
 	psl_mem_free(PSL_MEM_CUDA, 0, db);
 }
 
+/* Pull answer v (NV floats of one key) received in the pinned buffer the
+ * core lends (recv_dest), for the last request sent; the buffer. */
+static void *answer_in_loan(float v)
+{
+	const struct sent *s = &g_sent[g_nsent - 1];
+	static float h[NV];
+	uint64_t key = 1;
+	const void *data[2] = {&key, NULL};
+	size_t l[2] = {8, sizeof(h)}, n;
+	struct psl_van_dest dest;
+	uint8_t buf[256];
+	int i;
+	for (i = 0; i < NV; i++)
+		h[i] = v;
+	n = reply_meta(s, 0, buf);
+	memset(&dest, 0, sizeof(dest));
+	assert_int_equal(psl__po.host.recv_dest(psl__po.host.ctx, 8, buf, n, 1, sizeof(h), &dest), 0);
+	assert_int_equal(dest.mem_type, PSL_MEM_HOST);
+	memcpy(dest.data, h, sizeof(h)); /* the van writes, gives it back, delivers */
+	psl__po.host.recv_dest_put(psl__po.host.ctx, dest.loan, 0);
+	data[1] = dest.data;
+	deliver_raw_lent_mem(8, buf, n, 2, data, l, 1, PSL_MEM_HOST, -1);
+	return dest.data;
+}
+
+/* A pull into GPU memory whose caller named a stream completes without
+ * waiting for the copy (queued behind a 0.5 s reader of the tensor on that
+ * stream); the reader sees the old value, the stream's later work the
+ * pulled one. The pinned buffer is not lent again before the copy has
+ * read it: a second pull (PSL_CUDA_STREAM_NONE: it waits) writes another
+ * value into a buffer of the same size meanwhile. */
+static void test_pull_no_wait(void **state)
+{
+	uint64_t key = 1;
+	struct psl_kv_worker *w;
+	struct psl_kv_out out;
+	void *st, *x, *x2, *y, *z;
+	size_t in_use;
+	double t;
+	int ts;
+	(void)state;
+
+	node_up(1);
+	use_fake(NULL, NULL);
+	assert_int_equal(((mkstream_fn)fake_sym("cudaStreamCreateWithFlags"))(&st, 1), 0);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
+	assert_int_equal(psl_kv_worker_set_cuda_stream(w, st), 0);
+	x = dev_floats(2);
+	x2 = dev_floats(0);
+	y = dev_floats(0);
+	z = dev_floats(0);
+	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(y, x, NV * 4, 5 * SLOW_US, st),
+			 0);
+	out = (struct psl_kv_out){x, NV, 0, NULL, PSL_MEM_CUDA, 0};
+	t = now_s();
+	ts = psl_kv_zpull(w, &key, 1, &out, 0, NULL, NULL);
+	answer_in_loan(1.0f);
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	t = now_s() - t;
+	if (t > 0.25)
+		fail_msg("the pull took %.3f s: it waited for its copy to the GPU", t);
+	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(z, x, NV * 4, 0, st), 0);
+
+	assert_int_equal(psl_kv_worker_set_cuda_stream(w, PSL_CUDA_STREAM_NONE), 0);
+	out = (struct psl_kv_out){x2, NV, 0, NULL, PSL_MEM_CUDA, 0};
+	ts = psl_kv_zpull(w, &key, 1, &out, 0, NULL, NULL);
+	answer_in_loan(5.0f);
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	expect_dev(x2, 5.0f); /* (none: done when the pull is) */
+
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamSynchronize"))(st), 0);
+	expect_dev(y, 2.0f); /* the reader queued before: the old value */
+	expect_dev(x, 1.0f); /* the first pull's, not the second's */
+	expect_dev(z, 1.0f); /* work queued after completion: the pulled one */
+	psl_kv_worker_free(w);
+	psl__cuda_stage_put(psl__cuda_stage_get(NV * 4, 0, &ts)); /* (the pool looks) */
+	psl__cuda_stage_bytes(&in_use);
+	assert_int_equal(in_use, 0);
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamDestroy"))(st), 0);
+	psl_mem_free(PSL_MEM_CUDA, 0, x);
+	psl_mem_free(PSL_MEM_CUDA, 0, x2);
+	psl_mem_free(PSL_MEM_CUDA, 0, y);
+	psl_mem_free(PSL_MEM_CUDA, 0, z);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_order_push), T(test_order_pull), T(test_order_respond), T(test_order_batch),
 		T(test_stream_api), T(test_server_stream),
 		T(test_device_context), T(test_last_error), T(test_runtime_choice),
-		T(test_copy_own_wait), T(test_copy_directions),
+		T(test_copy_own_wait), T(test_copy_directions), T(test_pull_no_wait),
 	};
 	return cmocka_run_group_tests_name("cuda order", tests, NULL, NULL);
 }
