@@ -340,36 +340,47 @@ int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *s
 	return e ? psl__cu_fail(copy_what(kind), e) : 0;
 }
 
-int psl__cuda_copy_staged(void *dst, int32_t dev, void *stage, size_t len, void *after,
-			  void *then, bool *handed)
+/* A pinned buffer from the pool holding a copy of len bytes of host memory
+ * src (the van's own receive buffer), NULL if the pool has none. */
+static void *restage(const void *src, size_t len, int dev)
+{
+	int err;
+	void *buf = psl__cuda_stage_get(len, dev, &err);
+	if (buf)
+		memcpy(buf, src, len);
+	return buf;
+}
+
+int psl__cuda_copy_in(void *dst, int32_t dev, const void *src, size_t len, void *after,
+		      void *then, void **stage)
 {
 	int prev, rc, e;
+	void *buf = *stage == src ? *stage : NULL;
 	cu_event done;
 
-	*handed = false;
-	if (!nameable(then) || !len)
-		return psl__cuda_copy_on(dst, PSL_MEM_CUDA, dev, stage, PSL_MEM_HOST, -1, len,
+	if (!nameable(then) || !len || (!buf && !(buf = restage(src, len, dev))))
+		return psl__cuda_copy_on(dst, PSL_MEM_CUDA, dev, src, PSL_MEM_HOST, -1, len,
 					 after, then);
-	if ((rc = psl__cu_load()))
+	if (buf == *stage)
+		*stage = NULL; /* (the pool's again, below or when the copy is done) */
+	if ((rc = queue_enter(dev, Q_TO_GPU, &prev))) {
+		psl__cuda_stage_put(buf);
 		return rc;
-	if (!psl__cu_dev_ok(dev))
-		return -ENODEV;
-	if ((rc = queue_enter(dev, Q_TO_GPU, &prev)))
-		return rc;
-	e = enqueue_copy_locked(dev, streams[dev].q[Q_TO_GPU].s, dst, stage, len, CU_H2D, after,
+	}
+	e = enqueue_copy_locked(dev, streams[dev].q[Q_TO_GPU].s, dst, buf, len, CU_H2D, after,
 				then, &done);
 	pthread_mutex_unlock(&streams[dev].q[Q_TO_GPU].mu);
-	if (e && done && psl__cu.event_sync(done)) /* (stage is the caller's again) */
+	if (e && done && psl__cu.event_sync(done))
 		psl__cu_clear();
 	dev_leave(dev, prev);
 	if (e) {
 		psl__cuda_mark_put(dev, done);
+		psl__cuda_stage_put(buf);
 		return psl__cu_fail(copy_what(CU_H2D), e);
 	}
 	/* nobody waits: then's later work comes after the copy, and the pool
-	 * lends stage again only once the copy has read it */
-	psl__cuda_stage_put_after(stage, dev, done);
-	*handed = true;
+	 * lends buf again only once the copy has read it */
+	psl__cuda_stage_put_after(buf, dev, done);
 	return 0;
 }
 

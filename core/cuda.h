@@ -30,15 +30,16 @@ int psl__cuda_copy(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
  * when this returns anyway). */
 int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
 		      int32_t src_mem, int32_t src_dev, size_t len, void *after, void *then);
-/* A pulled value's copy from pinned staging buffer stage (the pool's) to
- * device memory dst of device dev, after the event after, that does not
- * wait when then names a stream (not PSL_CUDA_STREAM_NONE nor the
- * per-thread default stream): then waits for the copy, the pool takes
- * stage back once the copy has read it, and *handed says so (stage is no
- * longer the caller's). Otherwise as psl__cuda_copy_on, *handed false.
- * 0 or -errno. */
-int psl__cuda_copy_staged(void *dst, int32_t dev, void *stage, size_t len, void *after,
-			  void *then, bool *handed);
+/* A pulled value's copy from host memory src to device memory dst of
+ * device dev, after the event after, that does not wait when then names a
+ * stream (not PSL_CUDA_STREAM_NONE nor the per-thread default stream):
+ * then waits for the copy, made from a pinned buffer that the pool takes
+ * back once the copy has read it: *stage (the pool's, the pull's) when src
+ * is it (*stage is set to NULL: no longer the caller's), else one that src
+ * is first copied into. Otherwise (or when the pool has no buffer) as
+ * psl__cuda_copy_on, *stage left alone. 0 or -errno. */
+int psl__cuda_copy_in(void *dst, int32_t dev, const void *src, size_t len, void *after,
+		      void *then, void **stage);
 /* A copy that reads or writes the GPU only after the work queued so far on
  * the caller's stream (a mark recorded there first). */
 int psl__cuda_copy_after(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,

@@ -134,22 +134,16 @@ void psl__kvw_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_va
 		psl__req_finish(c, r);
 }
 
-/* Copies server rank's values (raw) to dst in out->vals. From the pull's
- * pinned buffer into GPU memory of a caller that named a stream, the copy
- * is queued and not waited for: the stream's later work comes after it,
- * and the buffer goes back to the pool once the copy has read it. */
+/* Copies server rank's values (raw) to dst in out->vals. Into GPU memory
+ * of a caller that named a stream, the copy is queued and not waited for
+ * (from a pinned buffer: the stream's later work comes after it, and the
+ * buffer goes back to the pool once the copy has read it). */
 static int copy_part(struct pull *p, int rank, const struct psl_van_rmsg *raw, void *dst)
 {
 	const struct psl_van_rseg *v = &raw->segs[1];
-	bool handed;
-	int rc;
-	if (p->mo.out_mem == PSL_MEM_CUDA && p->part[rank].stage && v->data == p->part[rank].stage) {
-		rc = psl__cuda_copy_staged(dst, p->mo.out_dev, v->data, v->len, p->mo.mark,
-					   p->mo.stream, &handed);
-		if (handed)
-			p->part[rank].stage = NULL;
-		return rc;
-	}
+	if (p->mo.out_mem == PSL_MEM_CUDA && v->mem_type == PSL_MEM_HOST)
+		return psl__cuda_copy_in(dst, p->mo.out_dev, v->data, v->len, p->mo.mark,
+					 p->mo.stream, &p->part[rank].stage);
 	return psl__cuda_copy_on(dst, p->mo.out_mem, p->mo.out_dev, v->data, v->mem_type,
 				 v->dev_id, v->len, p->mo.mark, p->mo.stream);
 }

@@ -842,6 +842,53 @@ static void test_pull_no_wait(void **state)
 	psl_mem_free(PSL_MEM_CUDA, 0, z);
 }
 
+/* The same when the van received the values into its own (pageable)
+ * buffer, not the pinned one the core lends: they are copied into a
+ * pinned buffer of the pool first, and the copy to the GPU is not waited
+ * for. */
+static void test_pull_no_wait_van_buffer(void **state)
+{
+	uint64_t key = 1;
+	struct psl_kv_worker *w;
+	struct psl_kv_out out;
+	void *st, *x, *y, *z;
+	long pageable;
+	double t;
+	int ts;
+	(void)state;
+
+	node_up(1);
+	use_fake(NULL, NULL);
+	assert_int_equal(((mkstream_fn)fake_sym("cudaStreamCreateWithFlags"))(&st, 1), 0);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
+	assert_int_equal(psl_kv_worker_set_cuda_stream(w, st), 0);
+	x = dev_floats(2);
+	y = dev_floats(0);
+	z = dev_floats(0);
+	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(y, x, NV * 4, 5 * SLOW_US, st),
+			 0);
+	pageable = ((query_fn)fake_sym("fake_cuda_query"))("pageable_copies");
+	out = (struct psl_kv_out){x, NV, 0, NULL, PSL_MEM_CUDA, 0};
+	t = now_s();
+	ts = psl_kv_pull(w, &key, 1, &out, 0, NULL, NULL);
+	answer_pull(&g_sent[g_nsent - 1]); /* (1.0, in the van's buffer) */
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	t = now_s() - t;
+	if (t > 0.25)
+		fail_msg("the pull took %.3f s: it waited for its copy to the GPU", t);
+	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(z, x, NV * 4, 0, st), 0);
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamSynchronize"))(st), 0);
+	assert_int_equal(((query_fn)fake_sym("fake_cuda_query"))("pageable_copies"), pageable);
+	expect_dev(y, 2.0f);
+	expect_dev(x, 1.0f);
+	expect_dev(z, 1.0f);
+	psl_kv_worker_free(w);
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamDestroy"))(st), 0);
+	psl_mem_free(PSL_MEM_CUDA, 0, x);
+	psl_mem_free(PSL_MEM_CUDA, 0, y);
+	psl_mem_free(PSL_MEM_CUDA, 0, z);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -849,6 +896,7 @@ int main(void)
 		T(test_stream_api), T(test_server_stream),
 		T(test_device_context), T(test_last_error), T(test_runtime_choice),
 		T(test_copy_own_wait), T(test_copy_directions), T(test_pull_no_wait),
+		T(test_pull_no_wait_van_buffer),
 	};
 	return cmocka_run_group_tests_name("cuda order", tests, NULL, NULL);
 }
