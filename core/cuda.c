@@ -9,7 +9,9 @@
  * an event recorded after pslite's copy in turn. No device-wide
  * synchronisation. pslite's streams: one per device and direction (copies
  * to the GPU, copies from it); the thread that makes a copy waits for that
- * copy's event, not for the other threads' copies on the stream.
+ * copy's event, not for the other threads' copies on the stream, and a
+ * pull's copy into a named stream's GPU memory is not waited for at all
+ * (psl__cuda_copy_in: its pinned buffer goes back to the pool after it).
  *
  * Devices: every call runs on the buffer's device and gives the thread its
  * device back, but only when the thread had one (cuCtxGetCurrent): a
