@@ -343,11 +343,12 @@ int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *s
 }
 
 /* A pinned buffer from the pool holding a copy of len bytes of host memory
- * src (the van's own receive buffer), NULL if the pool has none. */
+ * src (the van's own receive buffer), NULL if the pool has none (or would
+ * allocate one for this value alone: larger than those it keeps). */
 static void *restage(const void *src, size_t len, int dev)
 {
 	int err;
-	void *buf = psl__cuda_stage_get(len, dev, &err);
+	void *buf = len <= PSL__CUDA_STAGE_KEPT ? psl__cuda_stage_get(len, dev, &err) : NULL;
 	if (buf)
 		memcpy(buf, src, len);
 	return buf;

@@ -65,6 +65,8 @@ bool psl__cuda_direct(void);
  * power-of-two sizes and are reused: steady traffic allocates nothing.
  * dev: the GPU it is for (a new one is allocated there, portable). */
 void *psl__cuda_stage_get(size_t len, int dev, int *err);
+/* The largest buffer the pool keeps for reuse (1 GiB). */
+#define PSL__CUDA_STAGE_KEPT ((size_t)1 << 30)
 void psl__cuda_stage_put(void *buf);
 /* Gives buf back once event ev of device dev (the core's, from a copy that
  * reads buf) is done; the event goes back to the core's then too. */

@@ -16,6 +16,7 @@
 /* Size classes 2^MIN_SHIFT .. 2^MAX_SHIFT; larger buffers are not kept. */
 #define MIN_SHIFT 16
 #define MAX_SHIFT 30
+_Static_assert(PSL__CUDA_STAGE_KEPT == (size_t)1 << MAX_SHIFT, "cuda.h's PSL__CUDA_STAGE_KEPT");
 #define NCLASS (MAX_SHIFT - MIN_SHIFT + 1)
 #define HDR 64 /* bytes before the buffer: its class */
 
