@@ -361,7 +361,8 @@ int psl__cuda_copy_in(void *dst, int32_t dev, const void *src, size_t len, void 
 	void *buf = *stage == src ? *stage : NULL;
 	cu_event done;
 
-	if (!nameable(then) || !len || (!buf && !(buf = restage(src, len, dev))))
+	if (!nameable(then) || !len || !psl__cu_dev_ok(dev) ||
+	    (!buf && !(buf = restage(src, len, dev))))
 		return psl__cuda_copy_on(dst, PSL_MEM_CUDA, dev, src, PSL_MEM_HOST, -1, len,
 					 after, then);
 	if (buf == *stage)
