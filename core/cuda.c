@@ -6,7 +6,12 @@
  * another). Before pslite reads or writes the buffer on its own stream it
  * records an event on the caller's stream and makes its stream wait for it
  * (cudaStreamWaitEvent); after writing it, the caller's stream waits for
- * pslite's in turn. No device-wide synchronisation.
+ * an event recorded after pslite's copy in turn. No device-wide
+ * synchronisation. pslite's streams: one per device and direction (copies
+ * to the GPU, copies from it); the thread that makes a copy waits for that
+ * copy's event, not for the other threads' copies on the stream, and a
+ * pull's copy into a named stream's GPU memory is not waited for at all
+ * (psl__cuda_copy_in: its pinned buffer goes back to the pool after it).
  *
  * Devices: every call runs on the buffer's device and gives the thread its
  * device back, but only when the thread had one (cuCtxGetCurrent): a
@@ -33,23 +38,33 @@
 #include "pslite.h"
 #include "pslite/van.h"
 
-/* One stream per device, each used under its own lock, with the events
- * that mark points of callers' streams (kept for reuse). */
+/* Per device: the events that mark points of callers' streams and of the
+ * core's (kept for reuse, under mu), and two core streams, one for each
+ * direction of copy (a GPU has a copy engine for each), each queued under
+ * its own lock: a copy to the GPU that waits for a caller's slow work does
+ * not hold up a copy from it. Lock order: a stream's, then mu. */
 #define EV_KEEP 32
+enum { Q_TO_GPU, Q_FROM_GPU, NQ }; /* (device to device: Q_FROM_GPU) */
 static struct {
 	pthread_mutex_t mu;
-	cu_stream s;
-	bool made;
 	int nev;
 	cu_event ev[EV_KEEP];
+	struct {
+		pthread_mutex_t mu;
+		cu_stream s;
+		bool made;
+	} q[NQ];
 } streams[PSL__CU_MAX_DEV];
 static pthread_once_t streams_once = PTHREAD_ONCE_INIT;
 
 static void streams_init(void)
 {
-	int i;
-	for (i = 0; i < PSL__CU_MAX_DEV; i++)
+	int i, q;
+	for (i = 0; i < PSL__CU_MAX_DEV; i++) {
 		pthread_mutex_init(&streams[i].mu, NULL);
+		for (q = 0; q < NQ; q++)
+			pthread_mutex_init(&streams[i].q[q].mu, NULL);
+	}
 }
 
 /* dev is a device of this machine (the runtime loaded) */
@@ -134,37 +149,48 @@ int psl__cuda_check(const char *what, const void *ptr, size_t len, int32_t mem, 
 	return 0;
 }
 
-/* The stream of device dev, created on first use, with its lock held and
- * the calling thread's current device set to dev (*prev: what it was, -1
- * if nothing is to be given back). */
-int psl__cu_stream_enter(int dev, int *prev)
+/* Device dev's lock held and the calling thread's current device set to
+ * dev (*prev: what it was, -1 if nothing is to be given back). */
+int psl__cu_dev_enter(int dev, int *prev)
 {
-	int e, rc;
+	int rc;
 	pthread_once(&streams_once, streams_init);
 	pthread_mutex_lock(&streams[dev].mu);
 	if ((rc = dev_enter(dev, prev)))
-		goto fail;
-	if (!streams[dev].made) {
-		if ((e = psl__cu.stream_create(&streams[dev].s, CU_STREAM_NON_BLOCKING))) {
-			dev_leave(dev, *prev);
-			rc = psl__cu_fail("cannot set up the core's CUDA stream", e);
-			goto fail;
-		}
-		streams[dev].made = true;
-	}
-	return 0;
-fail:
-	pthread_mutex_unlock(&streams[dev].mu);
+		pthread_mutex_unlock(&streams[dev].mu);
 	return rc;
 }
 
-void psl__cu_stream_leave(int dev, int prev)
+void psl__cu_dev_leave(int dev, int prev)
 {
 	dev_leave(dev, prev);
 	pthread_mutex_unlock(&streams[dev].mu);
 }
 
-/* An event of device dev (its stream's lock held): a kept one, or new. */
+/* Core stream q of device dev, created on first use, with its lock held and
+ * the thread's device set to dev (*prev as above). 0 or -errno. */
+static int queue_enter(int dev, int q, int *prev)
+{
+	int e, rc;
+	pthread_once(&streams_once, streams_init);
+	pthread_mutex_lock(&streams[dev].q[q].mu);
+	if ((rc = dev_enter(dev, prev)))
+		goto fail;
+	if (!streams[dev].q[q].made) {
+		if ((e = psl__cu.stream_create(&streams[dev].q[q].s, CU_STREAM_NON_BLOCKING))) {
+			dev_leave(dev, *prev);
+			rc = psl__cu_fail("cannot set up the core's CUDA stream", e);
+			goto fail;
+		}
+		streams[dev].q[q].made = true;
+	}
+	return 0;
+fail:
+	pthread_mutex_unlock(&streams[dev].q[q].mu);
+	return rc;
+}
+
+/* An event of device dev (its lock held): a kept one, or new. */
 static int ev_get_locked(int dev, cu_event *ev)
 {
 	if (streams[dev].nev > 0) {
@@ -201,11 +227,11 @@ int psl__cuda_mark(void *stream, int dev, void **mark)
 		return rc;
 	if (!psl__cu_dev_ok(dev))
 		return -ENODEV;
-	if ((rc = psl__cu_stream_enter(dev, &prev)))
+	if ((rc = psl__cu_dev_enter(dev, &prev)))
 		return rc;
 	if (!(e = ev_get_locked(dev, &ev)) && (e = psl__cu.event_record(ev, stream)))
 		ev_put_locked(dev, ev);
-	psl__cu_stream_leave(dev, prev);
+	psl__cu_dev_leave(dev, prev);
 	if (e) {
 		PSL_WARN("cannot order a GPU buffer of device %d after the work queued on CUDA "
 			 "stream %p (set the stream of the device's buffers with "
@@ -239,31 +265,55 @@ int psl__cuda_mark_wait(void *mark)
 	return psl__cu_fail("waiting for the caller's CUDA work", e);
 }
 
-/* On the core's stream of dev (lock held): wait for after, copy, and let
- * then wait for the copy. CUDA error or 0. */
-static int enqueue_copy_locked(int dev, void *dst, const void *src, size_t len, int kind,
-			       void *after, void *then)
+/* An event of device dev for the core's own marks (NULL on failure). CUDA
+ * error or 0. */
+static int ev_get(int dev, cu_event *ev)
 {
-	cu_stream s = streams[dev].s;
-	cu_event done = NULL;
-	int e = 0;
-	if (after)
-		e = psl__cu.stream_wait_event(s, after, 0);
-	if (!e)
-		e = psl__cu.memcpy_async(dst, src, len, kind, s);
-	if (!e && nameable(then) && !(e = ev_get_locked(dev, &done))) {
-		if (!(e = psl__cu.event_record(done, s)))
-			e = psl__cu.stream_wait_event(then, done, 0);
-		ev_put_locked(dev, done); /* (the wait took the event's state) */
-	}
+	int e;
+	pthread_mutex_lock(&streams[dev].mu);
+	if ((e = ev_get_locked(dev, ev)))
+		*ev = NULL;
+	pthread_mutex_unlock(&streams[dev].mu);
 	return e;
+}
+
+/* On core stream s of dev (its lock held): wait for after, copy, record
+ * *done after the copy (what the copying thread waits for: its own copy,
+ * not the others queued on the stream) and let then wait for it. CUDA
+ * error or 0; *done NULL if none was recorded (a copy queued all the same
+ * has then been waited for here, with the stream). */
+static int enqueue_copy_locked(int dev, cu_stream s, void *dst, const void *src, size_t len,
+			       int kind, void *after, void *then, cu_event *done)
+{
+	cu_event ev = NULL;
+	int e;
+	*done = NULL;
+	if (after && (e = psl__cu.stream_wait_event(s, after, 0)))
+		return e;
+	if ((e = psl__cu.memcpy_async(dst, src, len, kind, s)))
+		return e;
+	if ((e = ev_get(dev, &ev)) || (e = psl__cu.event_record(ev, s))) {
+		psl__cuda_mark_put(dev, ev);
+		if (psl__cu.stream_sync(s)) /* (the copy is queued: wait for it so) */
+			psl__cu_clear();
+		return e;
+	}
+	*done = ev;
+	return nameable(then) ? psl__cu.stream_wait_event(then, ev, 0) : 0;
+}
+
+static const char *copy_what(int kind)
+{
+	return kind == CU_H2D	? "copy to the GPU"
+	       : kind == CU_D2H ? "copy from the GPU"
+				: "copy between GPU buffers";
 }
 
 int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
 		      int32_t src_mem, int32_t src_dev, size_t len, void *after, void *then)
 {
-	int kind, dev, prev, rc, e;
-	cu_stream s;
+	int kind, dev, prev, rc, e, q;
+	cu_event done;
 
 	if (!len)
 		return 0;
@@ -277,21 +327,64 @@ int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *s
 	dev = src_mem == PSL_MEM_CUDA ? src_dev : dst_dev;
 	if (!psl__cu_dev_ok(dev))
 		return -ENODEV;
-	if ((rc = psl__cu_stream_enter(dev, &prev)))
+	q = kind == CU_H2D ? Q_TO_GPU : Q_FROM_GPU;
+	if ((rc = queue_enter(dev, q, &prev)))
 		return rc;
-	s = streams[dev].s;
-	e = enqueue_copy_locked(dev, dst, src, len, kind, after, then);
-	/* the wait (for the caller's earlier work, too) without the lock: other
-	 * threads queue their copies meanwhile */
-	pthread_mutex_unlock(&streams[dev].mu);
-	if (!e)
-		e = psl__cu.stream_sync(s);
+	e = enqueue_copy_locked(dev, streams[dev].q[q].s, dst, src, len, kind, after, then, &done);
+	/* the wait (for the caller's earlier work, too) without the lock, and
+	 * for this copy only: other threads queue theirs meanwhile, and this
+	 * one does not wait for them */
+	pthread_mutex_unlock(&streams[dev].q[q].mu);
+	if (done && (rc = psl__cu.event_sync(done)) && !e)
+		e = rc;
 	dev_leave(dev, prev);
-	if (e)
-		return psl__cu_fail(kind == CU_H2D	? "copy to the GPU"
-			       : kind == CU_D2H ? "copy from the GPU"
-						: "copy between GPU buffers",
-			       e);
+	psl__cuda_mark_put(dev, done);
+	return e ? psl__cu_fail(copy_what(kind), e) : 0;
+}
+
+/* A pinned buffer from the pool holding a copy of len bytes of host memory
+ * src (the van's own receive buffer), NULL if the pool has none (or would
+ * allocate one for this value alone: larger than those it keeps). */
+static void *restage(const void *src, size_t len, int dev)
+{
+	int err;
+	void *buf = len <= PSL__CUDA_STAGE_KEPT ? psl__cuda_stage_get(len, dev, &err) : NULL;
+	if (buf)
+		memcpy(buf, src, len);
+	return buf;
+}
+
+int psl__cuda_copy_in(void *dst, int32_t dev, const void *src, size_t len, void *after,
+		      void *then, void **stage)
+{
+	int prev, rc, e;
+	void *buf = *stage == src ? *stage : NULL;
+	cu_event done;
+
+	if (!nameable(then) || !len || !psl__cu_dev_ok(dev) ||
+	    (!buf && !(buf = restage(src, len, dev))))
+		return psl__cuda_copy_on(dst, PSL_MEM_CUDA, dev, src, PSL_MEM_HOST, -1, len,
+					 after, then);
+	if (buf == *stage)
+		*stage = NULL; /* (the pool's again, below or when the copy is done) */
+	if ((rc = queue_enter(dev, Q_TO_GPU, &prev))) {
+		psl__cuda_stage_put(buf);
+		return rc;
+	}
+	e = enqueue_copy_locked(dev, streams[dev].q[Q_TO_GPU].s, dst, buf, len, CU_H2D, after,
+				then, &done);
+	pthread_mutex_unlock(&streams[dev].q[Q_TO_GPU].mu);
+	if (e && done && psl__cu.event_sync(done))
+		psl__cu_clear();
+	dev_leave(dev, prev);
+	if (e) {
+		psl__cuda_mark_put(dev, done);
+		psl__cuda_stage_put(buf);
+		return psl__cu_fail(copy_what(CU_H2D), e);
+	}
+	/* nobody waits: then's later work comes after the copy, and the pool
+	 * lends buf again only once the copy has read it */
+	psl__cuda_stage_put_after(buf, dev, done);
 	return 0;
 }
 
@@ -331,13 +424,15 @@ bool psl__cuda_direct(void)
 
 void psl__cu_streams_reset(void)
 {
-	int i;
+	int i, q;
 	pthread_once(&streams_once, streams_init);
 	pthread_mutex_lock(&psl__cu.mu);
 	for (i = 0; i < PSL__CU_MAX_DEV; i++) {
-		if (streams[i].made && psl__cu.stream_destroy)
-			psl__cu.stream_destroy(streams[i].s);
-		streams[i].made = false;
+		for (q = 0; q < NQ; q++) {
+			if (streams[i].q[q].made && psl__cu.stream_destroy)
+				psl__cu.stream_destroy(streams[i].q[q].s);
+			streams[i].q[q].made = false;
+		}
 		while (streams[i].nev > 0)
 			psl__cu.event_destroy(streams[i].ev[--streams[i].nev]);
 	}
@@ -366,10 +461,10 @@ int psl_mem_alloc(enum psl_mem_type mem, int dev, size_t len, void **out)
 	}
 	if (!psl__cu_dev_ok(dev))
 		return -ENODEV;
-	if ((rc = psl__cu_stream_enter(dev, &prev)))
+	if ((rc = psl__cu_dev_enter(dev, &prev)))
 		return rc;
 	e = psl__cu.dmalloc(out, len ? len : 1);
-	psl__cu_stream_leave(dev, prev);
+	psl__cu_dev_leave(dev, prev);
 	if (e) {
 		*out = NULL;
 		return psl__cu_fail("psl_mem_alloc", e);
@@ -387,10 +482,10 @@ void psl_mem_free(enum psl_mem_type mem, int dev, void *p)
 		return;
 	}
 	if (mem != PSL_MEM_CUDA || psl__cu_load() || !psl__cu_dev_ok(dev) ||
-	    psl__cu_stream_enter(dev, &prev))
+	    psl__cu_dev_enter(dev, &prev))
 		return;
 	psl__cu.dfree(p);
-	psl__cu_stream_leave(dev, prev);
+	psl__cu_dev_leave(dev, prev);
 }
 
 int psl_mem_copy(void *dst, enum psl_mem_type dst_mem, int dst_dev, const void *src,

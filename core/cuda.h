@@ -17,7 +17,8 @@
 int psl__cuda_check(const char *what, const void *ptr, size_t len, int32_t mem, int32_t dev);
 
 /* Copies len bytes between any two of host and device memory, on the
- * core's stream of the device involved, and waits for it. 0 or -errno
+ * core's stream of the device involved for that direction (to the GPU, or
+ * from it), and waits for this copy alone. 0 or -errno
  * (-EIO for a CUDA error, logged with the runtime's words). */
 int psl__cuda_copy(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
 		   int32_t src_mem, int32_t src_dev, size_t len);
@@ -29,6 +30,16 @@ int psl__cuda_copy(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
  * when this returns anyway). */
 int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
 		      int32_t src_mem, int32_t src_dev, size_t len, void *after, void *then);
+/* A pulled value's copy from host memory src to device memory dst of
+ * device dev, after the event after, that does not wait when then names a
+ * stream (not PSL_CUDA_STREAM_NONE nor the per-thread default stream):
+ * then waits for the copy, made from a pinned buffer that the pool takes
+ * back once the copy has read it: *stage (the pool's, the pull's) when src
+ * is it (*stage is set to NULL: no longer the caller's), else one that src
+ * is first copied into. Otherwise (or when the pool has no buffer) as
+ * psl__cuda_copy_on, *stage left alone. 0 or -errno. */
+int psl__cuda_copy_in(void *dst, int32_t dev, const void *src, size_t len, void *after,
+		      void *then, void **stage);
 /* A copy that reads or writes the GPU only after the work queued so far on
  * the caller's stream (a mark recorded there first). */
 int psl__cuda_copy_after(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
@@ -54,7 +65,12 @@ bool psl__cuda_direct(void);
  * power-of-two sizes and are reused: steady traffic allocates nothing.
  * dev: the GPU it is for (a new one is allocated there, portable). */
 void *psl__cuda_stage_get(size_t len, int dev, int *err);
+/* The largest buffer the pool keeps for reuse (1 GiB). */
+#define PSL__CUDA_STAGE_KEPT ((size_t)1 << 30)
 void psl__cuda_stage_put(void *buf);
+/* Gives buf back once event ev of device dev (the core's, from a copy that
+ * reads buf) is done; the event goes back to the core's then too. */
+void psl__cuda_stage_put_after(void *buf, int dev, void *ev);
 /* Pinned bytes the pool holds (in use or free), and buffers in use. */
 size_t psl__cuda_stage_bytes(size_t *in_use);
 

@@ -12,7 +12,7 @@
 typedef void *cu_stream;
 typedef void *cu_event;
 
-/* Devices the core keeps a stream for. */
+/* Devices the core keeps streams for. */
 #define PSL__CU_MAX_DEV 64
 
 /* The runtime's functions (bound by name at load) and what the load found. */
@@ -66,10 +66,10 @@ int psl__cu_fail(const char *what, int e);
 
 /* cuda.c: dev is a device of this machine (the runtime loaded). */
 bool psl__cu_dev_ok(int dev);
-/* cuda.c: makes dev the thread's device and takes the core's stream there
+/* cuda.c: makes dev the thread's device and takes the device's lock
  * (*prev: the device to give back, -1 none); 0 or -errno. Then leave. */
-int psl__cu_stream_enter(int dev, int *prev);
-void psl__cu_stream_leave(int dev, int prev);
+int psl__cu_dev_enter(int dev, int *prev);
+void psl__cu_dev_leave(int dev, int prev);
 /* cuda.c: destroys the core's streams and events and unloads the runtime
  * (psl__cuda_reset, after the pool's buffers are freed). */
 void psl__cu_streams_reset(void);

@@ -134,6 +134,20 @@ void psl__kvw_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_va
 		psl__req_finish(c, r);
 }
 
+/* Copies server rank's values (raw) to dst in out->vals. Into GPU memory
+ * of a caller that named a stream, the copy is queued and not waited for
+ * (from a pinned buffer: the stream's later work comes after it, and the
+ * buffer goes back to the pool once the copy has read it). */
+static int copy_part(struct pull *p, int rank, const struct psl_van_rmsg *raw, void *dst)
+{
+	const struct psl_van_rseg *v = &raw->segs[1];
+	if (p->mo.out_mem == PSL_MEM_CUDA && v->mem_type == PSL_MEM_HOST)
+		return psl__cuda_copy_in(dst, p->mo.out_dev, v->data, v->len, p->mo.mark,
+					 p->mo.stream, &p->part[rank].stage);
+	return psl__cuda_copy_on(dst, p->mo.out_mem, p->mo.out_dev, v->data, v->mem_type,
+				 v->dev_id, v->len, p->mo.mark, p->mo.stream);
+}
+
 void psl__kvw_on_complete(struct psl__customer *c, struct psl__req *r)
 {
 	struct psl_kv_worker *w = (struct psl_kv_worker *)c;
@@ -178,11 +192,7 @@ void psl__kvw_on_complete(struct psl__customer *c, struct psl__req *r)
 		if (!r->status) {
 			/* (the van may have received the values in place) */
 			if (bytes && raw->segs[1].data != (char *)p->out->vals + off * w->esz) {
-				int rc = psl__cuda_copy_on((char *)p->out->vals + off * w->esz,
-							   p->mo.out_mem, p->mo.out_dev,
-							   raw->segs[1].data, raw->segs[1].mem_type,
-							   raw->segs[1].dev_id, bytes, p->mo.mark,
-							   p->mo.stream);
+				int rc = copy_part(p, i, raw, (char *)p->out->vals + off * w->esz);
 				if (rc)
 					r->status = rc;
 			}

@@ -42,13 +42,18 @@
  *   FAKE_CUDA_DEVICES=N   devices (default 1; 0: cudaErrorNoDevice)
  *   FAKE_CUDA_FAIL=LIST   comma-separated NAME@N (the N-th call fails) or
  *                         NAME@N+ (that call and every later one), NAME one
- *                         of malloc, hostalloc, copy, stream, sync
+ *                         of malloc, hostalloc, copy, stream, sync (stream
+ *                         or event synchronisation)
  *   FAKE_CUDA_OLD_DRIVER=S a copy of this library whose path contains S
  *                         says cudaErrorInsufficientDriver (35), as a
  *                         runtime newer than the driver does
  *   FAKE_CUDA_STATS=1     print at exit (stderr) one line of what is still
  *                         allocated: "fake_cuda: pinned blocks N bytes B ..."
- * fake_cuda_stats() and fake_cuda_query() (dlsym) tell the tests more.
+ * fake_cuda_stats() and fake_cuda_query() (dlsym) tell the tests more;
+ * fake_cuda_set_sync_delay(us) makes every cudaStreamSynchronize and
+ * cudaEventSynchronize sleep us before it looks at the queue (a host thread
+ * descheduled between queueing work and waiting for it), so that a test can
+ * queue work of another thread's in between.
  */
 #define _GNU_SOURCE 1
 #include <dlfcn.h>
@@ -431,6 +436,25 @@ static void sleep_us(long us)
 		nanosleep(&ts, NULL);
 }
 
+static long sync_delay; /* us, fake_cuda_set_sync_delay (under qmu) */
+
+EXPORT void fake_cuda_set_sync_delay(long us)
+{
+	pthread_mutex_lock(&qmu);
+	sync_delay = us;
+	pthread_mutex_unlock(&qmu);
+}
+
+/* The host's delay before a synchronising call looks at the queue. */
+static void sync_pause(void)
+{
+	long us;
+	pthread_mutex_lock(&qmu);
+	us = sync_delay;
+	pthread_mutex_unlock(&qmu);
+	sleep_us(us);
+}
+
 static void run_op(struct op *o)
 {
 	size_t i;
@@ -622,6 +646,7 @@ EXPORT int cudaStreamSynchronize(void *s)
 	int e;
 	if (fail(F_SYNC))
 		return fail_with(ERR_LAUNCH_FAILURE);
+	sync_pause();
 	pthread_mutex_lock(&qmu);
 	if (!(st = resolve_stream_locked(s))) {
 		pthread_mutex_unlock(&qmu);
@@ -718,6 +743,9 @@ EXPORT int cudaEventSynchronize(void *e)
 	struct event *ev = e;
 	if (!ev || ev->magic != EVENT_MAGIC)
 		return fail_with(ERR_INVALID_HANDLE);
+	if (fail(F_SYNC))
+		return fail_with(ERR_LAUNCH_FAILURE);
+	sync_pause();
 	pthread_mutex_lock(&qmu);
 	if (ev->s)
 		wait_seq_locked(ev->s, ev->seq);

@@ -21,6 +21,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 #include <cmocka.h>
@@ -601,12 +602,301 @@ static void test_runtime_choice(void **state)
 	assert_int_equal(system(p), 0);
 }
 
+/* ------------------------------------ copies that do not wait for others -- */
+
+typedef void (*setdelay_fn)(long);
+
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* One staging copy of NV floats between host and device 0, in a thread. */
+struct copy_job {
+	void *dst;
+	int32_t dst_mem;
+	const void *src;
+	int32_t src_mem;
+	void *stream;
+	int rc;
+	double took;
+};
+
+static void *copy_main(void *arg)
+{
+	struct copy_job *j = arg;
+	double t = now_s();
+	j->rc = psl__cuda_copy_after(j->dst, j->dst_mem, 0, j->src, j->src_mem, 0,
+				     NV * sizeof(float), j->stream);
+	j->took = now_s() - t;
+	return NULL;
+}
+
+/* Starts j in *th and returns once its copy is queued (the fake counts it). */
+static void copy_start(pthread_t *th, struct copy_job *j)
+{
+	long c0 = ((query_fn)fake_sym("fake_cuda_query"))("copies");
+	assert_int_equal(pthread_create(th, NULL, copy_main, j), 0);
+	while (((query_fn)fake_sym("fake_cuda_query"))("copies") == c0)
+		usleep(1000);
+	usleep(5000); /* (past the call that queues it) */
+}
+
+/* A caller's non-blocking stream whose kernel writes val into d in 0.5 s. */
+static void *slow_stream(void *d, uint32_t val)
+{
+	void *s;
+	assert_int_equal(((mkstream_fn)fake_sym("cudaStreamCreateWithFlags"))(&s, 1), 0);
+	assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, val, NV, 5 * SLOW_US, s), 0);
+	return s;
+}
+
+/* A pinned staging buffer of NV floats, each v. */
+static float *pinned_floats(float v)
+{
+	int err, i;
+	float *h = psl__cuda_stage_get(NV * sizeof(float), 0, &err);
+	assert_non_null(h);
+	for (i = 0; i < NV; i++)
+		h[i] = v;
+	return h;
+}
+
+static void expect_host(const float *h, float v)
+{
+	int i;
+	for (i = 0; i < NV; i++)
+		if (h[i] != v)
+			fail_msg("value %d is %g, expected %g", i, (double)h[i], (double)v);
+}
+
+/* Two threads copy from the GPU (one direction: one core stream). B's copy
+ * is queued first; A's then waits there for a slow kernel of its caller's
+ * stream, while B is on its way to waiting (the fake's sync delay). B
+ * waits for its own copy only, not for A's queued behind it. */
+static void test_copy_own_wait(void **state)
+{
+	struct copy_job b = {0};
+	float *ha, *hb;
+	void *da, *db, *s;
+	pthread_t th;
+	double t;
+	(void)state;
+
+	node_up(1);
+	use_fake(NULL, NULL);
+	da = dev_floats(0);
+	db = dev_floats(3);
+	ha = pinned_floats(0);
+	hb = pinned_floats(0);
+	s = slow_stream(da, F1);
+	((setdelay_fn)fake_sym("fake_cuda_set_sync_delay"))(SLOW_US);
+	b = (struct copy_job){hb, PSL_MEM_HOST, db, PSL_MEM_CUDA, PSL_CUDA_STREAM_NONE, -1, 0};
+	copy_start(&th, &b);
+	t = now_s();
+	assert_int_equal(psl__cuda_copy_after(ha, PSL_MEM_HOST, -1, da, PSL_MEM_CUDA, 0,
+					      NV * sizeof(float), s),
+			 0);
+	t = now_s() - t;
+	assert_int_equal(pthread_join(th, NULL), 0);
+	((setdelay_fn)fake_sym("fake_cuda_set_sync_delay"))(0);
+	assert_int_equal(b.rc, 0);
+	expect_host(ha, 1.0f); /* after the kernel */
+	expect_host(hb, 3.0f);
+	assert_true(t > 0.3);
+	if (b.took > 0.35)
+		fail_msg("B's copy took %.3f s: it waited for A's copy (%.3f s)", b.took, t);
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamDestroy"))(s), 0);
+	psl__cuda_stage_put(ha);
+	psl__cuda_stage_put(hb);
+	psl_mem_free(PSL_MEM_CUDA, 0, da);
+	psl_mem_free(PSL_MEM_CUDA, 0, db);
+}
+
+/* A copy to the GPU that waits for a slow kernel of its caller's stream (a
+ * pull completing into a tensor a kernel still writes) does not hold up a
+ * copy from the GPU that another thread makes meanwhile (a push): each
+ * direction has a core stream of its own. The first still writes after the
+ * kernel. */
+static void test_copy_directions(void **state)
+{
+	struct copy_job a;
+	float *ha, *hb;
+	void *da, *db, *s;
+	pthread_t th;
+	double t;
+	(void)state;
+
+	node_up(1);
+	use_fake(NULL, NULL);
+	da = dev_floats(0);
+	db = dev_floats(3);
+	ha = pinned_floats(2);
+	hb = pinned_floats(0);
+	s = slow_stream(da, F1);
+	a = (struct copy_job){da, PSL_MEM_CUDA, ha, PSL_MEM_HOST, s, -1, 0};
+	copy_start(&th, &a);
+	t = now_s();
+	assert_int_equal(psl__cuda_copy_after(hb, PSL_MEM_HOST, -1, db, PSL_MEM_CUDA, 0,
+					      NV * sizeof(float), PSL_CUDA_STREAM_NONE),
+			 0);
+	t = now_s() - t;
+	expect_host(hb, 3.0f);
+	if (t > 0.25)
+		fail_msg("the copy from the GPU took %.3f s: it waited for the kernel", t);
+	assert_int_equal(pthread_join(th, NULL), 0);
+	assert_int_equal(a.rc, 0);
+	assert_true(a.took > 0.3);
+	expect_dev(da, 2.0f); /* the copy's, after the kernel's 1.0 */
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamDestroy"))(s), 0);
+	psl__cuda_stage_put(ha);
+	psl__cuda_stage_put(hb);
+	psl_mem_free(PSL_MEM_CUDA, 0, da);
+	psl_mem_free(PSL_MEM_CUDA, 0, db);
+}
+
+/* Pull answer v (NV floats of one key) received in the pinned buffer the
+ * core lends (recv_dest), for the last request sent; the buffer. */
+static void *answer_in_loan(float v)
+{
+	const struct sent *s = &g_sent[g_nsent - 1];
+	static float h[NV];
+	uint64_t key = 1;
+	const void *data[2] = {&key, NULL};
+	size_t l[2] = {8, sizeof(h)}, n;
+	struct psl_van_dest dest;
+	uint8_t buf[256];
+	int i;
+	for (i = 0; i < NV; i++)
+		h[i] = v;
+	n = reply_meta(s, 0, buf);
+	memset(&dest, 0, sizeof(dest));
+	assert_int_equal(psl__po.host.recv_dest(psl__po.host.ctx, 8, buf, n, 1, sizeof(h), &dest), 0);
+	assert_int_equal(dest.mem_type, PSL_MEM_HOST);
+	memcpy(dest.data, h, sizeof(h)); /* the van writes, gives it back, delivers */
+	psl__po.host.recv_dest_put(psl__po.host.ctx, dest.loan, 0);
+	data[1] = dest.data;
+	deliver_raw_lent_mem(8, buf, n, 2, data, l, 1, PSL_MEM_HOST, -1);
+	return dest.data;
+}
+
+/* A pull into GPU memory whose caller named a stream completes without
+ * waiting for the copy (queued behind a 0.5 s reader of the tensor on that
+ * stream); the reader sees the old value, the stream's later work the
+ * pulled one. The pinned buffer is not lent again before the copy has
+ * read it: a second pull (PSL_CUDA_STREAM_NONE: it waits) writes another
+ * value into a buffer of the same size meanwhile. */
+static void test_pull_no_wait(void **state)
+{
+	uint64_t key = 1;
+	struct psl_kv_worker *w;
+	struct psl_kv_out out;
+	void *st, *x, *x2, *y, *z;
+	size_t in_use;
+	double t;
+	int ts;
+	(void)state;
+
+	node_up(1);
+	use_fake(NULL, NULL);
+	assert_int_equal(((mkstream_fn)fake_sym("cudaStreamCreateWithFlags"))(&st, 1), 0);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
+	assert_int_equal(psl_kv_worker_set_cuda_stream(w, st), 0);
+	x = dev_floats(2);
+	x2 = dev_floats(0);
+	y = dev_floats(0);
+	z = dev_floats(0);
+	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(y, x, NV * 4, 5 * SLOW_US, st),
+			 0);
+	out = (struct psl_kv_out){x, NV, 0, NULL, PSL_MEM_CUDA, 0};
+	t = now_s();
+	ts = psl_kv_zpull(w, &key, 1, &out, 0, NULL, NULL);
+	answer_in_loan(1.0f);
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	t = now_s() - t;
+	if (t > 0.25)
+		fail_msg("the pull took %.3f s: it waited for its copy to the GPU", t);
+	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(z, x, NV * 4, 0, st), 0);
+
+	assert_int_equal(psl_kv_worker_set_cuda_stream(w, PSL_CUDA_STREAM_NONE), 0);
+	out = (struct psl_kv_out){x2, NV, 0, NULL, PSL_MEM_CUDA, 0};
+	ts = psl_kv_zpull(w, &key, 1, &out, 0, NULL, NULL);
+	answer_in_loan(5.0f);
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	expect_dev(x2, 5.0f); /* (none: done when the pull is) */
+
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamSynchronize"))(st), 0);
+	expect_dev(y, 2.0f); /* the reader queued before: the old value */
+	expect_dev(x, 1.0f); /* the first pull's, not the second's */
+	expect_dev(z, 1.0f); /* work queued after completion: the pulled one */
+	psl_kv_worker_free(w);
+	psl__cuda_stage_put(psl__cuda_stage_get(NV * 4, 0, &ts)); /* (the pool looks) */
+	psl__cuda_stage_bytes(&in_use);
+	assert_int_equal(in_use, 0);
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamDestroy"))(st), 0);
+	psl_mem_free(PSL_MEM_CUDA, 0, x);
+	psl_mem_free(PSL_MEM_CUDA, 0, x2);
+	psl_mem_free(PSL_MEM_CUDA, 0, y);
+	psl_mem_free(PSL_MEM_CUDA, 0, z);
+}
+
+/* The same when the van received the values into its own (pageable)
+ * buffer, not the pinned one the core lends: they are copied into a
+ * pinned buffer of the pool first, and the copy to the GPU is not waited
+ * for. */
+static void test_pull_no_wait_van_buffer(void **state)
+{
+	uint64_t key = 1;
+	struct psl_kv_worker *w;
+	struct psl_kv_out out;
+	void *st, *x, *y, *z;
+	long pageable;
+	double t;
+	int ts;
+	(void)state;
+
+	node_up(1);
+	use_fake(NULL, NULL);
+	assert_int_equal(((mkstream_fn)fake_sym("cudaStreamCreateWithFlags"))(&st, 1), 0);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
+	assert_int_equal(psl_kv_worker_set_cuda_stream(w, st), 0);
+	x = dev_floats(2);
+	y = dev_floats(0);
+	z = dev_floats(0);
+	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(y, x, NV * 4, 5 * SLOW_US, st),
+			 0);
+	pageable = ((query_fn)fake_sym("fake_cuda_query"))("pageable_copies");
+	out = (struct psl_kv_out){x, NV, 0, NULL, PSL_MEM_CUDA, 0};
+	t = now_s();
+	ts = psl_kv_pull(w, &key, 1, &out, 0, NULL, NULL);
+	answer_pull(&g_sent[g_nsent - 1]); /* (1.0, in the van's buffer) */
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	t = now_s() - t;
+	if (t > 0.25)
+		fail_msg("the pull took %.3f s: it waited for its copy to the GPU", t);
+	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(z, x, NV * 4, 0, st), 0);
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamSynchronize"))(st), 0);
+	assert_int_equal(((query_fn)fake_sym("fake_cuda_query"))("pageable_copies"), pageable);
+	expect_dev(y, 2.0f);
+	expect_dev(x, 1.0f);
+	expect_dev(z, 1.0f);
+	psl_kv_worker_free(w);
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamDestroy"))(st), 0);
+	psl_mem_free(PSL_MEM_CUDA, 0, x);
+	psl_mem_free(PSL_MEM_CUDA, 0, y);
+	psl_mem_free(PSL_MEM_CUDA, 0, z);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_order_push), T(test_order_pull), T(test_order_respond), T(test_order_batch),
 		T(test_stream_api), T(test_server_stream),
 		T(test_device_context), T(test_last_error), T(test_runtime_choice),
+		T(test_copy_own_wait), T(test_copy_directions), T(test_pull_no_wait),
+		T(test_pull_no_wait_van_buffer),
 	};
 	return cmocka_run_group_tests_name("cuda order", tests, NULL, NULL);
 }
