@@ -383,6 +383,7 @@ struct psl_van_spin_auto {
 	unsigned misses;	/* windows in a row that ran out */
 	unsigned rest;		/* gaps left without windows */
 	uint64_t seen, caught;	/* gaps, and those a window covered (log) */
+	uint64_t ran_out, rests; /* windows that ran out, rests begun (log) */
 };
 
 /* PS_BUSY_POLL (0, 1 or auto) and PS_BUSY_POLL_US: *mode 0, 1 or 2 (auto),
@@ -487,7 +488,9 @@ static inline bool psl_van_spin_auto_spinning(struct psl_van_spin *s,
 	a->idle = true;
 	if (psl_van_spinning(s, now_ns))
 		return true;
+	a->ran_out += was;
 	if (was && ++a->misses >= PSL_VAN_AUTO_MISSES) {
+		a->rests++;
 		a->misses = 0;
 		a->rest = PSL_VAN_AUTO_REST;
 	}
@@ -501,8 +504,10 @@ static inline void psl_van_spin_auto_report(const struct psl_van_host *host, con
 	if (a->on)
 		psl_van_log(host, PSL_VAN_LOG_DEBUG, van,
 			    "PS_BUSY_POLL=auto: a poll window covered %llu of %llu gaps between "
-			    "messages",
-			    (unsigned long long)a->caught, (unsigned long long)a->seen);
+			    "messages; %llu ran out, %llu times %d in a row",
+			    (unsigned long long)a->caught, (unsigned long long)a->seen,
+			    (unsigned long long)a->ran_out, (unsigned long long)a->rests,
+			    PSL_VAN_AUTO_MISSES);
 }
 
 /* ------------------------------------------------ caller progress -- */
