@@ -3,9 +3,10 @@
 # switches, CPU time, malloc/calloc/realloc calls and system calls of the
 # worker and of the server (perf stat with uprobes on libc), for one 4 KiB key in
 # flight, ZPush then ZPull (pslite-bench mode 1), 1 scheduler + 1 server + 1
-# worker on loopback; with --strace, the worker's system calls by name.
+# worker on loopback; with --strace, the worker's system calls by name
+# (--strace-server: the server's).
 #
-#   bench/budget.sh [--van NAME] [--requests N] [--strace] [VAR=VALUE...]
+#   bench/budget.sh [--van NAME] [--requests N] [--strace | --strace-server] [VAR=VALUE...]
 #
 # VAR=VALUE go to the three nodes (PS_BUSY_POLL=1, UCX_TLS=tcp, ...).
 # Needs root (perf probe, tracepoints) and perf; the figures are counts, so
@@ -13,14 +14,15 @@
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 B=${PSL_BUILDDIR:-$(cd "$here/.." && pwd)}
-van=zmq n=20000 strace=0
+van=zmq n=20000 strace=0 traced=worker
 while [ $# -gt 0 ]; do
 	case $1 in
 	--van) van=$2; shift 2 ;;
 	--requests) n=$2; shift 2 ;;
 	--strace) strace=1; shift ;;
+	--strace-server) strace=1 traced=server; shift ;;
 	*=*) break ;;
-	*) echo "usage: bench/budget.sh [--van NAME] [--requests N] [--strace] [VAR=VALUE...]" >&2; exit 2 ;;
+	*) echo "usage: bench/budget.sh [--van NAME] [--requests N] [--strace | --strace-server] [VAR=VALUE...]" >&2; exit 2 ;;
 	esac
 done
 command -v perf >/dev/null || { echo "bench/budget.sh: needs perf (apt-get install linux-perf)" >&2; exit 2; }
@@ -45,18 +47,22 @@ run() { # ROLE: one node, counted unless the scheduler
 		"$B/tools/.libs/pslite-bench" 4096 10 1 --quiet >"$work/$role.out" 2>&1
 }
 wrap= run scheduler "$@" &
-wrap="perf stat -x, -e $ev -o $work/server.stat" run server "$@" &
-if [ $strace -eq 1 ]; then
+if [ $strace -eq 1 ] && [ $traced = server ]; then
+	wrap="strace -f -c -o $work/server.strace" run server "$@" &
+	wrap= run worker "$@"
+elif [ $strace -eq 1 ]; then
+	wrap="perf stat -x, -e $ev -o $work/server.stat" run server "$@" &
 	wrap="strace -f -c -o $work/worker.strace" run worker "$@"
 else
+	wrap="perf stat -x, -e $ev -o $work/server.stat" run server "$@" &
 	wrap="perf stat -x, -e $ev -o $work/worker.stat" run worker "$@"
 fi
 wait
 grep summary "$work/worker.out" || { cat "$work"/*.out >&2; exit 1; }
 if [ $strace -eq 1 ]; then
-	awk -v n="$n" '$1 ~ /^[0-9.]+$/ && $NF != "total" && $4 / n >= 0.05 {
-		printf "  worker %-14s %6.2f per request\n", $NF, $4 / n
-	}' "$work/worker.strace"
+	awk -v n="$n" -v r="$traced" '$1 ~ /^[0-9.]+$/ && $NF != "total" && $4 / n >= 0.05 {
+		printf "  %-6s %-14s %6.2f per request\n", r, $NF, $4 / n
+	}' "$work/$traced.strace"
 	exit 0
 fi
 for r in worker server; do

@@ -345,6 +345,171 @@ static inline bool psl_van_spin_yield(struct psl_van_spin *s)
 	return psl_van_spin_yielded(s, t0, psl_van_now_ns());
 }
 
+/* ------------------------------------------- PS_BUSY_POLL=auto window -- */
+
+/*
+ * PS_BUSY_POLL=auto sizes the window from the gaps between messages, so
+ * that a thread whose messages come back to back (a server answering one
+ * worker's requests in turn) keeps polling between them instead of arming
+ * the transport, sleeping and being woken for each, while one whose
+ * messages are far apart sleeps as with PS_BUSY_POLL=0. A gap runs from the
+ * last message before a round found nothing to the next message (measured
+ * while the thread slept it includes the wake-up). Once PSL_VAN_AUTO_GAPS
+ * gaps are known and the second longest of them is at most
+ * PSL_VAN_AUTO_GAP_MAX_NS, a window twice that gap opens after each
+ * message, at most the cap (PS_BUSY_POLL_US when set, else
+ * PSL_VAN_BUSY_POLL_AUTO_US); otherwise none. PSL_VAN_AUTO_MISSES windows
+ * in a row that ran their length without a message close the windows for
+ * the next PSL_VAN_AUTO_REST gaps. psl_van_spin's late yields end windows
+ * and pause them as with PS_BUSY_POLL=1.
+ *
+ * Use: psl_van_spin_auto_init once (on false: PS_BUSY_POLL=0 or 1, the
+ * calls below are psl_van_spin's); psl_van_spin_auto_hit after each
+ * message; psl_van_spin_auto_spinning where psl_van_spinning was.
+ */
+#define PSL_VAN_BUSY_POLL_AUTO_US 50
+#define PSL_VAN_AUTO_GAPS 4
+#define PSL_VAN_AUTO_GAP_MAX_NS 200000LL /* 0.2 ms */
+#define PSL_VAN_AUTO_MISSES 4
+#define PSL_VAN_AUTO_REST 64
+
+struct psl_van_spin_auto {
+	bool on;		/* PS_BUSY_POLL=auto */
+	bool idle;		/* a round found nothing since the last message */
+	int64_t cap_ns;		/* the longest window */
+	int64_t last;		/* the last message (0: none yet) */
+	int64_t gaps[PSL_VAN_AUTO_GAPS];
+	unsigned n, at;		/* gaps known (up to PSL_VAN_AUTO_GAPS), next slot */
+	unsigned misses;	/* windows in a row that ran out */
+	unsigned rest;		/* gaps left without windows */
+	uint64_t seen, caught;	/* gaps, and those a window covered (log) */
+	uint64_t ran_out, rests; /* windows that ran out, rests begun (log) */
+};
+
+/* PS_BUSY_POLL (0, 1 or auto) and PS_BUSY_POLL_US: *mode 0, 1 or 2 (auto),
+ * *window_ns the window (1) or its cap (auto). -EINVAL with a line naming
+ * the setting on anything else. */
+static inline int psl_van_busy_poll_settings(const struct psl_van_host *host, const char *van,
+					     int *mode, int64_t *window_ns)
+{
+	const char *s = psl_van_param(host, "PS_BUSY_POLL");
+	long x, def = PSL_VAN_BUSY_POLL_US_DEFAULT;
+
+	*mode = 0;
+	if (s && !strcmp(s, "auto")) {
+		*mode = 2;
+		def = PSL_VAN_BUSY_POLL_AUTO_US;
+	} else if (s && *s && strcmp(s, "0")) {
+		if (strcmp(s, "1")) {
+			psl_van_log(host, PSL_VAN_LOG_ERROR, van,
+				    "PS_BUSY_POLL=%s: expected 0, 1 or auto", s);
+			return -EINVAL;
+		}
+		*mode = 1;
+	}
+	if (psl_van_param_long(host, van, "PS_BUSY_POLL_US", def, 0, 1000000, "microseconds",
+			       &x))
+		return -EINVAL;
+	*window_ns = (int64_t)x * 1000;
+	return 0;
+}
+
+/* mode and window_ns as psl_van_busy_poll_settings gave them (mode 0 where
+ * the van never polls). Returns whether the window is auto. */
+static inline bool psl_van_spin_auto_init(struct psl_van_spin *s, struct psl_van_spin_auto *a,
+					  int mode, int64_t window_ns)
+{
+	memset(a, 0, sizeof(*a));
+	a->on = mode == 2 && window_ns > 0;
+	a->cap_ns = window_ns;
+	psl_van_spin_init(s, mode == 1 ? window_ns : 0);
+	return a->on;
+}
+
+/* The window the known gaps ask for (0: none). */
+static inline int64_t psl_van_spin_auto_window(const struct psl_van_spin_auto *a)
+{
+	int64_t first = 0, second = 0, w;
+	unsigned i;
+
+	if (a->n < PSL_VAN_AUTO_GAPS || a->rest)
+		return 0;
+	for (i = 0; i < PSL_VAN_AUTO_GAPS; i++) {
+		if (a->gaps[i] > first) {
+			second = first;
+			first = a->gaps[i];
+		} else if (a->gaps[i] > second) {
+			second = a->gaps[i];
+		}
+	}
+	if (second > PSL_VAN_AUTO_GAP_MAX_NS)
+		return 0;
+	w = 2 * second;
+	return w < a->cap_ns ? w : a->cap_ns;
+}
+
+/* A message came at now_ns: note the gap before it, open the window. */
+static inline void psl_van_spin_auto_hit(struct psl_van_spin *s, struct psl_van_spin_auto *a,
+					 int64_t now_ns)
+{
+	if (!a->on) {
+		psl_van_spin_hit(s, now_ns);
+		return;
+	}
+	if (a->idle) {
+		a->seen++;
+		if (s->open && now_ns < s->until) {
+			a->caught++;
+			a->misses = 0;
+		}
+		if (a->rest)
+			a->rest--;
+		if (a->last) {
+			a->gaps[a->at] = now_ns - a->last;
+			a->at = (a->at + 1) % PSL_VAN_AUTO_GAPS;
+			if (a->n < PSL_VAN_AUTO_GAPS)
+				a->n++;
+		}
+		a->idle = false;
+	}
+	a->last = now_ns;
+	s->window_ns = psl_van_spin_auto_window(a);
+	psl_van_spin_hit(s, now_ns);
+}
+
+/* Whether to poll again rather than sleep (a round found nothing). */
+static inline bool psl_van_spin_auto_spinning(struct psl_van_spin *s,
+					      struct psl_van_spin_auto *a, int64_t now_ns)
+{
+	bool was = s->open;
+
+	if (!a->on)
+		return psl_van_spinning(s, now_ns);
+	a->idle = true;
+	if (psl_van_spinning(s, now_ns))
+		return true;
+	a->ran_out += was;
+	if (was && ++a->misses >= PSL_VAN_AUTO_MISSES) {
+		a->rests++;
+		a->misses = 0;
+		a->rest = PSL_VAN_AUTO_REST;
+	}
+	return false;
+}
+
+/* At the end of a van's thread: one DEBUG line on what auto did. */
+static inline void psl_van_spin_auto_report(const struct psl_van_host *host, const char *van,
+					    const struct psl_van_spin_auto *a)
+{
+	if (a->on)
+		psl_van_log(host, PSL_VAN_LOG_DEBUG, van,
+			    "PS_BUSY_POLL=auto: a poll window covered %llu of %llu gaps between "
+			    "messages; %llu ran out, %llu times %d in a row",
+			    (unsigned long long)a->caught, (unsigned long long)a->seen,
+			    (unsigned long long)a->ran_out, (unsigned long long)a->rests,
+			    PSL_VAN_AUTO_MISSES);
+}
+
 /* ------------------------------------------------ caller progress -- */
 
 /* The progress entry's loop (ABI 1.3): try(v) one round of the van's

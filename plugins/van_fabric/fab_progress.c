@@ -140,13 +140,14 @@ void *fab_progress_main(void *arg)
 	struct psl_van *v = arg;
 	struct epoll_event evs[32];
 	struct psl_van_spin spin;
+	struct psl_van_spin_auto pa;
 	unsigned rounds = 0;
 	int idle = 0;
 	bool hk = true;	 /* peers and streams need a look */
 	int64_t hk_at = 0; /* and when they need one next */
 
 	owner = v;
-	psl_van_spin_init(&spin, v->busy_poll ? v->spin_ns : 0);
+	psl_van_spin_auto_init(&spin, &pa, v->busy_poll ? (v->poll_auto ? 2 : 1) : 0, v->spin_ns);
 	pthread_mutex_lock(&v->cq_mu); /* let go only to sleep or yield */
 	while (!atomic_load(&v->stop)) {
 		int n, timeout, got;
@@ -165,11 +166,11 @@ void *fab_progress_main(void *arg)
 			idle = 0;
 			timeout = 0;
 			if (got)
-				psl_van_spin_hit(&spin, psl_van_now_ns());
+				psl_van_spin_auto_hit(&spin, &pa, psl_van_now_ns());
 		}
 		if (timeout != 0 && aside(v, &timeout)) {
 			/* callers read the CQ: sleep without its fd */
-		} else if (timeout != 0 && psl_van_spinning(&spin, psl_van_now_ns()) &&
+		} else if (timeout != 0 && psl_van_spin_auto_spinning(&spin, &pa, psl_van_now_ns()) &&
 			   spin_yield(v, &spin)) {
 			/* PS_BUSY_POLL's window: the CQ again soon, the CPU to whoever
 			 * needs it meanwhile (on a small machine, the peer that
@@ -201,5 +202,6 @@ void *fab_progress_main(void *arg)
 	pthread_mutex_unlock(&v->cq_mu);
 	owner = NULL;
 	psl_van_spin_report(v->host, "van_fabric", &spin);
+	psl_van_spin_auto_report(v->host, "van_fabric", &pa);
 	return NULL;
 }

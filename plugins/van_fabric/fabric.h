@@ -190,6 +190,7 @@ struct psl_van {
 	char prov[48];	 /* provider chosen at init */
 	char avail[160]; /* providers found */
 	bool busy_poll, force_mr, want_hmem; /* want_hmem: PS_FABRIC_HMEM */
+	bool poll_auto; /* PS_BUSY_POLL=auto: the window from the gaps */
 	int64_t spin_ns; /* PS_BUSY_POLL_US: the poll window after a completion */
 	int bad_params;	      /* settings that were not numbers in range */
 	long mr_cache;	      /* PS_FABRIC_MR_CACHE: -1 auto, 0, 1 */

@@ -43,7 +43,8 @@ FABRIC_TESTS = plugins/van_fabric/tests/fabric_tcp_data.sh \
 	plugins/van_fabric/tests/fabric_tcp_hang.sh plugins/van_fabric/tests/fabric_tcp_resend.sh \
 	plugins/van_fabric/tests/fabric_sockets_data.sh \
 	plugins/van_fabric/tests/fabric_errors.sh plugins/van_fabric/tests/fabric_tcp_netns.sh \
-	plugins/van_fabric/tests/fabric_busy_data.sh plugins/van_fabric/tests/fabric_tcp_joint.sh \
+	plugins/van_fabric/tests/fabric_busy_data.sh plugins/van_fabric/tests/fabric_auto_data.sh \
+	plugins/van_fabric/tests/fabric_tcp_joint.sh \
 	plugins/van_fabric/tests/fabric_tcp_zfree.sh \
 	plugins/van_fabric/tests/fabric_caller_data.sh plugins/van_fabric/tests/fabric_tcp_progress.sh
 FABRIC_SERVER_TESTS = plugins/van_fabric/tests/fabric_tcp_server_sync.sh \

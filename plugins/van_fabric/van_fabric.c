@@ -30,7 +30,9 @@
  * eventfd and the sockets; providers without a wait fd are polled with short
  * sleeps when idle. PS_BUSY_POLL=1 keeps polling (yielding the CPU between
  * polls) for PS_BUSY_POLL_US after each completion, then sleeps again, as
- * van_zmq and van_ucx do. With the core's PS_CALLER_PROGRESS=1, a thread
+ * van_zmq and van_ucx do; PS_BUSY_POLL=auto opens the window only while
+ * completions come back to back, sized by the gaps between them (van_util.h).
+ * With the core's PS_CALLER_PROGRESS=1, a thread
  * that waits for a reply reads the CQ itself while the thread steps aside
  * (fab_progress.c). Senders post from their own thread; what the provider cannot take now (-FI_EAGAIN), or what is sent
  * before the peer is reached, waits in the peer's queue, in order.
@@ -266,7 +268,7 @@ static int finit(const struct psl_van_host *host, struct psl_van **out)
 {
 	struct psl_van *v = calloc(1, sizeof(*v));
 	size_t pool_mb;
-	int rc;
+	int rc, mode;
 	if (!v)
 		return -ENOMEM;
 	v->host = host;
@@ -279,10 +281,10 @@ static int finit(const struct psl_van_host *host, struct psl_van **out)
 	v->cqc.type = CONN_CQ;
 	v->next_stream = 1;
 	snprintf(v->prov_filter, sizeof(v->prov_filter), "%s", fab_param(v, "FI_PROVIDER", ""));
-	v->busy_poll = param_long(v, "PS_BUSY_POLL", 0, 0, 1, NULL) != 0;
-	v->spin_ns = (int64_t)param_long(v, "PS_BUSY_POLL_US", PSL_VAN_BUSY_POLL_US_DEFAULT, 0,
-					 1000000, "microseconds") *
-		     1000;
+	if (psl_van_busy_poll_settings(host, "van_fabric", &mode, &v->spin_ns))
+		v->bad_params++;
+	v->busy_poll = mode != 0;
+	v->poll_auto = mode == 2;
 	v->force_mr = param_long(v, "PS_FABRIC_MR", 0, 0, 1, NULL) != 0;
 	v->want_hmem = param_long(v, "PS_FABRIC_HMEM", 1, 0, 1, NULL) != 0;
 	v->hdr_buf = (size_t)param_long(v, "PS_FABRIC_INLINE", 8192, 1024, 1 << 20,

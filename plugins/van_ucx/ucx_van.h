@@ -246,7 +246,8 @@ struct psl_van {
 	char transports[192];
 
 	/* settings */
-	bool busy_poll;
+	bool busy_poll; /* PS_BUSY_POLL=1 or auto */
+	bool poll_auto; /* PS_BUSY_POLL=auto: the window from the gaps */
 	int64_t spin_ns; /* PS_BUSY_POLL_US, in ns */
 	long idle_wake_us; /* PS_UCX_IDLE_WAKE_US, -1: none */
 	size_t inline_max;

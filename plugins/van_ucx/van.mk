@@ -46,6 +46,7 @@ UCX_INTEGRATION_TESTS = \
 	plugins/van_ucx/tests/ucx_shm_soak.sh \
 	plugins/van_ucx/tests/ucx_shm_resend.sh \
 	plugins/van_ucx/tests/ucx_busy_data.sh plugins/van_ucx/tests/ucx_caller_data.sh \
+	plugins/van_ucx/tests/ucx_auto_data.sh \
 	plugins/van_ucx/tests/ucx_tcp_netns.sh \
 	plugins/van_ucx/tests/ucx_kill_big.sh plugins/van_ucx/tests/ucx_tcp_zfree.sh
 UCX_SERVER_TESTS = plugins/van_ucx/tests/ucx_tcp_server_sync.sh \

@@ -17,6 +17,9 @@
  *   PS_BUSY_POLL=1              after each message, keep polling UCX (and
  *                               yielding the CPU between polls) for
  *   PS_BUSY_POLL_US=US          microseconds (200) before sleeping again
+ *   PS_BUSY_POLL=auto           a window only while messages come back to
+ *                               back, sized by the gaps between them, up
+ *                               to PS_BUSY_POLL_US (50) (van_util.h)
  *   PS_UCX_INLINE=BYTES         host segments up to this size are copied into
  *                               the message's first active message (8192)
  *   PS_UCX_BATCH_KB=KB          messages the progress thread sends while it
@@ -155,16 +158,14 @@ static bool has_rdma_device(void)
 static int read_settings(struct psl_van *v)
 {
 	long x;
+	int mode;
 	const char *s;
 	int rc;
 
-	if ((rc = param_long(v, "PS_BUSY_POLL", 0, 0, 1, NULL, &x)))
+	if ((rc = psl_van_busy_poll_settings(v->host, UCX_LOGNAME, &mode, &v->spin_ns)))
 		return rc;
-	v->busy_poll = x != 0;
-	if ((rc = param_long(v, "PS_BUSY_POLL_US", PSL_VAN_BUSY_POLL_US_DEFAULT, 0, 1000000,
-			     "microseconds", &x)))
-		return rc;
-	v->spin_ns = (int64_t)x * 1000;
+	v->busy_poll = mode != 0;
+	v->poll_auto = mode == 2;
 	if ((rc = param_long(v, "PS_UCX_INLINE", 8192, 0, 1 << 20, "a number of bytes", &x)))
 		return rc;
 	v->inline_max = (size_t)x;
@@ -562,8 +563,9 @@ static void *progress_main(void *arg)
 	unsigned rounds = 0, busy_rounds = 0;
 	long pending_wait = PENDING_WAIT_MIN_US;
 	struct psl_van_spin spin;
+	struct psl_van_spin_auto pa;
 
-	psl_van_spin_init(&spin, v->busy_poll ? v->spin_ns : 0);
+	psl_van_spin_auto_init(&spin, &pa, v->busy_poll ? (v->poll_auto ? 2 : 1) : 0, v->spin_ns);
 	pthread_mutex_lock(&v->ucx_mu); /* let go only around epoll_wait */
 	while (!atomic_load(&v->stop)) {
 		int n, i, timeout;
@@ -575,7 +577,7 @@ static void *progress_main(void *arg)
 		if (busy) {
 			us = 0;
 			pending_wait = PENDING_WAIT_MIN_US;
-			psl_van_spin_hit(&spin, psl_van_now_ns());
+			psl_van_spin_auto_hit(&spin, &pa, psl_van_now_ns());
 			/* more may be waiting in UCX: look again at once, at
 			 * the sockets only every BUSY_SOCKET_ROUNDS rounds. A
 			 * zero-timeout epoll_wait after each busy round was
@@ -585,7 +587,8 @@ static void *progress_main(void *arg)
 			 * through the inbox meanwhile */
 			if (++busy_rounds % BUSY_SOCKET_ROUNDS && !atomic_load(&v->boot_dirty))
 				continue;
-		} else if (psl_van_spinning(&spin, psl_van_now_ns()) && spin_yield(v, &spin)) {
+		} else if (psl_van_spin_auto_spinning(&spin, &pa, psl_van_now_ns()) &&
+			   spin_yield(v, &spin)) {
 			/* PS_BUSY_POLL's window: poll again soon; the sockets every
 			 * 64th round */
 			if (++rounds & 63)
@@ -638,6 +641,7 @@ static void *progress_main(void *arg)
 	}
 	pthread_mutex_unlock(&v->ucx_mu);
 	psl_van_spin_report(v->host, UCX_LOGNAME, &spin);
+	psl_van_spin_auto_report(v->host, UCX_LOGNAME, &pa);
 	return NULL;
 }
 
@@ -700,7 +704,9 @@ static int ubind(struct psl_van *v, const struct psl_van_bind_req *req,
 	LOG(v, PSL_VAN_LOG_DEBUG,
 	    "bootstrap on %s, UCX worker address %zu bytes, progress by %s%s", v->listen_desc,
 	    v->addr_len,
-	    v->busy_poll ? "epoll and a poll window (PS_BUSY_POLL=1)"
+	    v->busy_poll ? (v->poll_auto ? "epoll and a poll window sized by the gaps "
+					   "between messages (PS_BUSY_POLL=auto)"
+					 : "epoll and a poll window (PS_BUSY_POLL=1)")
 			 : "epoll on the worker's event fd",
 	    v->rndv_put ? "; rendezvous by put (UCX_RNDV_SCHEME=put_zcopy)" : "");
 	return 0;

@@ -867,6 +867,11 @@ static void test_bad_setting(void **state)
 	t.params[0][0] = "PS_BUSY_POLL";
 	t.params[0][1] = "2";
 	assert_int_equal(ops->init(&t.h, &v), -EINVAL);
+	t.params[0][1] = "automatic";
+	assert_int_equal(ops->init(&t.h, &v), -EINVAL);
+	t.params[0][1] = "auto"; /* the window from the gaps between messages */
+	assert_int_equal(ops->init(&t.h, &v), 0);
+	ops->fini(v);
 	host_fini(&t);
 }
 
