@@ -452,6 +452,66 @@ static void test_spin(void **state)
 	(void)psl_van_spin_yield(&s);
 }
 
+/* PS_BUSY_POLL=auto's window: a message at t, then an idle round, then the
+ * next message gap_ns later; returns whether the window was open then. */
+static bool auto_step(struct psl_van_spin *s, struct psl_van_spin_auto *a, int64_t *t,
+		      int64_t gap_ns)
+{
+	bool open;
+	psl_van_spin_auto_spinning(s, a, *t + 1); /* an idle round */
+	*t += gap_ns;
+	open = s->open && *t < s->until;
+	psl_van_spin_auto_hit(s, a, *t);
+	return open;
+}
+
+static void test_spin_auto(void **state)
+{
+	struct psl_van_spin s;
+	struct psl_van_spin_auto a;
+	int64_t t = 1000000000LL;
+	int i;
+	(void)state;
+
+	assert_false(psl_van_spin_auto_init(&s, &a, 1, 200000)); /* PS_BUSY_POLL=1 */
+	assert_true(psl_van_spin_auto_init(&s, &a, 2, 50000));	 /* auto, cap 50 us */
+	psl_van_spin_auto_hit(&s, &a, t);
+	for (i = 0; i < PSL_VAN_AUTO_GAPS - 1; i++) /* too few gaps: no window */
+		assert_false(auto_step(&s, &a, &t, 10000));
+	assert_int_equal(psl_van_spin_auto_window(&a), 0);
+	assert_false(auto_step(&s, &a, &t, 10000)); /* the 4th gap opens windows */
+	assert_int_equal(psl_van_spin_auto_window(&a), 20000); /* twice the gap */
+	assert_true(s.open);
+	assert_true(auto_step(&s, &a, &t, 15000)); /* within the window */
+	for (i = 0; i < PSL_VAN_AUTO_GAPS; i++)
+		auto_step(&s, &a, &t, 40000);
+	assert_int_equal(psl_van_spin_auto_window(&a), 50000); /* 80 us, capped */
+	/* gaps over 0.2 ms (twice: the second longest decides): no window */
+	auto_step(&s, &a, &t, 300000);
+	assert_int_equal(psl_van_spin_auto_window(&a), 50000);
+	auto_step(&s, &a, &t, 300000);
+	assert_int_equal(psl_van_spin_auto_window(&a), 0);
+	assert_false(s.open && t + 1 < s.until); /* no window after this message */
+	/* short gaps again; then windows that run out 4 times in a row rest
+	 * for PSL_VAN_AUTO_REST gaps */
+	for (i = 0; i < PSL_VAN_AUTO_GAPS; i++)
+		auto_step(&s, &a, &t, 10000);
+	assert_int_equal(psl_van_spin_auto_window(&a), 20000);
+	for (i = 0; i < PSL_VAN_AUTO_MISSES; i++) {
+		assert_true(s.open);
+		assert_false(psl_van_spin_auto_spinning(&s, &a, t + 120000)); /* ran out */
+		t += 120000;
+		psl_van_spin_auto_hit(&s, &a, t);
+	}
+	/* (the message after the 4th counted one gap of the rest already) */
+	assert_int_equal(a.rest, PSL_VAN_AUTO_REST - 1);
+	assert_int_equal(psl_van_spin_auto_window(&a), 0);
+	for (i = 0; i < PSL_VAN_AUTO_REST - 1; i++)
+		assert_false(auto_step(&s, &a, &t, 10000));
+	assert_int_equal(psl_van_spin_auto_window(&a), 20000); /* rested */
+	assert_true(auto_step(&s, &a, &t, 10000));
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -466,6 +526,7 @@ int main(void)
 		cmocka_unit_test_setup(test_le, setup),
 		cmocka_unit_test_setup(test_cache, setup),
 		cmocka_unit_test_setup(test_spin, setup),
+		cmocka_unit_test_setup(test_spin_auto, setup),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
