@@ -50,7 +50,7 @@ static bool *arrived(int kind, int g)
  * else as long as a newcomer waits for a place. */
 static int awaited_s(void)
 {
-	return po.cfg.recovery_wait_s > 0 ? po.cfg.recovery_wait_s : psl__recovery_bound_s();
+	return po.cfg.recovery_wait_s > 0 ? po.cfg.recovery_wait_s : psl__recovery_bound_s(psl__cur);
 }
 
 /* Scheduler, with po.mu held: whether a barrier still waits for lost node
@@ -111,7 +111,7 @@ static bool ready_locked(int kind, int g, const int *ids, int n)
  * of kind over group g into out (forgetting them there); returns how many. */
 static int take_locked(int kind, int g, int *out)
 {
-	int n = psl__group_members(g, out), i, k = 0;
+	int n = psl__group_members(psl__cur, g, out), i, k = 0;
 	bool *a = arrived(kind, g);
 	barrier_since[g][kind] = 0; /* released (see psl__barrier_watch) */
 	for (i = 0; i < n; i++) {
@@ -130,7 +130,7 @@ static int take_locked(int kind, int g, int *out)
  * the other kind go to out + members_max(). */
 static int check_release_locked(int kind, int g, int *out, int *n_other)
 {
-	int n = psl__group_members(g, out);
+	int n = psl__group_members(psl__cur, g, out);
 	*n_other = 0;
 	if (!ready_locked(kind, g, out, n))
 		return 0;
@@ -186,7 +186,7 @@ static void judge_pending_losses(bool released)
 			continue;
 		if (released) {
 			char d[96];
-			PSL_DBG("%s left", psl__node_desc(id, d, sizeof(d)));
+			PSL_DBG("%s left", psl__node_desc(psl__cur, id, d, sizeof(d)));
 		} else if (now - t >= grace) {
 			psl__node_lost(id, err, "connection lost while this node waited in the final "
 						"barrier");
@@ -261,7 +261,7 @@ static void scheduler_arrive(int sender, int g, int cmd, int customer_id)
  * of kind waited for in vain (lost, not replaced in time), or 0. */
 static int given_up_locked(int kind, int g, int *ids)
 {
-	int i, n = psl__group_members(g, ids);
+	int i, n = psl__group_members(psl__cur, g, ids);
 	bool *a = arrived(kind, g), any = false;
 	for (i = 0; i < n; i++)
 		any |= a[ids[i]];
@@ -295,7 +295,7 @@ void psl__control_forget_node(int id)
 				PSL_WARN("barrier (%s, group %d) released without lost %s: no node took "
 					 "its place within %d s (PS_RECOVERY)",
 					 psl__cmd_name(kind_cmd(kind)), g,
-					 psl__node_desc(gone, d, sizeof(d)), awaited_s());
+					 psl__node_desc(psl__cur, gone, d, sizeof(d)), awaited_s());
 			send_found(kind, g, ids, n, n_other, cust);
 		}
 	}
@@ -314,9 +314,9 @@ int psl__control_barrier_arrive(int customer_id, int group, int cmd, unsigned *g
 	ids = malloc(sizeof(int) * (size_t)members_max());
 	if (!ids)
 		return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "barrier: out of memory");
-	members = psl__group_members(group, ids);
+	members = psl__group_members(psl__cur, group, ids);
 	free(ids);
-	if (members > 1 && !psl__group_has(group, po.my_id))
+	if (members > 1 && !psl__group_has(psl__cur, group, po.my_id))
 		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "barrier: this node (%s) is not in group "
 				"%d: a node waits only in a barrier of a group it belongs to",
 				psl__role_name(po.role), group);
@@ -427,7 +427,7 @@ void psl__handle_barrier(const struct psl__meta *m)
 		return;
 	}
 	if (m->barrier_group < 1 || m->barrier_group > 7 ||
-	    !psl__group_has(m->barrier_group, m->sender)) {
+	    !psl__group_has(psl__cur, m->barrier_group, m->sender)) {
 		PSL_WARN("ignored a %s from node %d for group %d: not a member of that group",
 			 psl__cmd_name(m->cmd), m->sender, m->barrier_group);
 		return;
@@ -473,7 +473,7 @@ void psl__barrier_watch(int64_t now)
 				continue;
 			}
 			a = arrived(kind, g);
-			n = psl__group_members(g, ids);
+			n = psl__group_members(psl__cur, g, ids);
 			for (i = 0; i < n; i++)
 				nin += a[ids[i]];
 			if (!nin) {
@@ -493,7 +493,7 @@ void psl__barrier_watch(int64_t now)
 						len += (size_t)snprintf(
 							missing + len, sizeof(missing) - len, "%s%s",
 							nmiss > 1 ? ", " : "",
-							psl__node_desc(ids[i], d, sizeof(d)));
+							psl__node_desc(psl__cur, ids[i], d, sizeof(d)));
 				}
 			}
 			pthread_mutex_unlock(&po.mu);

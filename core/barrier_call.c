@@ -20,7 +20,7 @@ int psl__barrier_here(int customer_id, int group, int cmd)
 
 	for (i = 0; i < n && !rc; i++) {
 		psl__enter(&psl__offices[i]);
-		if (!psl__group_has(group, po.my_id) && n > 1)
+		if (!psl__group_has(psl__cur, group, po.my_id) && n > 1)
 			continue;
 		rc = psl__control_barrier_arrive(customer_id, group, cmd, &gen[i]);
 		in[i] = rc == 0;

@@ -86,7 +86,7 @@ void psl__control_peer_event(int id, int event, int err, const char *detail)
 		po.peers[id].up = true;
 		pthread_cond_broadcast(&po.cv);
 		pthread_mutex_unlock(&po.mu);
-		PSL_DBG("reached %s", psl__node_desc(id, d, sizeof(d)));
+		PSL_DBG("reached %s", psl__node_desc(psl__cur, id, d, sizeof(d)));
 		return;
 	}
 	if (po.state != PSL__READY && !starting) {

@@ -202,7 +202,7 @@ void psl__control_sent(const struct psl__ctl_sent *s, int status)
 		return;
 	}
 	what_desc(s->cmd, s, what, sizeof(what));
-	psl__node_desc(s->recver, to, sizeof(to));
+	psl__node_desc(psl__cur, s->recver, to, sizeof(to));
 	reason(s, status, why, sizeof(why));
 	if (only_logged(s->cmd)) {
 		PSL_LOG_LIMITED(PSL_LOG_ERROR, "cannot send %s to %s: %s", what, to, why);
@@ -317,7 +317,7 @@ void psl__control_take_abort(const struct psl__meta *m)
 	if (!starting && !po.job_lost_err) {
 		po.job_lost_err = -ENOLINK;
 		snprintf(po.job_lost_msg, sizeof(po.job_lost_msg), "lost %s: %.200s",
-			 psl__node_desc(1, d, sizeof(d)), why);
+			 psl__node_desc(psl__cur, 1, d, sizeof(d)), why);
 	}
 	if (!starting && !po.barrier_err) {
 		po.barrier_err = err;

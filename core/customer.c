@@ -436,7 +436,7 @@ static void expire_customer(struct psl__customer *c, int64_t now, struct lost_li
 	if (!e.n)
 		return;
 	if (e.node)
-		psl__node_desc(e.node, d, sizeof(d));
+		psl__node_desc(psl__cur, e.node, d, sizeof(d));
 	else
 		snprintf(d, sizeof(d), "the van (its buffers are still lent)");
 	PSL_WARN("request %d of app %d customer %d%s got no answer from %s within %d ms: %s "
@@ -546,7 +546,7 @@ static void held_warn_locked(int64_t now, int64_t warn_ms, int timeout_s)
 	PSL_WARN("holding %d message(s) since %lld ms, the first from %s for app %d customer %d: "
 		 "this node has no %s for app %d (its customers' apps: %s); create a KV server "
 		 "for app %d on this node (psl_kv_server_new) or use the app id it has%s",
-		 n, (long long)(now - first->since), psl__node_desc(first->m.sender, d, sizeof(d)),
+		 n, (long long)(now - first->since), psl__node_desc(psl__cur, first->m.sender, d, sizeof(d)),
 		 first->m.app_id, first->m.customer_id, held_what(first), first->m.app_id, apps,
 		 first->m.app_id, timeout_s > 0 ? "; requests held for PS_HELD_TIMEOUT fail back "
 						  "to their sender" : "");
@@ -585,7 +585,7 @@ static void held_fail_back(const struct held *h)
 	struct psl__meta m;
 	char d[96];
 
-	psl__node_desc(h->m.sender, d, sizeof(d));
+	psl__node_desc(psl__cur, h->m.sender, d, sizeof(d));
 	if (!h->m.request || h->m.simple_app) {
 		PSL_WARN("dropped a %s from %s for app %d customer %d: held %d s (PS_HELD_TIMEOUT) "
 			 "and no such customer was created on this node",

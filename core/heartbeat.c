@@ -73,10 +73,10 @@ void psl__control_announce_lost(int id, const char *why)
 	list[0] = po.me;
 	list[1] = po.peers[id].node;
 	snprintf(body, sizeof(body), LOST_TAG "%s", why);
-	n = psl__group_members(6, ids);
+	n = psl__group_members(psl__cur, 6, ids);
 	for (i = 0; i < n; i++) {
 		struct psl__meta m;
-		if (ids[i] == id || psl__node_dead(ids[i]))
+		if (ids[i] == id || psl__node_dead(psl__cur, ids[i]))
 			continue;
 		psl__meta_init(&m);
 		m.cmd = PSL_CMD_HEARTBEAT;
@@ -114,7 +114,7 @@ static bool refused_ghost(const struct psl__meta *m)
 	pthread_mutex_unlock(&po.mu);
 	if (!dead && !moved)
 		return false;
-	psl__node_desc(m->sender, d, sizeof(d));
+	psl__node_desc(psl__cur, m->sender, d, sizeof(d));
 	snprintf(why, sizeof(why),
 		 "the scheduler declared this node (%s:%d) lost earlier and does not take it back: "
 		 "%s; start it again to take its place (PS_RECOVERY)",

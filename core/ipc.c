@@ -294,7 +294,7 @@ static void ring_open(struct ring *r, int id)
 	{
 		char who[128];
 		PSL_INFO("IPC: data to %s goes through shared memory (ring %s, %zu MiB)",
-			 psl__node_desc(id, who, sizeof(who)), r->name, size >> 20);
+			 psl__node_desc(psl__cur, id, who, sizeof(who)), r->name, size >> 20);
 	}
 	return;
 fail:
@@ -567,7 +567,7 @@ struct psl_van_rmsg *psl__ipc_unpack(struct psl__meta *m, struct psl_van_rmsg *r
 	if (why)
 		PSL_WARN("an IPC message from %s cannot be read (%s): it is handed on without data, "
 			 "so that its request fails",
-			 psl__node_desc(raw->sender, nd, sizeof(nd)), why);
+			 psl__node_desc(psl__cur, raw->sender, nd, sizeof(nd)), why);
 	w->orig = raw;
 	w->pub.sender = raw->sender;
 	w->pub.meta = raw->meta;

@@ -282,7 +282,7 @@ static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, in
 		    struct psl__sendref *ref)
 {
 	struct bmsg *g = &q->msg[i];
-	int id = psl__server_id(g->rank), count = q->first[g->rank + 1] - q->first[g->rank];
+	int id = psl__server_id(psl__cur, g->rank), count = q->first[g->rank + 1] - q->first[g->rank];
 	int idx = (int)i - q->first[g->rank];
 	bool push;
 	const struct psl_kv_tensor *t = tensor_of(q, g->t, &push);
@@ -368,7 +368,7 @@ static int batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 	ts = r->ts;
 	for (rank = 0; rank < S; rank++) {
 		if (q->left[rank])
-			psl__req_expect_locked(c, r, psl__server_id(rank));
+			psl__req_expect_locked(c, r, psl__server_id(psl__cur, rank));
 		if (q->left[rank] > maxn)
 			maxn = q->left[rank];
 	}
@@ -378,7 +378,7 @@ static int batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 	/* one message per server in turn, so that every server starts early */
 	for (i = 0; i < (size_t)maxn; i++) {
 		for (rank = 0; rank < S; rank++) {
-			int id = psl__server_id(rank);
+			int id = psl__server_id(psl__cur, rank);
 			struct psl__sendref *ref = NULL;
 			if ((int)i >= q->first[rank + 1] - q->first[rank])
 				continue;
@@ -394,7 +394,7 @@ static int batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 				PSL_LOG(rc == -EHOSTDOWN || rc == -ENOLINK ? PSL_LOG_DEBUG
 									     : PSL_LOG_WARN,
 					"batch %d of app %d: cannot send to %s: %s", ts,
-					c->app_id, psl__node_desc(id, d, sizeof(d)),
+					c->app_id, psl__node_desc(psl__cur, id, d, sizeof(d)),
 					psl_strerror(rc));
 				pthread_mutex_lock(&c->mu);
 				done = psl__req_answer_locked(c, r, id, rc);
@@ -423,7 +423,7 @@ int psl_kv_batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
  * option. NULL if it is none of this batch's. */
 static struct bmsg *msg_of(struct kvb *q, const struct psl__meta *m)
 {
-	int rank = psl__id_to_group_rank(m->sender), count, idx;
+	int rank = psl__id_to_group_rank(psl__cur, m->sender), count, idx;
 	if (rank < 0 || rank >= q->S || m->option < 0 || !(m->option & 0x40000000))
 		return NULL;
 	count = (m->option >> 15) & 0x7fff;
@@ -448,7 +448,7 @@ bool psl__kvb_on_answer_locked(struct psl_kv_worker *w, struct psl__req *r,
 	struct kvb *q = r->priv;
 	struct bmsg *g;
 	char d[96], why[160] = "";
-	int rank = psl__id_to_group_rank(m->sender), err = 0;
+	int rank = psl__id_to_group_rank(psl__cur, m->sender), err = 0;
 	const struct psl_kv_tensor *t;
 	bool push;
 
@@ -457,7 +457,7 @@ bool psl__kvb_on_answer_locked(struct psl_kv_worker *w, struct psl__req *r,
 	if (m->option < 0 && m->option >= -4095 && raw->nseg == 0) {
 		/* the server failed the batch: whatever else it owes is void */
 		PSL_DBG("batch %d: %s answered %s", m->timestamp,
-			  psl__node_desc(m->sender, d, sizeof(d)), psl_strerror(m->option));
+			  psl__node_desc(psl__cur, m->sender, d, sizeof(d)), psl_strerror(m->option));
 		return psl__req_answer_locked(c, r, m->sender, m->option);
 	}
 	g = msg_of(q, m);
@@ -469,7 +469,7 @@ bool psl__kvb_on_answer_locked(struct psl_kv_worker *w, struct psl__req *r,
 	}
 	if (g->answered) {
 		PSL_WARN("dropped a second answer from %s to message %d of batch %d",
-			 psl__node_desc(m->sender, d, sizeof(d)), (int)(g - q->msg), m->timestamp);
+			 psl__node_desc(psl__cur, m->sender, d, sizeof(d)), (int)(g - q->msg), m->timestamp);
 		return false;
 	}
 	t = tensor_of(q, g->t, &push);
@@ -500,7 +500,7 @@ bool psl__kvb_on_answer_locked(struct psl_kv_worker *w, struct psl__req *r,
 		if (nv > t->len) {
 			PSL_WARN("batch %d: %s sent %zu values for key %" PRIu64
 				 ", the pull buffer holds %zu: the batch fails with EMSGSIZE",
-				 m->timestamp, psl__node_desc(m->sender, d, sizeof(d)), nv, g->key,
+				 m->timestamp, psl__node_desc(psl__cur, m->sender, d, sizeof(d)), nv, g->key,
 				 t->len);
 			if (!r->status)
 				r->status = -EMSGSIZE;
@@ -516,7 +516,7 @@ bool psl__kvb_on_answer_locked(struct psl_kv_worker *w, struct psl__req *r,
 
 fail_server:
 	PSL_WARN("answer from %s for batch %d is inconsistent (%s): the batch fails with EPROTO",
-		 psl__node_desc(m->sender, d, sizeof(d)), m->timestamp, why);
+		 psl__node_desc(psl__cur, m->sender, d, sizeof(d)), m->timestamp, why);
 	return psl__req_answer_locked(c, r, m->sender, err);
 }
 

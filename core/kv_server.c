@@ -61,7 +61,7 @@ atomic_int psl__kv_recv_regs;
 /* The rank of the worker (group) that sent a message, -1 for another node. */
 static int worker_rank_of(int sender)
 {
-	return psl__is_worker_id(sender) ? psl__id_to_group_rank(sender) : -1;
+	return psl__is_worker_id(sender) ? psl__id_to_group_rank(psl__cur, sender) : -1;
 }
 
 static void regtab_put(struct regtab *t)
@@ -395,7 +395,7 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 		char d[96];
 		rc = PSL_FAIL(rc, PSL_LOG_WARN, "cannot answer request %d of %s: %s",
 			      q->pub.meta.timestamp,
-			      psl__node_desc(q->pub.meta.sender, d, sizeof(d)), psl_strerror(rc));
+			      psl__node_desc(psl__cur, q->pub.meta.sender, d, sizeof(d)), psl_strerror(rc));
 	}
 	req_free(q);
 	return rc;
@@ -535,7 +535,7 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 		PSL_WARN("dropped a %s from %s for KV server app %d: a server takes only KV "
 			 "requests",
 			 m->simple_app ? "SimpleApp message" : "response",
-			 psl__node_desc(m->sender, d, sizeof(d)), c->app_id);
+			 psl__node_desc(psl__cur, m->sender, d, sizeof(d)), c->app_id);
 		psl__raw_release(raw);
 		return;
 	}
@@ -557,7 +557,7 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 	q->pub.meta = psl__kv_meta_of(m);
 	/* with instance groups, a worker's group's id, as ps-lite's KVMeta */
 	if (psl_group_size() > 1 && psl__is_worker_id(m->sender))
-		q->pub.meta.sender = psl_worker_rank_to_id(psl__id_to_group_rank(m->sender));
+		q->pub.meta.sender = psl_worker_rank_to_id(psl__id_to_group_rank(psl__cur, m->sender));
 	/* frames: none, or keys + values (+ lens) */
 	if (raw->nseg == 1 || raw->nseg > 3) {
 		snprintf(why, sizeof(why), "%u data frames, expected 0, 2 or 3", raw->nseg);
@@ -613,7 +613,7 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 		int rc = m->push && nk == 1 ? into_registered(s, q, m, why, sizeof(why)) : 1;
 		if (rc < 0) {
 			PSL_WARN("push %d from %s for app %d: %s: answered with an error",
-				 m->timestamp, psl__node_desc(m->sender, d, sizeof(d)), c->app_id,
+				 m->timestamp, psl__node_desc(psl__cur, m->sender, d, sizeof(d)), c->app_id,
 				 why);
 			psl_kv_respond_error(&q->pub, rc);
 			return;
@@ -630,7 +630,7 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 	return;
 bad:
 	PSL_WARN("request %d from %s for app %d is malformed (%s): answered with an error",
-		 m->timestamp, psl__node_desc(m->sender, d, sizeof(d)), c->app_id, why);
+		 m->timestamp, psl__node_desc(psl__cur, m->sender, d, sizeof(d)), c->app_id, why);
 	psl_kv_respond_error(&q->pub, -EBADMSG);
 }
 

@@ -218,9 +218,9 @@ static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 		if (sl[r].k1 == sl[r].k0)
 			continue;
 		if (rp)
-			psl__req_expect_locked(c, rp, psl__server_id(r));
+			psl__req_expect_locked(c, rp, psl__server_id(psl__cur, r));
 		if (rq)
-			psl__req_expect_locked(c, rq, psl__server_id(r));
+			psl__req_expect_locked(c, rq, psl__server_id(psl__cur, r));
 	}
 	if (rp && rq) { /* push-pull: the pull completes after the push */
 		rp->parent = rq->ts;

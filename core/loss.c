@@ -55,21 +55,21 @@ void psl__loss_handle(int id, int err, const char *why)
 	if (!leaving && !po.job_lost_err) {
 		po.job_lost_err = cut || id == 1 ? -ENOLINK : err ? err : -EHOSTDOWN;
 		snprintf(po.job_lost_msg, sizeof(po.job_lost_msg), "lost %s: %s",
-			 psl__node_desc(id, d, sizeof(d)), why);
+			 psl__node_desc(psl__cur, id, d, sizeof(d)), why);
 	}
 	pthread_cond_broadcast(&po.cv);
 	pthread_mutex_unlock(&po.mu);
 	if (leaving)
-		PSL_DBG("%s left: %s", psl__node_desc(id, d, sizeof(d)), why);
+		PSL_DBG("%s left: %s", psl__node_desc(psl__cur, id, d, sizeof(d)), why);
 	else if (cut)
 		PSL_ERR("lost %s: %s; every request fails now with \"%s\"",
-			psl__node_desc(id, d, sizeof(d)), why, psl_strerror(-ENOLINK));
+			psl__node_desc(psl__cur, id, d, sizeof(d)), why, psl_strerror(-ENOLINK));
 	else if (hold)
 		PSL_ERR("lost %s: %s; the requests in flight to it wait for its replacement",
-			psl__node_desc(id, d, sizeof(d)), why);
+			psl__node_desc(psl__cur, id, d, sizeof(d)), why);
 	else
 		PSL_ERR("lost %s: %s; requests waiting on it fail with \"%s\"",
-			psl__node_desc(id, d, sizeof(d)), why, psl_strerror(err));
+			psl__node_desc(psl__cur, id, d, sizeof(d)), why, psl_strerror(err));
 	/* the van lets go of it: what is in flight from it is dropped (a frozen
 	 * server's rendezvous into a worker's buffers, over ucx, held the
 	 * worker's requests until the server woke up) */

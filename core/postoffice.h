@@ -200,14 +200,14 @@ static inline bool psl__is_worker_id(int id)
 
 /* Ids of the members of group g (1..7) in ps-lite's order: workers, servers,
  * scheduler. Returns how many; ids must hold num_workers+num_servers+1. */
-int psl__group_members(int g, int *ids);
-bool psl__group_has(int g, int id);
+int psl__group_members(struct psl__office *o, int g, int *ids);
+bool psl__group_has(struct psl__office *o, int g, int id);
 
 /* The id of instance psl_my_instance() of server group r: where this
  * worker sends the keys of server r's range. */
-int psl__server_id(int r);
+int psl__server_id(struct psl__office *o, int r);
 /* The group rank of an instance's id: its rank / DMLC_GROUP_SIZE. */
-int psl__id_to_group_rank(int id);
+int psl__id_to_group_rank(struct psl__office *o, int id);
 
 /* Marks a node lost and fails what waits on it. Takes po.mu itself. The
  * parts of the core that find a loss (heartbeats, failed sends, the van's
@@ -217,7 +217,7 @@ int psl__id_to_group_rank(int id);
 void psl__node_lost(int id, int err, const char *why);
 extern void (*_Atomic psl__loss_hook)(int id, int err, const char *why);
 void psl__loss_handle(int id, int err, const char *why);
-bool psl__node_dead(int id);
+bool psl__node_dead(struct psl__office *o, int id);
 /* Whether a request may be sent to node id: 0, -EHOSTDOWN (id was lost), or
  * -ENOLINK (this server or worker lost the scheduler: every request fails at
  * once, pending ones included; nothing waits for answers that may never
@@ -225,7 +225,7 @@ bool psl__node_dead(int id);
 int psl__send_check(int id);
 /* How long a newcomer waits at the scheduler for a place (s): twice the
  * heartbeat timeout, and 10 (postoffice.c). */
-int psl__recovery_bound_s(void);
+int psl__recovery_bound_s(struct psl__office *o);
 /* A request to lost node id waits for a node that takes its place, up to
  * PS_RECOVERY_WAIT seconds after the loss: 0 once one did, else the loss's
  * error (recovery.c). Takes po.mu itself. */
@@ -233,6 +233,6 @@ int psl__recovery_wait(int id);
 /* Scheduler, after a loss: a newcomer waiting for a place takes it. */
 void psl__recovery_retry(void);
 /* "server 1 (id 10, 127.0.0.1:4567)" */
-const char *psl__node_desc(int id, char *buf, size_t len);
+const char *psl__node_desc(struct psl__office *o, int id, char *buf, size_t len);
 
 #endif

@@ -111,7 +111,7 @@ static void tell_others(struct psl__node *list, int total, int k)
 {
 	int i;
 	for (i = 0; i < total; i++)
-		if (i != k && !psl__node_dead(list[i].id))
+		if (i != k && !psl__node_dead(psl__cur, list[i].id))
 			send_list(&list[k], 1, list[i].id);
 }
 
@@ -180,7 +180,7 @@ static void deferred_send(int id, int64_t now, bool drop)
 		pthread_mutex_unlock(&deferred_mu);
 		if (!list)
 			return;
-		if (id >= 0 && !drop && !psl__node_dead(list[k].id))
+		if (id >= 0 && !drop && !psl__node_dead(psl__cur, list[k].id))
 			tell_others(list, total, k);
 		free(list);
 	}
@@ -224,7 +224,7 @@ static bool take(const struct psl__node *n)
 		return true;
 	}
 	PSL_INFO("the %s at %s:%d takes the place of lost %s%s", psl__role_name(n->role),
-		 n->hostname, n->port, psl__node_desc(id, d, sizeof(d)),
+		 n->hostname, n->port, psl__node_desc(psl__cur, id, d, sizeof(d)),
 		 cxx_server ? " (a C++ ps-lite server: the others hear of it at its first heartbeat)"
 			    : "");
 	/* a worker's news first: its first requests, sent once it has its
@@ -290,7 +290,7 @@ static bool hold(const struct psl__node *n)
 	if (i >= 0)
 		PSL_INFO("the %s at %s:%d waits up to %d s for a lost %s whose place it can take "
 			 "(PS_RECOVERY)",
-			 psl__role_name(n->role), n->hostname, n->port, psl__recovery_bound_s(),
+			 psl__role_name(n->role), n->hostname, n->port, psl__recovery_bound_s(psl__cur),
 			 psl__role_name(n->role));
 	return i >= 0;
 }
@@ -342,7 +342,7 @@ void psl__recovery_tick(int64_t now)
 	for (;;) {
 		pthread_mutex_lock(&waiting_mu);
 		for (i = 0; i < nwaiting; i++)
-			if (now - waiting[i].since > psl__recovery_bound_s() * 1000LL)
+			if (now - waiting[i].since > psl__recovery_bound_s(psl__cur) * 1000LL)
 				break;
 		if (i >= nwaiting) {
 			pthread_mutex_unlock(&waiting_mu);
@@ -354,11 +354,11 @@ void psl__recovery_tick(int64_t now)
 		PSL_WARN("refused the %s at %s:%d: no %s of this job was lost within %d s of its "
 			 "registration, so it has no place to take (PS_RECOVERY)",
 			 psl__role_name(n.role), n.hostname, n.port, psl__role_name(n.role),
-			 psl__recovery_bound_s());
+			 psl__recovery_bound_s(psl__cur));
 		psl__tell_refused(&n, "no %s of this job was lost within %d s: there is no place "
 				      "to take (PS_RECOVERY=1; check DMLC_NUM_SERVER, "
 				      "DMLC_NUM_WORKER and DMLC_RANK)",
-				  psl__role_name(n.role), psl__recovery_bound_s());
+				  psl__role_name(n.role), psl__recovery_bound_s(psl__cur));
 	}
 }
 
@@ -411,13 +411,13 @@ void psl__recovery_news(const struct psl__meta *m)
 			continue;
 		}
 		/* what waits on its predecessor will never be answered */
-		if (!psl__node_dead(n->id))
+		if (!psl__node_dead(psl__cur, n->id))
 			psl__node_lost(n->id, -EHOSTDOWN, "a new node took its place");
 		if (n->role != po.role && psl__control_connect(n, po.my_id))
 			continue; /* (logged; it stays lost) */
 		revive(n->id, n);
 		PSL_INFO("%s is back (a new node took the lost one's place)",
-			 psl__node_desc(n->id, d, sizeof(d)));
+			 psl__node_desc(psl__cur, n->id, d, sizeof(d)));
 		psl__recovery_resend(n->id);
 	}
 }
@@ -441,7 +441,7 @@ int psl__recovery_wait(int id)
 	if (tell)
 		PSL_ERR("no node took the place of lost %s within PS_RECOVERY_WAIT=%d s: its "
 			"requests fail with \"%s\" (restart it with the same role%s)",
-			psl__node_desc(id, d, sizeof(d)), po.cfg.recovery_wait_s,
+			psl__node_desc(psl__cur, id, d, sizeof(d)), po.cfg.recovery_wait_s,
 			psl_strerror(rc), po.cfg.preferred_rank >= 0 ? " and DMLC_RANK" : "");
 	return rc;
 }

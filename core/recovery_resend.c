@@ -18,7 +18,7 @@
 
 static int hold_bound_s(void)
 {
-	return po.cfg.recovery_wait_s > 0 ? po.cfg.recovery_wait_s : psl__recovery_bound_s();
+	return po.cfg.recovery_wait_s > 0 ? po.cfg.recovery_wait_s : psl__recovery_bound_s(psl__cur);
 }
 
 bool psl__recovery_holds(int id)
@@ -45,7 +45,7 @@ void psl__recovery_hold(int id, int err)
 	if (n)
 		PSL_INFO("%d request(s) in flight to lost %s wait up to %d s for a node to take its place "
 		 "(PS_RESEND, PS_RECOVERY)",
-		 n, psl__node_desc(id, d, sizeof(d)), hold_bound_s());
+		 n, psl__node_desc(psl__cur, id, d, sizeof(d)), hold_bound_s());
 }
 
 /* With po.mu held: whether node id's held requests are to go (0: not held). */
@@ -68,7 +68,7 @@ void psl__recovery_resend(int id)
 	if (!held || !(n = psl__resender_resend_held(id)))
 		return;
 	PSL_INFO("sent %d request(s) in flight to the lost node again to %s, which took its place",
-		 n, psl__node_desc(id, d, sizeof(d)));
+		 n, psl__node_desc(psl__cur, id, d, sizeof(d)));
 }
 
 void psl__recovery_hold_tick(int64_t now)
@@ -87,7 +87,7 @@ void psl__recovery_hold_tick(int64_t now)
 			continue;
 		PSL_ERR("no node took the place of lost %s within %d s: the requests that were in "
 			"flight to it fail with \"%s\" (restart it with the same role%s)",
-			psl__node_desc(id, d, sizeof(d)), hold_bound_s(), psl_strerror(err),
+			psl__node_desc(psl__cur, id, d, sizeof(d)), hold_bound_s(), psl_strerror(err),
 			po.cfg.preferred_rank >= 0 ? " and DMLC_RANK" : "");
 		psl__resender_forget(id);
 		psl__customers_node_lost(id, err);

@@ -251,7 +251,7 @@ static void broadcast_node_list(void)
 	 * each send's outcome counts down list_pending (psl__control_sent):
 	 * the start completes when every one went out, and fails with the
 	 * first that did not */
-	rc = psl__group_members(6, order);
+	rc = psl__group_members(psl__cur, 6, order);
 	pthread_mutex_lock(&po.mu);
 	po.list_pending = rc;
 	pthread_mutex_unlock(&po.mu);

@@ -69,7 +69,7 @@ int psl_simple_request(struct psl_simple_app *app, int head, const void *body, s
 	if (!ids)
 		return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "psl_simple_request: out of memory");
 	if (recv_id >= 1 && recv_id <= 7) {
-		n = psl__group_members(recv_id, ids);
+		n = psl__group_members(psl__cur, recv_id, ids);
 		if (psl__po.cfg.group_size > 1 && psl__po.role != PSL_SCHEDULER) {
 			/* instance groups: instance i of each member group, as KV requests */
 			int k = 0;
@@ -178,7 +178,7 @@ static void sa_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_v
 			pthread_mutex_unlock(&c->mu);
 			PSL_WARN("dropped a SimpleApp response from %s for request %d of app %d: "
 				 "no such request is waiting for that node",
-				 psl__node_desc(m->sender, d, sizeof(d)), m->timestamp, c->app_id);
+				 psl__node_desc(psl__cur, m->sender, d, sizeof(d)), m->timestamp, c->app_id);
 			psl__raw_release(raw);
 			return;
 		}

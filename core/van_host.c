@@ -78,7 +78,7 @@ static bool early_peer(int sender)
 	pthread_mutex_lock(&psl__po.mu);
 	early = psl__po.state == PSL__STARTING && !psl__po.got_node_list;
 	pthread_mutex_unlock(&psl__po.mu);
-	return early && psl__group_has(PSL_GROUP_WORKERS | PSL_GROUP_SERVERS, sender);
+	return early && psl__group_has(psl__cur, PSL_GROUP_WORKERS | PSL_GROUP_SERVERS, sender);
 }
 
 /* Whether a message the van received from sender may be used: a node hears
@@ -111,7 +111,7 @@ static const char *sender_refused(int sender, int cmd)
 		return psl__po.role == PSL_SCHEDULER && !psl__po.got_node_list
 			       ? "not a node of this job (the scheduler has not assigned that id)"
 			       : "not a node of this job";
-	if (cmd == PSL_CMD_EMPTY && psl__node_dead(sender))
+	if (cmd == PSL_CMD_EMPTY && psl__node_dead(psl__cur, sender))
 		return "it was declared lost: what it sent before (delivered late, after a cut) "
 		       "is not used; a node that takes its place is heard";
 	return NULL;
@@ -175,7 +175,7 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 	if (rc) {
 		char d[96];
 		PSL_WARN("dropped a malformed message from %s: %s",
-			 psl__node_desc(raw->sender, d, sizeof(d)), why);
+			 psl__node_desc(psl__cur, raw->sender, d, sizeof(d)), why);
 		psl__raw_release(raw);
 		return;
 	}
@@ -186,7 +186,7 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 			if (raw->sender == psl__po.my_id)
 				snprintf(d, sizeof(d), "node %d", raw->sender);
 			else
-				psl__node_desc(raw->sender, d, sizeof(d));
+				psl__node_desc(psl__cur, raw->sender, d, sizeof(d));
 			PSL_WARN("dropped a message (%s) from %s: %s",
 				 m.cmd == PSL_CMD_EMPTY ? "data" : psl__cmd_name(m.cmd), d, no);
 			psl__meta_clear(&m);

@@ -107,7 +107,7 @@ static void node_up(int state)
 	}
 	if (kind == 1 || kind == 3) {
 		for (id = 8; id <= po->max_id; id++) {
-			po->peers[id].known = psl__group_has(PSL_GROUP_SERVERS | PSL_GROUP_WORKERS, id);
+			po->peers[id].known = psl__group_has(psl__cur, PSL_GROUP_SERVERS | PSL_GROUP_WORKERS, id);
 			po->peers[id].node.id = id;
 			po->peers[id].node.role = id % 2 ? PSL_WORKER : PSL_SERVER;
 			snprintf(po->peers[id].node.hostname, sizeof(po->peers[id].node.hostname),

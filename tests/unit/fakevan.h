@@ -138,7 +138,7 @@ static inline void node_up_as(int role, int my_id, int S, int W)
 	assert_non_null(psl__po.peers);
 	psl__po.peers[1].known = true;
 	for (id = 8; id <= psl__po.max_id; id++)
-		psl__po.peers[id].known = psl__group_has(PSL_GROUP_SERVERS | PSL_GROUP_WORKERS, id);
+		psl__po.peers[id].known = psl__group_has(psl__cur, PSL_GROUP_SERVERS | PSL_GROUP_WORKERS, id);
 	psl__po.lib.ops = &fake_ops;
 	psl__po.van = (struct psl_van *)&g_fake_van;
 	psl__host_init(&psl__po.host);
