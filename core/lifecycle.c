@@ -198,7 +198,7 @@ static void teardown(void)
 	psl__customer_drop_held();
 	if (po.cfg.resend)
 		psl__resender_fini();
-	psl__ipc_stop(); /* (held messages pointed into peers' rings) */
+	psl__ipc_stop(psl__cur); /* (held messages pointed into peers' rings) */
 	psl__van_close(&po.lib);
 	psl__control_reset();
 	pthread_mutex_lock(&po.mu);
@@ -416,7 +416,7 @@ static int finish_start(void)
 	if (rc)
 		return rc;
 	if (po.role != PSL_SCHEDULER)
-		psl__ipc_start();
+		psl__ipc_start(psl__cur);
 	pthread_mutex_lock(&po.mu);
 	po.state = PSL__READY;
 	pthread_cond_broadcast(&po.cv);

@@ -39,7 +39,7 @@ void psl__loss_handle(int id, int err, const char *why)
 	bool leaving, cut, hold;
 	if (id < 1 || id > po.max_id)
 		return;
-	psl__ipc_peer_lost(id);
+	psl__ipc_peer_lost(psl__cur, id);
 	leaving = psl__control_node_leaving(id);
 	hold = !leaving && psl__recovery_holds(id);
 	pthread_mutex_lock(&po.mu);

@@ -92,9 +92,9 @@ static void send_list(struct psl__node *list, int n, int to)
 	m.nodes = list;
 	m.node_size = n;
 	m.recver = to;
-	if (psl__auth_on()) {
+	if (psl__auth_on(psl__cur)) {
 		const char *nonce = psl__registration_nonce(&po.peers[to].node);
-		if (!nonce || psl__auth_list_body(list, n, nonce, body)) {
+		if (!nonce || psl__auth_list_body(psl__cur, list, n, nonce, body)) {
 			PSL_WARN("no proof of PS_JOB_SECRET for node %d's news of a recovered node",
 				 to);
 			return;
@@ -396,7 +396,7 @@ void psl__recovery_news(const struct psl__meta *m)
 	int i;
 	char d[96];
 
-	if (psl__auth_on() && (!po.nonce[0] || psl__auth_list_check(m, po.nonce))) {
+	if (psl__auth_on(psl__cur) && (!po.nonce[0] || psl__auth_list_check(psl__cur, m, po.nonce))) {
 		PSL_WARN("ignored news of a recovered node without a valid proof of PS_JOB_SECRET");
 		return;
 	}

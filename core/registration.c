@@ -79,10 +79,10 @@ int psl__control_register(void)
 	m.nodes = &po.me;
 	m.request = false;
 	m.recver = 1;
-	if (psl__auth_on()) {
+	if (psl__auth_on(psl__cur)) {
 		if (!po.nonce[0] && (rc = psl__auth_nonce_hex(po.nonce, 16)))
 			return rc;
-		if ((rc = psl__auth_register_body(&po.me, po.nonce, body)))
+		if ((rc = psl__auth_register_body(psl__cur, &po.me, po.nonce, body)))
 			return rc;
 	}
 	counts_body(body, sizeof(body));
@@ -261,9 +261,9 @@ static void broadcast_node_list(void)
 		m.nodes = list;
 		m.node_size = total + 1;
 		m.recver = order[i];
-		if (psl__auth_on()) {
+		if (psl__auth_on(psl__cur)) {
 			const char *nonce = psl__registration_nonce(&po.peers[order[i]].node);
-			if (!nonce || psl__auth_list_body(list, total + 1, nonce, body)) {
+			if (!nonce || psl__auth_list_body(psl__cur, list, total + 1, nonce, body)) {
 				PSL_WARN("no proof of PS_JOB_SECRET for node %d's node list",
 					 order[i]);
 				pthread_mutex_lock(&po.mu);
@@ -376,9 +376,9 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 		return;
 	}
 	n = &m->nodes[0];
-	if (psl__auth_on()) {
+	if (psl__auth_on(psl__cur)) {
 		char nonce[33];
-		if (psl__auth_register_check(m, nonce)) {
+		if (psl__auth_register_check(psl__cur, m, nonce)) {
 			PSL_WARN("ignored a registration from the %s at %s:%d: it carries no valid "
 				 "proof of PS_JOB_SECRET (every node of the job needs the same secret)",
 				 psl__role_name(n->role), n->hostname, n->port);
@@ -498,7 +498,7 @@ void psl__node_take_list(const struct psl__meta *m)
 		return;
 	}
 	pthread_mutex_unlock(&po.mu);
-	if (psl__auth_on() && (!po.nonce[0] || psl__auth_list_check(m, po.nonce))) {
+	if (psl__auth_on(psl__cur) && (!po.nonce[0] || psl__auth_list_check(psl__cur, m, po.nonce))) {
 		PSL_WARN("ignored a node list without a valid proof of PS_JOB_SECRET (does the "
 			 "scheduler at %s:%d have the same secret?)",
 			 po.cfg.root_uri, po.cfg.root_port);

@@ -223,7 +223,7 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 		psl__raw_release(raw);
 		return;
 	}
-	if (m.body_size && !(raw = psl__ipc_unpack(&m, raw))) {
+	if (m.body_size && !(raw = psl__ipc_unpack(psl__cur, &m, raw))) {
 		psl__meta_clear(&m);
 		return;
 	}
@@ -271,13 +271,13 @@ static void host_recv_dest_put(void *ctx, void *loan, int status)
 static int host_proof(void *ctx, const void *msg, size_t len, uint8_t mac[32])
 {
 	psl__enter(ctx); /* the node whose van calls */
-	return psl__auth_mac(msg, len, mac);
+	return psl__auth_mac(psl__cur, msg, len, mac);
 }
 
 static int host_proof_check(void *ctx, const void *msg, size_t len, const uint8_t mac[32])
 {
 	psl__enter(ctx); /* the node whose van calls */
-	return psl__auth_check(msg, len, mac);
+	return psl__auth_check(psl__cur, msg, len, mac);
 }
 
 void psl__host_init(struct psl_van_host *h)

@@ -138,7 +138,7 @@ int psl__send(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg
 		m->data_size = data > 0x7fffffff ? 0x7fffffff : (int)data;
 	/* to a local peer (BYTEPS_ENABLE_IPC=1): the data goes into shared
 	 * memory, copied now, and a descriptor through the van */
-	if (nseg && psl__ipc_pack(m, segs, nseg, data, &ipc_seg)) {
+	if (nseg && psl__ipc_pack(psl__cur, m, segs, nseg, data, &ipc_seg)) {
 		segs = &ipc_seg;
 		nseg = 1;
 		copied = true;
