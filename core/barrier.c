@@ -414,7 +414,7 @@ void psl__handle_barrier(const struct psl__meta *m)
 			return;
 		}
 		if (po.cfg.resend)
-			psl__resender_released(m->cmd);
+			psl__resender_released(psl__cur, m->cmd);
 		/* a release's barrier_group is unspecified (a C++ scheduler leaves it
 		 * uninitialised, docs/wire.md 4.3, 7.2); an INSTANCE_BARRIER is always
 		 * over every node (start-up and finalize) */

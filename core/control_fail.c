@@ -366,5 +366,5 @@ int psl__send_control(struct psl__meta *m, bool ts_next)
 	c->what = (struct psl__ctl_sent){m->cmd, m->recver, m->barrier_group, m->node_size,
 					 m->request, psl__meta_size(m), false};
 	c->van_errors = psl__van_errors();
-	return psl__send(m, NULL, 0, &c->ref);
+	return psl__send(psl__cur, m, NULL, 0, &c->ref);
 }

@@ -11,7 +11,7 @@
 #include "postoffice.h"
 
 /* Opens the van's connection to node n (logs a failure). */
-int psl__control_connect(const struct psl__node *n, int my_id);
+int psl__control_connect(struct psl__office *o, const struct psl__node *n, int my_id);
 /* Start-up failed with err (the first failure is kept, start() returns it);
  * _held: for a caller that holds psl__po.mu. */
 void psl__start_failed(int err, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -312,7 +312,7 @@ static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, in
 		segs[1] = (struct psl_van_seg){push ? t->vals : NULL, push ? t->len * w->esz : 0,
 					       push && t->len ? t->mem : PSL_MEM_HOST,
 					       push && t->len && t->mem ? t->dev : -1, NULL};
-	return psl__send(&m, segs, 2, ref);
+	return psl__send(psl__cur, &m, segs, 2, ref);
 }
 
 static int batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int cmd, int flags,

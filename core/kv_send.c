@@ -55,7 +55,7 @@ int psl__kvw_send_slice(struct psl_kv_worker *w, int ts, int r, bool push, int c
 	}
 	if (cp)
 		atomic_fetch_add(&cp->refs, 1);
-	return psl__send(&m, segs, n, cp ? &cp->ref : zref);
+	return psl__send(psl__cur, &m, segs, n, cp ? &cp->ref : zref);
 }
 
 static void fail_target(struct psl__customer *c, int ts, int id, int err)

@@ -262,7 +262,7 @@ static int respond_error(struct kv_req *q, int err)
 	psl__enter(q->office);
 	response_meta(q, &m);
 	psl__kv_error_meta(&m, err); /* a pslite worker fails the request with it */
-	rc = psl__send(&m, NULL, 0, NULL);
+	rc = psl__send(psl__cur, &m, NULL, 0, NULL);
 	req_free(q);
 	return rc;
 }
@@ -390,7 +390,7 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 	} else if (done) {
 		PSL__USER_CALL(done(done_arg)); /* nothing of the caller's is sent */
 	}
-	rc = psl__send(&m, segs, n, cp ? &cp->ref : NULL);
+	rc = psl__send(psl__cur, &m, segs, n, cp ? &cp->ref : NULL);
 	if (rc) {
 		char d[96];
 		rc = PSL_FAIL(rc, PSL_LOG_WARN, "cannot answer request %d of %s: %s",
@@ -679,7 +679,7 @@ int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler, 
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "psl_kv_server_new: out of memory");
-	rc = psl__customer_init(&s->c, app_id, app_id, &kvs_ops);
+	rc = psl__customer_init(psl__cur, &s->c, app_id, app_id, &kvs_ops);
 	if (rc) {
 		free(s);
 		return psl__ret("psl_kv_server_new", rc);
@@ -688,11 +688,11 @@ int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler, 
 	s->esz = psl_dtype_size(dtype);
 	s->handler = handler;
 	s->arg = arg;
-	rc = psl__customer_add(&s->c);
+	rc = psl__customer_add(psl__cur, &s->c);
 	if (rc) {
 		rc = PSL_FAIL(rc, PSL_LOG_WARN, "psl_kv_server_new: app %d already has a server "
 			      "on this node: free it first or use another app_id", app_id);
-		psl__customer_remove(&s->c);
+		psl__customer_remove(psl__cur, &s->c);
 		free(s);
 		return rc;
 	}
@@ -704,7 +704,7 @@ void psl_kv_server_free(struct psl_kv_server *s)
 {
 	if (!s)
 		return;
-	psl__customer_remove(&s->c);
+	psl__customer_remove(psl__cur, &s->c);
 	if (s->regs) {
 		pthread_mutex_lock(&s->regs->mu);
 		atomic_fetch_sub(&psl__kv_recv_regs, (int)s->regs->n);

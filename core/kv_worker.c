@@ -534,7 +534,7 @@ int psl_kv_worker_new(int app_id, int customer_id, enum psl_dtype dtype,
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	rc = psl__customer_init(&w->c, app_id, customer_id, &kvw_ops);
+	rc = psl__customer_init(psl__cur, &w->c, app_id, customer_id, &kvw_ops);
 	if (rc) {
 		free(w);
 		return rc;
@@ -542,11 +542,11 @@ int psl_kv_worker_new(int app_id, int customer_id, enum psl_dtype dtype,
 	w->dt = dtype;
 	w->esz = psl_dtype_size(dtype);
 	w->c.timeout_ms = psl__po.cfg.request_timeout_s * 1000;
-	rc = psl__customer_add(&w->c);
+	rc = psl__customer_add(psl__cur, &w->c);
 	if (rc) {
 		PSL_FAIL(rc, PSL_LOG_WARN, "psl_kv_worker_new: app %d customer %d already "
 			 "exists on this node", app_id, customer_id);
-		psl__customer_remove(&w->c);
+		psl__customer_remove(psl__cur, &w->c);
 		free(w);
 		return rc;
 	}
@@ -574,6 +574,6 @@ void psl_kv_worker_free(struct psl_kv_worker *w)
 {
 	if (!w)
 		return;
-	psl__customer_remove(&w->c);
+	psl__customer_remove(psl__cur, &w->c);
 	free(w);
 }

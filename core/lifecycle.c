@@ -179,7 +179,7 @@ static void teardown(void)
 		int64_t limit = 12LL * po.cfg.resend_timeout_ms, t = psl__now_ms();
 		if (limit > 15000)
 			limit = 15000;
-		while (psl__resender_pending() > 0 && psl__now_ms() - t < limit) {
+		while (psl__resender_pending(psl__cur) > 0 && psl__now_ms() - t < limit) {
 			struct timespec ts = {0, 20 * 1000000L};
 			nanosleep(&ts, NULL);
 		}
@@ -194,10 +194,10 @@ static void teardown(void)
 		po.lib.ops->fini(po.van);
 	PSL_DBG("van stopped in %lld ms", (long long)(psl__now_ms() - t0));
 	po.van = NULL;
-	psl__customers_node_lost(0, -ESHUTDOWN);
-	psl__customer_drop_held();
+	psl__customers_node_lost(psl__cur, 0, -ESHUTDOWN);
+	psl__customer_drop_held(psl__cur);
 	if (po.cfg.resend)
-		psl__resender_fini();
+		psl__resender_fini(psl__cur);
 	psl__ipc_stop(psl__cur); /* (held messages pointed into peers' rings) */
 	psl__van_close(&po.lib);
 	psl__control_reset();
@@ -302,7 +302,7 @@ static int start_node(int joint_role, int instance)
 	memset(&po.caps, 0, sizeof(po.caps));
 	po.caps.size = sizeof(po.caps);
 	po.lib.ops->query(po.van, &po.caps);
-	if (po.cfg.resend && (rc = psl__resender_init(po.cfg.resend_timeout_ms, po.cfg.recovery)))
+	if (po.cfg.resend && (rc = psl__resender_init(psl__cur, po.cfg.resend_timeout_ms, po.cfg.recovery)))
 		return rc;
 
 	memset(&po.me, 0, sizeof(po.me));
@@ -548,7 +548,7 @@ int psl_finalize(int customer_id, bool do_barrier)
 	for (i = 0; i < n; i++) {
 		psl__enter(&psl__offices[i]);
 		if (po.state == PSL__READY)
-			psl__customers_finalize();
+			psl__customers_finalize(psl__cur);
 	}
 	for (i = n - 1; i >= 0; i--) {
 		psl__enter(&psl__offices[i]);

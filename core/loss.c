@@ -78,11 +78,11 @@ void psl__loss_handle(int id, int err, const char *why)
 	if (hold) {
 		psl__recovery_hold(id, err ? err : -EHOSTDOWN);
 	} else {
-		psl__resender_forget(id);
-		psl__customers_node_lost(id, err);
+		psl__resender_forget(psl__cur, id);
+		psl__customers_node_lost(psl__cur, id, err);
 	}
 	if (cut)
-		psl__customers_node_lost(0, -ENOLINK);
+		psl__customers_node_lost(psl__cur, 0, -ENOLINK);
 	/* the others hear of the loss before a barrier it releases (the final
 	 * one, say) lets them go: they must not take it for a node that left */
 	if (po.role == PSL_SCHEDULER && !leaving)

@@ -62,7 +62,7 @@ static void revive(int id, const struct psl__node *n)
 	revive_locked(id, n);
 	pthread_mutex_unlock(&po.mu);
 	if (po.cfg.resend)
-		psl__resender_forget_seen(id);
+		psl__resender_forget_seen(psl__cur, id);
 }
 
 /* Scheduler, with po.mu held: the entry of po.reg whose lost node n may
@@ -216,9 +216,9 @@ static bool take(const struct psl__node *n)
 	list[total] = po.me;
 	pthread_mutex_unlock(&po.mu);
 	if (po.cfg.resend)
-		psl__resender_forget_seen(id);
+		psl__resender_forget_seen(psl__cur, id);
 	deferred_send(id, 0, true); /* (news of a predecessor that never spoke) */
-	if (psl__control_connect(&list[k], 1)) {
+	if (psl__control_connect(psl__cur, &list[k], 1)) {
 		psl__node_lost(id, -ECONNREFUSED, "the scheduler cannot connect to its replacement");
 		free(list);
 		return true;
@@ -413,7 +413,7 @@ void psl__recovery_news(const struct psl__meta *m)
 		/* what waits on its predecessor will never be answered */
 		if (!psl__node_dead(psl__cur, n->id))
 			psl__node_lost(n->id, -EHOSTDOWN, "a new node took its place");
-		if (n->role != po.role && psl__control_connect(n, po.my_id))
+		if (n->role != po.role && psl__control_connect(psl__cur, n, po.my_id))
 			continue; /* (logged; it stays lost) */
 		revive(n->id, n);
 		PSL_INFO("%s is back (a new node took the lost one's place)",

@@ -36,7 +36,7 @@ bool psl__recovery_holds(int id)
 void psl__recovery_hold(int id, int err)
 {
 	char d[96];
-	int n = psl__resender_hold(id);
+	int n = psl__resender_hold(psl__cur, id);
 
 	pthread_mutex_lock(&po.mu);
 	po.peers[id].held = true;
@@ -65,7 +65,7 @@ void psl__recovery_resend(int id)
 	pthread_mutex_lock(&po.mu);
 	held = unhold_locked(id);
 	pthread_mutex_unlock(&po.mu);
-	if (!held || !(n = psl__resender_resend_held(id)))
+	if (!held || !(n = psl__resender_resend_held(psl__cur, id)))
 		return;
 	PSL_INFO("sent %d request(s) in flight to the lost node again to %s, which took its place",
 		 n, psl__node_desc(psl__cur, id, d, sizeof(d)));
@@ -89,7 +89,7 @@ void psl__recovery_hold_tick(int64_t now)
 			"flight to it fail with \"%s\" (restart it with the same role%s)",
 			psl__node_desc(psl__cur, id, d, sizeof(d)), hold_bound_s(), psl_strerror(err),
 			po.cfg.preferred_rank >= 0 ? " and DMLC_RANK" : "");
-		psl__resender_forget(id);
-		psl__customers_node_lost(id, err);
+		psl__resender_forget(psl__cur, id);
+		psl__customers_node_lost(psl__cur, id, err);
 	}
 }

@@ -110,7 +110,7 @@ static void tell(const struct psl__node *n, int id, const char *body)
 	struct psl__meta m;
 
 	t.id = id;
-	if (psl__control_connect(&t, 1))
+	if (psl__control_connect(psl__cur, &t, 1))
 		return;
 	psl__meta_init(&m);
 	m.cmd = PSL_CMD_TERMINATE;

@@ -236,7 +236,7 @@ static void broadcast_node_list(void)
 	list[total] = po.me; /* the scheduler comes last */
 	pthread_mutex_unlock(&po.mu);
 	for (i = 0; i < total; i++) {
-		rc = psl__control_connect(&po.reg[i], 1);
+		rc = psl__control_connect(psl__cur, &po.reg[i], 1);
 		if (rc) {
 			psl__start_failed(rc, "cannot connect to the %s at %s:%d: %s",
 				     psl__role_name(po.reg[i].role), po.reg[i].hostname,
@@ -589,7 +589,7 @@ void psl__node_take_list(const struct psl__meta *m)
 		if (i == me || (n->role == po.role && n->role != PSL_SCHEDULER))
 			continue;
 		/* the scheduler's connection is re-opened under our new identity */
-		if (psl__control_connect(n, po.my_id)) {
+		if (psl__control_connect(psl__cur, n, po.my_id)) {
 			psl__start_failed(-ECONNREFUSED, "cannot connect to node %d at %s:%d", n->id,
 				     n->hostname, n->port);
 			return;

@@ -37,7 +37,7 @@ static int send_msg(struct psl_simple_app *app, int recver, int head, const void
 	m.val_len = 0;
 	m.option = 0;
 	m.sid = 0;
-	return psl__send(&m, NULL, 0, NULL);
+	return psl__send(psl__cur, &m, NULL, 0, NULL);
 }
 
 /* The argument check of a request or response that failed. */
@@ -215,7 +215,7 @@ int psl_simple_app_new(int app_id, int customer_id, psl_simple_handler on_reques
 	app = calloc(1, sizeof(*app));
 	if (!app)
 		return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "psl_simple_app_new: out of memory");
-	rc = psl__customer_init(&app->c, app_id, customer_id, &sa_ops);
+	rc = psl__customer_init(psl__cur, &app->c, app_id, customer_id, &sa_ops);
 	if (rc) {
 		free(app);
 		return psl__ret("psl_simple_app_new", rc);
@@ -224,12 +224,12 @@ int psl_simple_app_new(int app_id, int customer_id, psl_simple_handler on_reques
 	app->on_request = on_request;
 	app->on_response = on_response;
 	app->arg = arg;
-	rc = psl__customer_add(&app->c);
+	rc = psl__customer_add(psl__cur, &app->c);
 	if (rc) {
 		rc = PSL_FAIL(rc, PSL_LOG_WARN, "psl_simple_app_new: app %d customer %d already "
 			      "exists on this node: free it first or use another customer_id",
 			      app_id, customer_id);
-		psl__customer_remove(&app->c);
+		psl__customer_remove(psl__cur, &app->c);
 		free(app);
 		return rc;
 	}
@@ -241,6 +241,6 @@ void psl_simple_app_free(struct psl_simple_app *app)
 {
 	if (!app)
 		return;
-	psl__customer_remove(&app->c);
+	psl__customer_remove(psl__cur, &app->c);
 	free(app);
 }

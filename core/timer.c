@@ -30,7 +30,7 @@ static void *timer_main(void *arg)
 		period = po.cfg.heartbeat_interval * 1000;
 	if (po.cfg.resend && po.cfg.resend_timeout_ms / 2 < period)
 		period = po.cfg.resend_timeout_ms / 2 > 10 ? po.cfg.resend_timeout_ms / 2 : 10;
-	wait = psl__customers_period_ms(period);
+	wait = psl__customers_period_ms(psl__cur, period);
 	pthread_mutex_lock(&po.mu);
 	while (!po.timer_stop) {
 		psl__cond_wait_ms(&po.timer_cv, &po.mu, wait);
@@ -40,7 +40,7 @@ static void *timer_main(void *arg)
 		now = psl__now_ms();
 		psl__heartbeat_tick(now, &last_hb);
 		if (po.cfg.resend)
-			psl__resender_tick(now);
+			psl__resender_tick(psl__cur, now);
 		if (po.role == PSL_SCHEDULER && po.cfg.barrier_warn_s > 0)
 			psl__barrier_watch(now);
 		if (po.role == PSL_SCHEDULER)
@@ -49,8 +49,8 @@ static void *timer_main(void *arg)
 			psl__recovery_tick(now);
 		if (po.role != PSL_SCHEDULER && po.cfg.recovery && po.cfg.resend)
 			psl__recovery_hold_tick(now);
-		psl__customers_tick(now);
-		wait = psl__customers_period_ms(period);
+		psl__customers_tick(psl__cur, now);
+		wait = psl__customers_period_ms(psl__cur, period);
 		pthread_mutex_lock(&po.mu);
 	}
 	pthread_mutex_unlock(&po.mu);

@@ -155,7 +155,7 @@ static bool resend_filter(const struct psl__meta *m)
 	struct psl__meta ack;
 	bool done;
 	psl__meta_init(&ack);
-	done = psl__resender_on_recv(m, &ack);
+	done = psl__resender_on_recv(psl__cur, m, &ack);
 	if (ack.cmd == PSL_CMD_ACK)
 		psl__send_control(&ack, false); /* (a failure is logged: psl__control_sent) */
 	return done;
@@ -230,7 +230,7 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 	{
 		struct psl__office *o = psl__cur;
 		int64_t began = psl__delivery_begin(o);
-		psl__customer_dispatch(&m, raw);
+		psl__customer_dispatch(psl__cur, &m, raw);
 		psl__delivery_end(o, began);
 	}
 }
@@ -255,7 +255,7 @@ static int host_recv_dest(void *ctx, int32_t sender, const void *meta, size_t me
 	if (m.cmd == PSL_CMD_EMPTY && sender >= 8 && sender <= psl__po.max_id &&
 	    psl__po.peers[sender].known) {
 		m.sender = sender;
-		rc = psl__customer_recv_dest(&m, seg, len, dest);
+		rc = psl__customer_recv_dest(psl__cur, &m, seg, len, dest);
 	}
 	psl__meta_clear(&m);
 	return rc;

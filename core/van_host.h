@@ -3,6 +3,8 @@
 #ifndef PSL_CORE_VAN_HOST_H
 #define PSL_CORE_VAN_HOST_H
 
+struct psl__office;
+
 #include <stdarg.h>
 
 #include "message.h"
@@ -32,7 +34,7 @@ void psl__loop_release(struct psl_van_rmsg *raw);
 /* Sends meta (to m->recver) plus segments. If ref is non-NULL, ref->done runs
  * exactly once: when the van releases the segments, or before this returns
  * with an error. */
-int psl__send(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg,
+int psl__send(struct psl__office *o, struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg,
 	      struct psl__sendref *ref);
 
 /* Sends a control message (no data) with the next Van timestamp if ts_next;
