@@ -22,7 +22,7 @@ int psl__barrier_here(int customer_id, int group, int cmd)
 		psl__enter(&psl__offices[i]);
 		if (!psl__group_has(psl__cur, group, po.my_id) && n > 1)
 			continue;
-		rc = psl__control_barrier_arrive(customer_id, group, cmd, &gen[i]);
+		rc = psl__control_barrier_arrive(psl__cur, customer_id, group, cmd, &gen[i]);
 		in[i] = rc == 0;
 		if (rc == 1)
 			rc = 0;
@@ -32,7 +32,7 @@ int psl__barrier_here(int customer_id, int group, int cmd)
 		if (!in[i])
 			continue;
 		psl__enter(&psl__offices[i]);
-		rc = psl__control_barrier_wait(group, gen[i]);
+		rc = psl__control_barrier_wait(psl__cur, group, gen[i]);
 	}
 	psl__enter(home);
 	return rc;
@@ -54,9 +54,9 @@ static int barrier_first(int customer_id, int group)
 	unsigned gen;
 	int rc;
 	psl__enter(&psl__offices[0]);
-	rc = psl__control_barrier_shared(customer_id, group, &gen);
+	rc = psl__control_barrier_shared(psl__cur, customer_id, group, &gen);
 	if (rc == 0)
-		rc = psl__control_barrier_wait(group, gen);
+		rc = psl__control_barrier_wait(psl__cur, group, gen);
 	psl__enter(home);
 	return rc == 1 ? 0 : rc;
 }

@@ -33,7 +33,7 @@ void psl__control_handle(struct psl__meta *m, uint32_t nseg)
 		break;
 	case PSL_CMD_BARRIER:
 	case PSL_CMD_INSTANCE_BARRIER:
-		psl__handle_barrier(m);
+		psl__handle_barrier(psl__cur, m);
 		break;
 	case PSL_CMD_HEARTBEAT:
 		psl__handle_heartbeat(m);
@@ -44,7 +44,7 @@ void psl__control_handle(struct psl__meta *m, uint32_t nseg)
 		if (m->sender == 1 && po.role != PSL_SCHEDULER && m->body &&
 		    m->body_size > (int)strlen(PSL__ABORT_TAG) &&
 		    !strncmp(m->body, PSL__ABORT_TAG, strlen(PSL__ABORT_TAG))) {
-			psl__control_take_abort(m);
+			psl__control_take_abort(psl__cur, m);
 			break;
 		}
 		if (m->sender == 1 && po.role != PSL_SCHEDULER && m->body &&
@@ -54,7 +54,7 @@ void psl__control_handle(struct psl__meta *m, uint32_t nseg)
 			pthread_mutex_lock(&po.mu);
 			if (po.state == PSL__STARTING && !po.got_node_list) {
 				pthread_mutex_unlock(&po.mu);
-				psl__start_failed(-ECONNREFUSED,
+				psl__start_failed(psl__cur, -ECONNREFUSED,
 					     "the scheduler at %s:%d refused this node's registration: "
 					     "%.*s",
 					     po.cfg.root_uri, po.cfg.root_port, m->body_size - tag,
@@ -98,14 +98,14 @@ void psl__control_peer_event(int id, int event, int err, const char *detail)
 		if (id == 1 && starting && err && err != -EPROTO) {
 			/* the same van, set up so that it cannot reach the scheduler
 			 * (the detail names the setting) */
-			psl__start_failed(err, "cannot register with the scheduler at %s:%d: %s",
+			psl__start_failed(psl__cur, err, "cannot register with the scheduler at %s:%d: %s",
 				     po.cfg.root_uri, po.cfg.root_port,
 				     detail ? detail : "its van cannot reach it");
 			return;
 		}
 		if (id == 1 && starting) {
 			char vc[96];
-			psl__start_failed(-EPROTO,
+			psl__start_failed(psl__cur, -EPROTO,
 				     "cannot register with the scheduler at %s:%d: %s, but this node "
 				     "runs van '%s' (%s): start every node with the same "
 				     "DMLC_ENABLE_RDMA",

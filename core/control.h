@@ -8,6 +8,8 @@
 
 #include "message.h"
 
+struct psl__office;
+
 /* A received control message (cmd != EMPTY). */
 void psl__control_handle(struct psl__meta *m, uint32_t nseg);
 /* A van's peer event. */
@@ -18,20 +20,20 @@ int psl__control_register(void);
  * node, in two steps (so that a joint process's
  * nodes all arrive before either waits): arrive returns 0 (then wait with
  * *gen), 1 when there is nothing to wait for (a group of one), or -errno. */
-int psl__control_barrier_arrive(int customer_id, int group, int cmd, unsigned *gen);
-int psl__control_barrier_wait(int group, unsigned gen);
+int psl__control_barrier_arrive(struct psl__office *o, int customer_id, int group, int cmd, unsigned *gen);
+int psl__control_barrier_wait(struct psl__office *o, int group, unsigned gen);
 /* A group-level BARRIER over group for this process's whole instance group,
  * asked once when several threads ask at the same time (they all wait for
  * the one release); returns as psl__control_barrier_arrive. */
-int psl__control_barrier_shared(int customer_id, int group, unsigned *gen);
+int psl__control_barrier_shared(struct psl__office *o, int customer_id, int group, unsigned *gen);
 /* Scheduler: a node was lost; barriers no longer wait for it. */
-void psl__control_forget_node(int id);
+void psl__control_forget_node(struct psl__office *o, int id);
 /* Whether node id going away now is a normal departure: on the scheduler,
  * it had asked for the final barrier (or that barrier was released); on
  * other nodes, this node is in its final barrier. */
-bool psl__control_node_leaving(int id);
+bool psl__control_node_leaving(struct psl__office *o, int id);
 /* Whether this node's final barrier was released (peers may go now). */
-bool psl__control_final_released(void);
+bool psl__control_final_released(struct psl__office *o);
 /* Scheduler: tell every live node that node id was lost, and why. */
 void psl__control_announce_lost(int id, const char *why);
 /* Says at PS_VERBOSE=1 how this node's heartbeats are set (heartbeat.c). */

@@ -85,7 +85,7 @@ void psl__control_announce_lost(int id, const char *why)
 		m.body = body;
 		m.body_size = (int)strlen(body);
 		m.recver = ids[i];
-		psl__send_control(&m, true);
+		psl__send_control(psl__cur, &m, true);
 	}
 	free(ids);
 }
@@ -120,7 +120,7 @@ static bool refused_ghost(const struct psl__meta *m)
 		 "%s; start it again to take its place (PS_RECOVERY)",
 		 at.hostname, at.port,
 		 dead ? "its place waits for a new node" : "a new node took its place");
-	if (psl__tell_ghost(&at, why))
+	if (psl__tell_ghost(psl__cur, &at, why))
 		PSL_WARN("refused a heartbeat from %s:%d, under the id of %s, which was declared "
 			 "lost: %s; told it to stop",
 			 at.hostname, at.port, d,
@@ -150,7 +150,7 @@ void psl__handle_heartbeat(const struct psl__meta *m)
 		r.nodes = &po.me;
 		r.node_size = 1;
 		r.recver = m->sender;
-		psl__send_control(&r, true);
+		psl__send_control(psl__cur, &r, true);
 	} else if (m->sender == 1) {
 		int i;
 		pthread_mutex_lock(&po.mu);
@@ -277,7 +277,7 @@ void psl__heartbeat_tick(int64_t now, int64_t *last_hb)
 	/* the final barrier released, nodes go: nothing to say or judge, and
 	 * no message to a node on its way out (fewer sends in flight while the
 	 * vans close) */
-	if (psl__control_final_released())
+	if (psl__control_final_released(psl__cur))
 		return;
 
 	if (po.role != PSL_SCHEDULER && c->heartbeat_interval > 0 &&
@@ -289,7 +289,7 @@ void psl__heartbeat_tick(int64_t now, int64_t *last_hb)
 		m.nodes = &po.me;
 		m.node_size = 1;
 		m.recver = 1;
-		psl__send_control(&m, true);
+		psl__send_control(psl__cur, &m, true);
 	}
 	if (c->heartbeat_timeout <= 0 || c->heartbeat_interval <= 0)
 		return;

@@ -408,7 +408,7 @@ static int finish_start(void)
 		/* the nodes it reached wait for a node list or a release: they
 		 * fail now, with this reason, instead of at PS_START_TIMEOUT */
 		if (po.role == PSL_SCHEDULER)
-			psl__control_abort_nodes(rc, po.start_msg[0] ? po.start_msg
+			psl__control_abort_nodes(psl__cur, rc, po.start_msg[0] ? po.start_msg
 								     : psl_strerror(rc));
 		return rc;
 	}

@@ -40,8 +40,8 @@ void psl__loss_handle(int id, int err, const char *why)
 	if (id < 1 || id > po.max_id)
 		return;
 	psl__ipc_peer_lost(psl__cur, id);
-	leaving = psl__control_node_leaving(id);
-	hold = !leaving && psl__recovery_holds(id);
+	leaving = psl__control_node_leaving(psl__cur, id);
+	hold = !leaving && psl__recovery_holds(psl__cur, id);
 	pthread_mutex_lock(&po.mu);
 	if (po.peers[id].dead || (po.state != PSL__READY && po.state != PSL__STARTING)) {
 		pthread_mutex_unlock(&po.mu);
@@ -76,7 +76,7 @@ void psl__loss_handle(int id, int err, const char *why)
 	if (!leaving && id != po.my_id && po.van && po.lib.ops && po.lib.ops->disconnect)
 		po.lib.ops->disconnect(po.van, id);
 	if (hold) {
-		psl__recovery_hold(id, err ? err : -EHOSTDOWN);
+		psl__recovery_hold(psl__cur, id, err ? err : -EHOSTDOWN);
 	} else {
 		psl__resender_forget(psl__cur, id);
 		psl__customers_node_lost(psl__cur, id, err);
@@ -87,7 +87,7 @@ void psl__loss_handle(int id, int err, const char *why)
 	 * one, say) lets them go: they must not take it for a node that left */
 	if (po.role == PSL_SCHEDULER && !leaving)
 		psl__control_announce_lost(id, why);
-	psl__control_forget_node(id);
+	psl__control_forget_node(psl__cur, id);
 	if (po.role == PSL_SCHEDULER && !leaving && po.cfg.recovery)
 		psl__recovery_retry();
 }

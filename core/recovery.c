@@ -102,7 +102,7 @@ static void send_list(struct psl__node *list, int n, int to)
 		m.body = body;
 		m.body_size = (int)strlen(body);
 	}
-	psl__send_control(&m, true); /* (a failure: psl__control_sent) */
+	psl__send_control(psl__cur, &m, true); /* (a failure: psl__control_sent) */
 }
 
 /* Scheduler: tells every live server and worker but the newcomer (list[k])
@@ -336,7 +336,7 @@ void psl__recovery_tick(int64_t now)
 	int i;
 
 	/* a barrier that waited in vain for a lost node's replacement */
-	psl__control_forget_node(0);
+	psl__control_forget_node(psl__cur, 0);
 	deferred_send(0, now, false);
 
 	for (;;) {
@@ -355,7 +355,7 @@ void psl__recovery_tick(int64_t now)
 			 "registration, so it has no place to take (PS_RECOVERY)",
 			 psl__role_name(n.role), n.hostname, n.port, psl__role_name(n.role),
 			 psl__recovery_bound_s(psl__cur));
-		psl__tell_refused(&n, "no %s of this job was lost within %d s: there is no place "
+		psl__tell_refused(psl__cur, &n, "no %s of this job was lost within %d s: there is no place "
 				      "to take (PS_RECOVERY=1; check DMLC_NUM_SERVER, "
 				      "DMLC_NUM_WORKER and DMLC_RANK)",
 				  psl__role_name(n.role), psl__recovery_bound_s(psl__cur));
@@ -418,7 +418,7 @@ void psl__recovery_news(const struct psl__meta *m)
 		revive(n->id, n);
 		PSL_INFO("%s is back (a new node took the lost one's place)",
 			 psl__node_desc(psl__cur, n->id, d, sizeof(d)));
-		psl__recovery_resend(n->id);
+		psl__recovery_resend(psl__cur, n->id);
 	}
 }
 

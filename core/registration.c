@@ -89,7 +89,7 @@ int psl__control_register(void)
 	psl__heartbeat_promise(body, sizeof(body));
 	m.body = body;
 	m.body_size = (int)strlen(body);
-	return psl__send_control(&m, true);
+	return psl__send_control(psl__cur, &m, true);
 }
 
 static int host_count(const char *h)
@@ -162,7 +162,7 @@ static int assign_ids(void)
 			aux = true;
 	seen = calloc((size_t)po.nreg * 2, sizeof(bool));
 	if (!seen) {
-		psl__start_failed_held(-ENOMEM, "out of memory assigning node ids");
+		psl__start_failed_held(psl__cur, -ENOMEM, "out of memory assigning node ids");
 		return -ENOMEM;
 	}
 	for (i = 0; i < po.nreg; i++) {
@@ -174,7 +174,7 @@ static int assign_ids(void)
 			if (rank < 0 || rank >= cnt || seen[n->role * po.nreg + rank]) {
 				free(seen);
 				/* po.mu is held here: start_failed would deadlock */
-				psl__start_failed_held(-EINVAL,
+				psl__start_failed_held(psl__cur, -EINVAL,
 					     "DMLC_RANK=%d of the %s at %s:%d: with DMLC_RANK set, "
 					     "every %s needs a distinct DMLC_RANK from 0 to %d",
 					     n->aux_id, psl__role_name(n->role), n->hostname, n->port,
@@ -227,7 +227,7 @@ static void broadcast_node_list(void)
 	if (!list || !order) {
 		free(list);
 		free(order);
-		psl__start_failed(-ENOMEM, "out of memory sending the node list");
+		psl__start_failed(psl__cur, -ENOMEM, "out of memory sending the node list");
 		return;
 	}
 	memcpy(list, po.reg, sizeof(*list) * (size_t)total);
@@ -238,7 +238,7 @@ static void broadcast_node_list(void)
 	for (i = 0; i < total; i++) {
 		rc = psl__control_connect(psl__cur, &po.reg[i], 1);
 		if (rc) {
-			psl__start_failed(rc, "cannot connect to the %s at %s:%d: %s",
+			psl__start_failed(psl__cur, rc, "cannot connect to the %s at %s:%d: %s",
 				     psl__role_name(po.reg[i].role), po.reg[i].hostname,
 				     po.reg[i].port, psl_strerror(rc));
 			goto out;
@@ -274,7 +274,7 @@ static void broadcast_node_list(void)
 			m.body = body;
 			m.body_size = (int)strlen(body);
 		}
-		psl__send_control(&m, true); /* (a failure: psl__control_sent) */
+		psl__send_control(psl__cur, &m, true); /* (a failure: psl__control_sent) */
 	}
 	PSL_INFO("all %d nodes registered (%d servers, %d workers): node list sent", total,
 		 po.cfg.num_servers, po.cfg.num_workers);
@@ -327,7 +327,7 @@ static bool refuse_other_counts(const struct psl__meta *m, const struct psl__nod
 	counts_diff(&c, n, why, sizeof(why));
 	PSL_ERR("refused the registration of the %s at %s:%d: %s: set the same value on every "
 		"node", psl__role_name(n->role), n->hostname, n->port, why);
-	psl__tell_refused(n, "%s: set the same value on every node", why);
+	psl__tell_refused(psl__cur, n, "%s: set the same value on every node", why);
 	pthread_mutex_lock(&po.mu);
 	if (nodd == 0 || (odd.s == c.s && odd.w == c.w && odd.g == c.g)) {
 		odd = c;
@@ -339,7 +339,7 @@ static bool refuse_other_counts(const struct psl__meta *m, const struct psl__nod
 	want = nodd >= want && po.nreg == 0 ? nodd : 0;
 	pthread_mutex_unlock(&po.mu);
 	if (want)
-		psl__start_failed(-EINVAL,
+		psl__start_failed(psl__cur, -EINVAL,
 				  "the scheduler's counts are the odd ones: all %d nodes that "
 				  "registered have DMLC_NUM_SERVER=%d DMLC_NUM_WORKER=%d "
 				  "DMLC_GROUP_SIZE=%d, but here DMLC_NUM_SERVER=%d DMLC_NUM_WORKER=%d "
@@ -404,7 +404,7 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 					   "to replace"
 					 : "set PS_RECOVERY=1 on the scheduler to let a node "
 					   "started again take a lost one's place");
-		psl__tell_refused(n,
+		psl__tell_refused(psl__cur, n,
 			     "the job already has its %d servers and %d workers: another node "
 			     "registered in this one's place (set the same PS_JOB_SECRET on every "
 			     "node to keep strangers out), or DMLC_NUM_SERVER / DMLC_NUM_WORKER "
@@ -434,7 +434,7 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 			pthread_mutex_unlock(&po.mu);
 			PSL_WARN("ignored a registration from the %s at %s:%d with DMLC_RANK=%d: %s",
 				 psl__role_name(n->role), n->hostname, n->port, n->aux_id, clash);
-			psl__tell_refused(n, "DMLC_RANK=%d: %s", n->aux_id, clash);
+			psl__tell_refused(psl__cur, n, "DMLC_RANK=%d: %s", n->aux_id, clash);
 			return;
 		}
 	}
@@ -444,7 +444,7 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 			 "to %d (DMLC_NUM_%s=%d here)",
 			 psl__role_name(n->role), n->hostname, n->port, n->aux_id, want - 1,
 			 n->role == PSL_SERVER ? "SERVER" : "WORKER", want);
-		psl__tell_refused(n, "DMLC_RANK=%d, expected 0 to %d (DMLC_NUM_%s=%d at the scheduler)",
+		psl__tell_refused(psl__cur, n, "DMLC_RANK=%d, expected 0 to %d (DMLC_NUM_%s=%d at the scheduler)",
 			     n->aux_id, want - 1, n->role == PSL_SERVER ? "SERVER" : "WORKER",
 			     want);
 		return;
@@ -456,7 +456,7 @@ void psl__scheduler_add_node(const struct psl__meta *m)
 			 psl__role_name(n->role), n->hostname, n->port, have,
 			 psl__role_name(n->role), n->role == PSL_SERVER ? "SERVER" : "WORKER",
 			 want);
-		psl__tell_refused(n,
+		psl__tell_refused(psl__cur, n,
 			     "%d %ss are registered already and DMLC_NUM_%s=%d at the scheduler: "
 			     "another node registered in this one's place (set the same "
 			     "PS_JOB_SECRET on every node to keep strangers out), or the numbers "
@@ -507,7 +507,7 @@ void psl__node_take_list(const struct psl__meta *m)
 	for (i = 0; i < m->node_size; i++) {
 		const struct psl__node *n = &m->nodes[i];
 		if (n->id == PSL_EMPTY || n->hostname[0] == 0 || n->port <= 0) {
-			psl__start_failed(-EPROTO, "the scheduler's node list has an incomplete entry "
+			psl__start_failed(psl__cur, -EPROTO, "the scheduler's node list has an incomplete entry "
 					      "(id %d, host '%s', port %d)",
 				     n->id, n->hostname, n->port);
 			return;
@@ -517,7 +517,7 @@ void psl__node_take_list(const struct psl__meta *m)
 		if (n->role == PSL_SCHEDULER) {
 			sched = i;
 			if (n->id != 1) {
-				psl__start_failed(-EPROTO, "the scheduler's node list gives the scheduler id "
+				psl__start_failed(psl__cur, -EPROTO, "the scheduler's node list gives the scheduler id "
 						      "%d, expected 1",
 					     n->id);
 				return;
@@ -525,7 +525,7 @@ void psl__node_take_list(const struct psl__meta *m)
 		} else if (n->role == PSL_SERVER) {
 			ns++;
 			if (!psl__is_server_id(n->id) || n->id > psl_server_rank_to_id(po.cfg.num_servers - 1)) {
-				psl__start_failed(-EPROTO, "the scheduler gave a server id %d, which does not "
+				psl__start_failed(psl__cur, -EPROTO, "the scheduler gave a server id %d, which does not "
 						      "fit DMLC_NUM_SERVER=%d",
 					     n->id, po.cfg.num_servers);
 				return;
@@ -533,7 +533,7 @@ void psl__node_take_list(const struct psl__meta *m)
 		} else {
 			nw++;
 			if (!psl__is_worker_id(n->id) || n->id > psl_worker_rank_to_id(po.cfg.num_workers - 1)) {
-				psl__start_failed(-EPROTO, "the scheduler gave a worker id %d, which does not "
+				psl__start_failed(psl__cur, -EPROTO, "the scheduler gave a worker id %d, which does not "
 						      "fit DMLC_NUM_WORKER=%d",
 					     n->id, po.cfg.num_workers);
 				return;
@@ -541,7 +541,7 @@ void psl__node_take_list(const struct psl__meta *m)
 		}
 	}
 	if (ns != po.cfg.num_servers || nw != po.cfg.num_workers || sched < 0) {
-		psl__start_failed(-EPROTO,
+		psl__start_failed(psl__cur, -EPROTO,
 			     "the scheduler's node list has %d servers and %d workers%s, but here "
 			     "DMLC_NUM_SERVER=%d and DMLC_NUM_WORKER=%d with DMLC_GROUP_SIZE=%d: "
 			     "every node must have the same values",
@@ -550,7 +550,7 @@ void psl__node_take_list(const struct psl__meta *m)
 		return;
 	}
 	if (me < 0) {
-		psl__start_failed(-EPROTO, "the scheduler's node list does not contain this node "
+		psl__start_failed(psl__cur, -EPROTO, "the scheduler's node list does not contain this node "
 				      "(%s:%d)",
 			     po.me.hostname, po.me.port);
 		return;
@@ -559,7 +559,7 @@ void psl__node_take_list(const struct psl__meta *m)
 		int k;
 		for (k = 0; k < i; k++)
 			if (m->nodes[k].id == m->nodes[i].id) {
-				psl__start_failed(-EPROTO,
+				psl__start_failed(psl__cur, -EPROTO,
 					     "the scheduler's node list gives id %d to two nodes "
 					     "(%s:%d and %s:%d)",
 					     m->nodes[i].id, m->nodes[k].hostname, m->nodes[k].port,
@@ -590,7 +590,7 @@ void psl__node_take_list(const struct psl__meta *m)
 			continue;
 		/* the scheduler's connection is re-opened under our new identity */
 		if (psl__control_connect(psl__cur, n, po.my_id)) {
-			psl__start_failed(-ECONNREFUSED, "cannot connect to node %d at %s:%d", n->id,
+			psl__start_failed(psl__cur, -ECONNREFUSED, "cannot connect to node %d at %s:%d", n->id,
 				     n->hostname, n->port);
 			return;
 		}

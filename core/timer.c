@@ -42,13 +42,13 @@ static void *timer_main(void *arg)
 		if (po.cfg.resend)
 			psl__resender_tick(psl__cur, now);
 		if (po.role == PSL_SCHEDULER && po.cfg.barrier_warn_s > 0)
-			psl__barrier_watch(now);
+			psl__barrier_watch(psl__cur, now);
 		if (po.role == PSL_SCHEDULER)
-			psl__control_undeliv_tick();
+			psl__control_undeliv_tick(psl__cur);
 		if (po.role == PSL_SCHEDULER && po.cfg.recovery)
 			psl__recovery_tick(now);
 		if (po.role != PSL_SCHEDULER && po.cfg.recovery && po.cfg.resend)
-			psl__recovery_hold_tick(now);
+			psl__recovery_hold_tick(psl__cur, now);
 		psl__customers_tick(psl__cur, now);
 		wait = psl__customers_period_ms(psl__cur, period);
 		pthread_mutex_lock(&po.mu);

@@ -157,7 +157,7 @@ static bool resend_filter(const struct psl__meta *m)
 	psl__meta_init(&ack);
 	done = psl__resender_on_recv(psl__cur, m, &ack);
 	if (ack.cmd == PSL_CMD_ACK)
-		psl__send_control(&ack, false); /* (a failure is logged: psl__control_sent) */
+		psl__send_control(psl__cur, &ack, false); /* (a failure is logged: psl__control_sent) */
 	return done;
 }
 

@@ -39,7 +39,7 @@ int psl__send(struct psl__office *o, struct psl__meta *m, const struct psl_van_s
 
 /* Sends a control message (no data) with the next Van timestamp if ts_next;
  * its failure is handled by psl__control_sent (control_fail.c). */
-int psl__send_control(struct psl__meta *m, bool ts_next);
+int psl__send_control(struct psl__office *o, struct psl__meta *m, bool ts_next);
 
 /* Releases a received message (NULL is fine). */
 static inline void psl__raw_release(struct psl_van_rmsg *raw)

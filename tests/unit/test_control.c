@@ -316,8 +316,8 @@ static void test_instance_barrier(void **state)
 	{
 		unsigned gen;
 		assert_int_equal(
-			psl__control_barrier_arrive(0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER, &gen), 0);
-		assert_int_equal(psl__control_barrier_wait(PSL_GROUP_ALL, gen), 0);
+			psl__control_barrier_arrive(psl__cur, 0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER, &gen), 0);
+		assert_int_equal(psl__control_barrier_wait(psl__cur, PSL_GROUP_ALL, gen), 0);
 	}
 	assert_int_equal(g_nsent, 4);
 	for (i = 0; i < 4; i++) {
@@ -670,7 +670,7 @@ static void test_node_list_undeliverable(void **state)
 	assert_contains(psl__po.start_msg, "cannot send the node list (5 nodes, 2872 bytes) to "
 					   "worker 1 (id 11");
 	clear_sent();
-	psl__control_abort_nodes(psl__po.start_err, psl__po.start_msg);
+	psl__control_abort_nodes(psl__cur, psl__po.start_err, psl__po.start_msg);
 	for (i = 0; i < g_nsent; i++) {
 		const struct sent *s = &g_sent[i];
 		assert_int_equal(s->m.cmd, PSL_CMD_TERMINATE);
@@ -701,7 +701,7 @@ static void test_release_undeliverable(void **state)
 	arrive(9, PSL_CMD_INSTANCE_BARRIER, 7, 0);
 	arrive(10, PSL_CMD_INSTANCE_BARRIER, 7, 0);
 	capture_start(&c);
-	assert_int_equal(psl__control_barrier_arrive(0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER, &gen),
+	assert_int_equal(psl__control_barrier_arrive(psl__cur, 0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER, &gen),
 			 0);
 	log = capture_end(&c);
 	assert_contains(log, "ERROR: cannot send the release of a barrier (INSTANCE_BARRIER) to worker 0 "
@@ -712,7 +712,7 @@ static void test_release_undeliverable(void **state)
 	g_fail_len = 0;
 	clear_sent();
 	capture_start(&c);
-	psl__control_undeliv_tick();
+	psl__control_undeliv_tick(psl__cur);
 	log = capture_end(&c);
 	assert_contains(log, "lost worker 0 (id 9");
 	assert_contains(log, "cannot send it the release of a barrier (INSTANCE_BARRIER): Broken pipe");
@@ -763,7 +763,7 @@ static void test_node_takes_abort(void **state)
 	send_abort_to_me("pslite-abort: nonsense");
 	assert_int_equal(psl__po.barrier_err, -ECONNABORTED);
 	assert_true(psl__po.peers[1].dead);
-	assert_int_equal(psl__control_barrier_wait(PSL_GROUP_ALL, psl__po.barrier_gen),
+	assert_int_equal(psl__control_barrier_wait(psl__cur, PSL_GROUP_ALL, psl__po.barrier_gen),
 			 -ECONNABORTED);
 	log = capture_end(&c);
 	assert_contains(log, "barrier (group 7) failed: the scheduler stopped the job: nonsense");
@@ -796,9 +796,9 @@ static void test_barrier_request_undeliverable(void **state)
 	g_fail_len = 1;
 	g_fail_rc = -EMSGSIZE;
 	capture_start(&c);
-	assert_int_equal(psl__control_barrier_arrive(0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER, &gen),
+	assert_int_equal(psl__control_barrier_arrive(psl__cur, 0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER, &gen),
 			 -EMSGSIZE);
-	assert_int_equal(psl__control_barrier_wait(PSL_GROUP_ALL, gen), -ECONNABORTED);
+	assert_int_equal(psl__control_barrier_wait(psl__cur, PSL_GROUP_ALL, gen), -ECONNABORTED);
 	log = capture_end(&c);
 	assert_contains(log, "ERROR: cannot send a barrier request (INSTANCE_BARRIER, group 7) to "
 			     "the scheduler");
