@@ -27,16 +27,16 @@ void psl__control_handle(struct psl__meta *m, uint32_t nseg)
 	switch (m->cmd) {
 	case PSL_CMD_ADD_NODE:
 		if (po.role == PSL_SCHEDULER)
-			psl__scheduler_add_node(m);
+			psl__scheduler_add_node(psl__cur, m);
 		else
-			psl__node_take_list(m);
+			psl__node_take_list(psl__cur, m);
 		break;
 	case PSL_CMD_BARRIER:
 	case PSL_CMD_INSTANCE_BARRIER:
 		psl__handle_barrier(psl__cur, m);
 		break;
 	case PSL_CMD_HEARTBEAT:
-		psl__handle_heartbeat(m);
+		psl__handle_heartbeat(psl__cur, m);
 		break;
 	case PSL_CMD_ACK:
 		break; /* the resender's, when it is on */
@@ -142,7 +142,7 @@ void psl__control_reset(void)
 	int g;
 	psl__barrier_reset();
 	psl__registration_reset();
-	psl__recovery_reset();
+	psl__recovery_reset(psl__cur);
 	free(po.reg);
 	po.reg = NULL;
 	po.nreg = 0;

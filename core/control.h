@@ -15,7 +15,7 @@ void psl__control_handle(struct psl__meta *m, uint32_t nseg);
 /* A van's peer event. */
 void psl__control_peer_event(int id, int event, int err, const char *detail);
 /* Node: send the registration (ADD_NODE with id 32767) to the scheduler. */
-int psl__control_register(void);
+int psl__control_register(struct psl__office *o);
 /* A barrier of cmd (BARRIER or INSTANCE_BARRIER) over group for the current
  * node, in two steps (so that a joint process's
  * nodes all arrive before either waits): arrive returns 0 (then wait with
@@ -35,9 +35,9 @@ bool psl__control_node_leaving(struct psl__office *o, int id);
 /* Whether this node's final barrier was released (peers may go now). */
 bool psl__control_final_released(struct psl__office *o);
 /* Scheduler: tell every live node that node id was lost, and why. */
-void psl__control_announce_lost(int id, const char *why);
+void psl__control_announce_lost(struct psl__office *o, int id, const char *why);
 /* Says at PS_VERBOSE=1 how this node's heartbeats are set (heartbeat.c). */
-void psl__heartbeat_say(void);
+void psl__heartbeat_say(struct psl__office *o);
 /* Around a delivery to user code on a receive thread (heartbeat.c): while
  * one runs long, or just after, a missing heartbeat may be queued behind it
  * here and nobody is judged by it. begin returns what end takes. */

@@ -61,11 +61,11 @@ void psl__control_take_abort(struct psl__office *o, const struct psl__meta *m);
 /* Recovery (recovery.c). Scheduler: with PS_RECOVERY=1, registration n
  * takes the place of a lost node of its role (true), or there is none
  * (false). Node: the scheduler's ADD_NODE after start-up (recovered nodes). */
-bool psl__recovery_take(const struct psl__node *n);
-void psl__recovery_news(const struct psl__meta *m);
+bool psl__recovery_take(struct psl__office *o, const struct psl__node *n);
+void psl__recovery_news(struct psl__office *o, const struct psl__meta *m);
 /* Scheduler, from the timer: refuses the newcomers that waited too long
  * for a lost node to replace. */
-void psl__recovery_tick(int64_t now);
+void psl__recovery_tick(struct psl__office *o, int64_t now);
 /* Node, PS_RESEND with PS_RECOVERY (recovery_resend.c): whether the requests
  * in flight to lost node id wait for its replacement; holds them; sends them
  * to the replacement, now connected; fails them after the bound (timer). */
@@ -75,9 +75,9 @@ void psl__recovery_resend(struct psl__office *o, int id);
 void psl__recovery_hold_tick(struct psl__office *o, int64_t now);
 /* Scheduler: node id's heartbeat arrived; a C++ newcomer's first one sends
  * the others its news (recovery.c). */
-void psl__recovery_heard(int id);
+void psl__recovery_heard(struct psl__office *o, int id);
 /* Forgets the newcomers waiting for a place (the scheduler's state reset). */
-void psl__recovery_reset(void);
+void psl__recovery_reset(struct psl__office *o);
 /* Scheduler: tells node n that its registration was refused, and why
  * (refuse.c). */
 void psl__tell_refused(struct psl__office *o, const struct psl__node *n, const char *fmt, ...)
@@ -91,12 +91,12 @@ void psl__registration_keep_nonce(const struct psl__node *n, const char *nonce);
 void psl__refusals_reset(void);
 
 /* Received control messages, by kind. */
-void psl__scheduler_add_node(const struct psl__meta *m);
-void psl__node_take_list(const struct psl__meta *m);
+void psl__scheduler_add_node(struct psl__office *o, const struct psl__meta *m);
+void psl__node_take_list(struct psl__office *o, const struct psl__meta *m);
 void psl__handle_barrier(struct psl__office *o, const struct psl__meta *m);
-void psl__handle_heartbeat(const struct psl__meta *m);
+void psl__handle_heartbeat(struct psl__office *o, const struct psl__meta *m);
 /* A node's registration body: appends its heartbeat promise (heartbeat.c). */
-void psl__heartbeat_promise(char *body, size_t len);
+void psl__heartbeat_promise(struct psl__office *o, char *body, size_t len);
 /* Scheduler: the heartbeat interval a registration promised, 0 if none. */
 int psl__heartbeat_promised(const struct psl__meta *m);
 
@@ -108,6 +108,6 @@ void psl__barrier_reset(void);
 void psl__registration_reset(void);
 
 /* The timer's heartbeat work (heartbeat.c). */
-void psl__heartbeat_tick(int64_t now, int64_t *last_hb);
+void psl__heartbeat_tick(struct psl__office *o, int64_t now, int64_t *last_hb);
 
 #endif

@@ -371,7 +371,7 @@ static int start_node(int joint_role, int instance)
 					  .port = sched.port};
 		rc = po.lib.ops->connect(po.van, &p, PSL_EMPTY);
 		if (!rc)
-			rc = psl__control_register();
+			rc = psl__control_register(psl__cur);
 		if (rc) {
 			int why;
 			/* the van may say why (another van answered, a refused
@@ -434,7 +434,7 @@ static int finish_start(void)
 	}
 	PSL_DBG("ready: id %d, %d servers, %d workers", po.my_id, po.cfg.num_servers,
 		po.cfg.num_workers);
-	psl__heartbeat_say();
+	psl__heartbeat_say(psl__cur);
 	return 0;
 }
 

@@ -29,7 +29,7 @@ int psl__send_check(int id)
 		rc = -EHOSTDOWN;
 	pthread_mutex_unlock(&po.mu);
 	if (rc == -EHOSTDOWN && po.cfg.recovery_wait_s > 0 && po.role != PSL_SCHEDULER)
-		rc = psl__recovery_wait(id);
+		rc = psl__recovery_wait(psl__cur, id);
 	return rc;
 }
 
@@ -86,8 +86,8 @@ void psl__loss_handle(int id, int err, const char *why)
 	/* the others hear of the loss before a barrier it releases (the final
 	 * one, say) lets them go: they must not take it for a node that left */
 	if (po.role == PSL_SCHEDULER && !leaving)
-		psl__control_announce_lost(id, why);
+		psl__control_announce_lost(psl__cur, id, why);
 	psl__control_forget_node(psl__cur, id);
 	if (po.role == PSL_SCHEDULER && !leaving && po.cfg.recovery)
-		psl__recovery_retry();
+		psl__recovery_retry(psl__cur);
 }

@@ -28,20 +28,22 @@ static struct psl__office *sel(void)
 	return psl__nodes_here() > 1 && running(selected) ? selected : &psl__offices[0];
 }
 
-void psl__enter_selected(void)
+struct psl__office *psl__enter_selected(void)
 {
-	psl__enter(sel());
+	struct psl__office *o = sel();
+	psl__enter(o);
+	return o;
 }
 
-void psl__enter_role(int role)
+struct psl__office *psl__enter_role(int role)
 {
 	struct psl__office *o = NULL;
 	if (psl__nodes_here() > 1)
 		o = running(selected) && selected->role == role ? selected : psl__office_of(role);
-	if (o)
-		psl__enter(o);
-	else
-		psl__enter_selected();
+	if (!o)
+		return psl__enter_selected();
+	psl__enter(o);
+	return o;
 }
 
 struct psl__office *psl__office_of(int role)

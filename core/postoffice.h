@@ -168,12 +168,13 @@ static inline int psl__slot(void)
 }
 /* The calling thread's node for the public calls that name none
  * (psl_my_rank, psl_simple_app_new, ...): the one psl_use_role chose, else
- * psl__offices[0]. */
-void psl__enter_selected(void);
+ * psl__offices[0]; made current (for the log and user code) and returned,
+ * for the call to pass down. */
+struct psl__office *psl__enter_selected(void);
 /* The node of role in a process of several (objects of that role belong to
  * it): the calling thread's choice if it has that role (psl_use_instance),
  * else the first of role; else as psl__enter_selected. */
-void psl__enter_role(int role);
+struct psl__office *psl__enter_role(int role);
 /* Whether this process runs DMLC_ROLE=joint, and how many of psl__offices
  * it runs (1 when stopped); set by start-up (lifecycle.c). */
 bool psl__joint(void);
@@ -229,9 +230,9 @@ int psl__recovery_bound_s(struct psl__office *o);
 /* A request to lost node id waits for a node that takes its place, up to
  * PS_RECOVERY_WAIT seconds after the loss: 0 once one did, else the loss's
  * error (recovery.c). Takes po.mu itself. */
-int psl__recovery_wait(int id);
+int psl__recovery_wait(struct psl__office *o, int id);
 /* Scheduler, after a loss: a newcomer waiting for a place takes it. */
-void psl__recovery_retry(void);
+void psl__recovery_retry(struct psl__office *o);
 /* "server 1 (id 10, 127.0.0.1:4567)" */
 const char *psl__node_desc(struct psl__office *o, int id, char *buf, size_t len);
 

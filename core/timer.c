@@ -38,7 +38,7 @@ static void *timer_main(void *arg)
 			break;
 		pthread_mutex_unlock(&po.mu);
 		now = psl__now_ms();
-		psl__heartbeat_tick(now, &last_hb);
+		psl__heartbeat_tick(psl__cur, now, &last_hb);
 		if (po.cfg.resend)
 			psl__resender_tick(psl__cur, now);
 		if (po.role == PSL_SCHEDULER && po.cfg.barrier_warn_s > 0)
@@ -46,7 +46,7 @@ static void *timer_main(void *arg)
 		if (po.role == PSL_SCHEDULER)
 			psl__control_undeliv_tick(psl__cur);
 		if (po.role == PSL_SCHEDULER && po.cfg.recovery)
-			psl__recovery_tick(now);
+			psl__recovery_tick(psl__cur, now);
 		if (po.role != PSL_SCHEDULER && po.cfg.recovery && po.cfg.resend)
 			psl__recovery_hold_tick(psl__cur, now);
 		psl__customers_tick(psl__cur, now);
