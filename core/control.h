@@ -11,9 +11,9 @@
 struct psl__office;
 
 /* A received control message (cmd != EMPTY). */
-void psl__control_handle(struct psl__meta *m, uint32_t nseg);
+void psl__control_handle(struct psl__office *o, struct psl__meta *m, uint32_t nseg);
 /* A van's peer event. */
-void psl__control_peer_event(int id, int event, int err, const char *detail);
+void psl__control_peer_event(struct psl__office *o, int id, int event, int err, const char *detail);
 /* Node: send the registration (ADD_NODE with id 32767) to the scheduler. */
 int psl__control_register(struct psl__office *o);
 /* A barrier of cmd (BARRIER or INSTANCE_BARRIER) over group for the current
@@ -45,12 +45,12 @@ struct psl__office;
 int64_t psl__delivery_begin(struct psl__office *o);
 void psl__delivery_end(struct psl__office *o, int64_t began);
 /* Frees the scheduler's registration and barrier state. */
-void psl__control_reset(void);
+void psl__control_reset(struct psl__office *o);
 
-int psl__timer_start(void);
-void psl__timer_stop(void);
+int psl__timer_start(struct psl__office *o);
+void psl__timer_stop(struct psl__office *o);
 /* Starts the timer thread if it does not run (a deadline was set with the
  * job's timers off). 0 or -errno. */
-int psl__timer_need(void);
+int psl__timer_need(struct psl__office *o);
 
 #endif

@@ -566,7 +566,7 @@ int psl_kv_worker_set_timeout(struct psl_kv_worker *w, int timeout_ms)
 	pthread_mutex_unlock(&w->c.mu);
 	/* (after the store: the timer takes its period from the deadlines) */
 	if (timeout_ms > 0)
-		rc = psl__timer_need();
+		rc = psl__timer_need(psl__cur);
 	return rc;
 }
 

@@ -187,7 +187,7 @@ static void teardown(void)
 	pthread_mutex_lock(&po.mu);
 	po.state = PSL__FINALIZING;
 	pthread_mutex_unlock(&po.mu);
-	psl__timer_stop();
+	psl__timer_stop(psl__cur);
 	t0 = psl__now_ms();
 	psl__drive_stop(&po);
 	if (po.van)
@@ -200,7 +200,7 @@ static void teardown(void)
 		psl__resender_fini(psl__cur);
 	psl__ipc_stop(psl__cur); /* (held messages pointed into peers' rings) */
 	psl__van_close(&po.lib);
-	psl__control_reset();
+	psl__control_reset(psl__cur);
 	pthread_mutex_lock(&po.mu);
 	free(po.peers);
 	po.peers = NULL;
@@ -412,7 +412,7 @@ static int finish_start(void)
 								     : psl_strerror(rc));
 		return rc;
 	}
-	rc = psl__timer_start();
+	rc = psl__timer_start(psl__cur);
 	if (rc)
 		return rc;
 	if (po.role != PSL_SCHEDULER)

@@ -62,7 +62,7 @@ static void host_send_done(void *ctx, void *cookie, int status)
 static void host_peer_event(void *ctx, int32_t id, int event, int err, const char *detail)
 {
 	psl__enter(ctx); /* the node whose van calls */
-	psl__control_peer_event(id, event, err, detail);
+	psl__control_peer_event(psl__cur, id, event, err, detail);
 }
 
 /* A node that takes a lost one's place (recovery.c) hears from the others
@@ -218,7 +218,7 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 		return;
 	}
 	if (m.cmd != PSL_CMD_EMPTY) {
-		psl__control_handle(&m, raw->nseg);
+		psl__control_handle(psl__cur, &m, raw->nseg);
 		psl__meta_clear(&m);
 		psl__raw_release(raw);
 		return;

@@ -123,7 +123,7 @@ static void node_up(int state)
 
 static void node_down(void)
 {
-	psl__control_reset();
+	psl__control_reset(psl__cur);
 	free(psl__po.peers);
 	psl__po.peers = NULL;
 	psl__po.max_id = 0;

@@ -58,7 +58,7 @@ static void scheduler_up(int S, int W)
 
 static int scheduler_down(void **state)
 {
-	psl__control_reset();
+	psl__control_reset(psl__cur);
 	psl__po.got_node_list = false;
 	psl__po.start_err = 0;
 	return node_down(state);
