@@ -186,7 +186,7 @@ static void judge_pending_losses(struct psl__office *o, bool released)
 			char d[96];
 			PSL_DBG("%s left", psl__node_desc(o, id, d, sizeof(d)));
 		} else if (now - t >= grace) {
-			psl__node_lost(id, err, "connection lost while this node waited in the final "
+			psl__node_lost(o, id, err, "connection lost while this node waited in the final "
 						"barrier");
 		}
 	}

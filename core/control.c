@@ -112,7 +112,7 @@ void psl__control_peer_event(struct psl__office *o, int id, int event, int err, 
 				     psl__van_choice(&o->cfg, vc, sizeof(vc)));
 			return;
 		}
-		psl__node_lost(id, -EPROTO, detail ? detail : "it speaks another van");
+		psl__node_lost(o, id, -EPROTO, detail ? detail : "it speaks another van");
 		return;
 	}
 	if (event == PSL_VAN_PEER_DOWN && o->role != PSL_SCHEDULER) {
@@ -131,7 +131,7 @@ void psl__control_peer_event(struct psl__office *o, int id, int event, int err, 
 		char why[256];
 		snprintf(why, sizeof(why), "connection lost%s%s", detail ? ": " : "",
 			 detail ? detail : "");
-		psl__node_lost(id, err ? err : -ECONNRESET, why);
+		psl__node_lost(o, id, err ? err : -ECONNRESET, why);
 	}
 }
 

@@ -276,7 +276,7 @@ void psl__control_undeliv_tick(struct psl__office *o)
 			 strerror(-err));
 		send_abort(o, id, -ECONNABORTED, why);
 		snprintf(why, sizeof(why), "cannot send it %s: %s", what, strerror(-err));
-		psl__node_lost(id, -ECONNABORTED, why);
+		psl__node_lost(o, id, -ECONNABORTED, why);
 	}
 }
 
@@ -329,7 +329,7 @@ void psl__control_take_abort(struct psl__office *o, const struct psl__meta *m)
 				  o->cfg.root_uri, o->cfg.root_port, why);
 		return;
 	}
-	psl__node_lost(1, err, why);
+	psl__node_lost(o, 1, err, why);
 }
 
 /* ------------------------------------------------------------ sending -- */

@@ -135,9 +135,10 @@ static void deliver_held(struct psl__customer *c)
 	}
 }
 
-int psl__customer_add(struct psl__office *o, struct psl__customer *c)
+int psl__customer_add(struct psl__customer *c)
 {
-	psl__enter(c->office); /* (held messages are delivered for its node) */
+	struct psl__office *o = c->office;
+	psl__enter(o); /* (held messages are delivered for its node) */
 	pthread_mutex_lock(&reg_mu);
 	if (find_locked(o, c->app_id, c->customer_id)) {
 		pthread_mutex_unlock(&reg_mu);

@@ -55,7 +55,7 @@ struct psl__customer {
 int psl__customer_init(struct psl__office *o, struct psl__customer *c, int app_id, int customer_id,
 		       const struct psl__customer_ops *ops);
 /* Registers c, delivering any message that arrived for it before. */
-int psl__customer_add(struct psl__office *o, struct psl__customer *c);
+int psl__customer_add(struct psl__customer *c);
 /* Unregisters c, waits for its outstanding requests, frees its tracker. */
 void psl__customer_remove(struct psl__office *o, struct psl__customer *c);
 

@@ -170,7 +170,7 @@ void psl__handle_heartbeat(struct psl__office *o, const struct psl__meta *m)
 					 o->cfg.heartbeat_timeout);
 			else if (id >= 8 && id <= o->max_id)
 				/* (an older pslite scheduler does not say why) */
-				psl__node_lost(id, -ETIMEDOUT, why);
+				psl__node_lost(o, id, -ETIMEDOUT, why);
 		}
 	}
 }
@@ -245,7 +245,7 @@ static void judge_nodes(struct psl__office *o, int64_t now)
 			 "no heartbeat for %lld s (PS_HEARTBEAT_TIMEOUT=%d at the scheduler: raise "
 			 "it if the node is only slow, 0 turns this off)",
 			 (long long)((now - last) / 1000), o->cfg.heartbeat_timeout);
-		psl__node_lost(id, -ETIMEDOUT, why);
+		psl__node_lost(o, id, -ETIMEDOUT, why);
 	}
 }
 
@@ -264,7 +264,7 @@ static void judge_scheduler(struct psl__office *o, int64_t now)
 		 "no heartbeat answer for %lld s (PS_HEARTBEAT_TIMEOUT=%d here: raise it if the "
 		 "scheduler is only slow, 0 turns this off)",
 		 (long long)((now - last) / 1000), o->cfg.heartbeat_timeout);
-	psl__node_lost(1, -ETIMEDOUT, why);
+	psl__node_lost(o, 1, -ETIMEDOUT, why);
 }
 
 /* The timer's heartbeat work: send ours, and judge who missed theirs. */

@@ -289,7 +289,7 @@ static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, in
 	struct psl_van_seg segs[2];
 	struct psl__meta m;
 	char shape[PSL__TDESC_BODY];
-	int rc = psl__send_check(id);
+	int rc = psl__send_check(psl__cur, id);
 
 	if (rc) {
 		ref->done(ref, rc);

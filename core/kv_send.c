@@ -25,7 +25,7 @@ int psl__kvw_send_slice(struct psl_kv_worker *w, int ts, int r, bool push, int c
 	struct psl_van_seg segs[3];
 	uint32_t n = 0;
 	int id = psl__server_id(psl__cur, r);
-	int rc = psl__send_check(id);
+	int rc = psl__send_check(psl__cur, id);
 
 	if (rc) {
 		if (zref)

@@ -688,7 +688,7 @@ int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler, 
 	s->esz = psl_dtype_size(dtype);
 	s->handler = handler;
 	s->arg = arg;
-	rc = psl__customer_add(psl__cur, &s->c);
+	rc = psl__customer_add(&s->c);
 	if (rc) {
 		rc = PSL_FAIL(rc, PSL_LOG_WARN, "psl_kv_server_new: app %d already has a server "
 			      "on this node: free it first or use another app_id", app_id);

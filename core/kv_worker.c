@@ -542,7 +542,7 @@ int psl_kv_worker_new(int app_id, int customer_id, enum psl_dtype dtype,
 	w->dt = dtype;
 	w->esz = psl_dtype_size(dtype);
 	w->c.timeout_ms = psl__po.cfg.request_timeout_s * 1000;
-	rc = psl__customer_add(psl__cur, &w->c);
+	rc = psl__customer_add(&w->c);
 	if (rc) {
 		PSL_FAIL(rc, PSL_LOG_WARN, "psl_kv_worker_new: app %d customer %d already "
 			 "exists on this node", app_id, customer_id);

@@ -270,7 +270,7 @@ static int start_node(int joint_role, int instance)
 		PSL_FAIL(0, PSL_LOG_ERROR, "%s: %s", psl__van_choice(&po.cfg, vc, sizeof(vc)), err);
 		return rc;
 	}
-	psl__host_init(&po.host);
+	psl__host_init(psl__cur, &po.host);
 	van_errors = psl__van_errors();
 	if (po.cfg.group_size > 1 && po.role != PSL_SCHEDULER) {
 		/* read by config_load for the instance's rank: no compatibility WARN */

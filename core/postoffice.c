@@ -150,13 +150,13 @@ const char *psl__node_desc(struct psl__office *o, int id, char *buf, size_t len)
 }
 
 
-void (*_Atomic psl__loss_hook)(int id, int err, const char *why);
+void (*_Atomic psl__loss_hook)(struct psl__office *o, int id, int err, const char *why);
 
-void psl__node_lost(int id, int err, const char *why)
+void psl__node_lost(struct psl__office *o, int id, int err, const char *why)
 {
-	void (*lost)(int, int, const char *) = atomic_load(&psl__loss_hook);
+	void (*lost)(struct psl__office *, int, int, const char *) = atomic_load(&psl__loss_hook);
 	if (lost)
-		lost(id, err, why);
+		lost(o, id, err, why);
 }
 
 bool psl__node_dead(struct psl__office *o, int id)

@@ -215,15 +215,15 @@ int psl__id_to_group_rank(struct psl__office *o, int id);
  * events) are below those that let go of what they keep for the node: this
  * reaches them through psl__loss_hook, loss.c's psl__loss_handle, which
  * psl__core_wire sets before a node starts (lifecycle.c). */
-void psl__node_lost(int id, int err, const char *why);
-extern void (*_Atomic psl__loss_hook)(int id, int err, const char *why);
-void psl__loss_handle(int id, int err, const char *why);
+void psl__node_lost(struct psl__office *o, int id, int err, const char *why);
+extern void (*_Atomic psl__loss_hook)(struct psl__office *o, int id, int err, const char *why);
+void psl__loss_handle(struct psl__office *o, int id, int err, const char *why);
 bool psl__node_dead(struct psl__office *o, int id);
 /* Whether a request may be sent to node id: 0, -EHOSTDOWN (id was lost), or
  * -ENOLINK (this server or worker lost the scheduler: every request fails at
  * once, pending ones included; nothing waits for answers that may never
  * come) (loss.c). */
-int psl__send_check(int id);
+int psl__send_check(struct psl__office *o, int id);
 /* How long a newcomer waits at the scheduler for a place (s): twice the
  * heartbeat timeout, and 10 (postoffice.c). */
 int psl__recovery_bound_s(struct psl__office *o);

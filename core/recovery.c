@@ -217,7 +217,7 @@ static bool take(struct psl__office *o, const struct psl__node *n)
 		psl__resender_forget_seen(o, id);
 	deferred_send(o, id, 0, true); /* (news of a predecessor that never spoke) */
 	if (psl__control_connect(o, &list[k], 1)) {
-		psl__node_lost(id, -ECONNREFUSED, "the scheduler cannot connect to its replacement");
+		psl__node_lost(o, id, -ECONNREFUSED, "the scheduler cannot connect to its replacement");
 		free(list);
 		return true;
 	}
@@ -410,7 +410,7 @@ void psl__recovery_news(struct psl__office *o, const struct psl__meta *m)
 		}
 		/* what waits on its predecessor will never be answered */
 		if (!psl__node_dead(o, n->id))
-			psl__node_lost(n->id, -EHOSTDOWN, "a new node took its place");
+			psl__node_lost(o, n->id, -EHOSTDOWN, "a new node took its place");
 		if (n->role != o->role && psl__control_connect(o, n, o->my_id))
 			continue; /* (logged; it stays lost) */
 		revive(o, n->id, n);

@@ -437,6 +437,6 @@ void psl__resender_tick(struct psl__office *o, int64_t now)
 		snprintf(why, sizeof(why), "no ACK after %d resends (PS_RESEND_TIMEOUT=%d ms)",
 			 MAX_RETRIES, S.timeout_ms);
 		psl__resender_forget(o, lost);
-		psl__node_lost(lost, -ETIMEDOUT, why);
+		psl__node_lost(o, lost, -ETIMEDOUT, why);
 	}
 }

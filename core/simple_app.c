@@ -108,7 +108,7 @@ int psl_simple_request(struct psl_simple_app *app, int head, const void *body, s
 		return ts;
 	}
 	for (i = 0; i < n; i++) {
-		int rc = psl__send_check(ids[i]);
+		int rc = psl__send_check(psl__cur, ids[i]);
 		if (!rc)
 			rc = send_msg(app, ids[i], head, body, len, true, c->customer_id, ts);
 		if (rc) {
@@ -224,7 +224,7 @@ int psl_simple_app_new(int app_id, int customer_id, psl_simple_handler on_reques
 	app->on_request = on_request;
 	app->on_response = on_response;
 	app->arg = arg;
-	rc = psl__customer_add(psl__cur, &app->c);
+	rc = psl__customer_add(&app->c);
 	if (rc) {
 		rc = PSL_FAIL(rc, PSL_LOG_WARN, "psl_simple_app_new: app %d customer %d already "
 			      "exists on this node: free it first or use another customer_id",

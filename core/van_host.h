@@ -18,7 +18,7 @@ struct psl__sendref {
 /* Fills po.host with the core's callbacks, and sets the core's loss hook
  * (psl__loss_hook): what a van and the core find lost reaches every part
  * that keeps something for the node. */
-void psl__host_init(struct psl_van_host *h);
+void psl__host_init(struct psl__office *o, struct psl_van_host *h);
 
 /* How many ERROR lines the van has logged so far; the last one's text; the
  * van's host callback notes each. */

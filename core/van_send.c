@@ -109,7 +109,7 @@ static int loopback(struct psl__office *o, const void *meta, size_t meta_len, co
 	lm->raw.segs = lm->segs;
 	lm->raw.release = psl__loop_release;
 	/* (delivered as the van delivers: the receive callback) */
-	o->host.recv(NULL, &lm->raw);
+	o->host.recv(o, &lm->raw);
 	return 0;
 }
 

@@ -74,7 +74,7 @@ static void node_up(int state)
 	po->peers = calloc((size_t)po->max_id + 1, sizeof(*po->peers));
 	po->lib.ops = &ops;
 	po->van = (struct psl_van *)&fake;
-	psl__host_init(&po->host);
+	psl__host_init(psl__cur, &po->host);
 	po->start_err = 0;
 	po->got_node_list = false;
 	po->leaving = po->final_released = false;

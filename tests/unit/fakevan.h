@@ -141,7 +141,7 @@ static inline void node_up_as(int role, int my_id, int S, int W)
 		psl__po.peers[id].known = psl__group_has(psl__cur, PSL_GROUP_SERVERS | PSL_GROUP_WORKERS, id);
 	psl__po.lib.ops = &fake_ops;
 	psl__po.van = (struct psl_van *)&g_fake_van;
-	psl__host_init(&psl__po.host);
+	psl__host_init(psl__cur, &psl__po.host);
 	psl__po.state = PSL__READY;
 	g_nsent = g_released = g_delivered = g_nconn = 0;
 	g_fail_len = 0;

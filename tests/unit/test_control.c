@@ -416,7 +416,7 @@ static void test_barrier_node_lost(void **state)
 	arrive(9, PSL_CMD_BARRIER, PSL_GROUP_WORKERS, 0);
 	assert_int_equal(g_nsent, 0);
 	capture_start(&c);
-	psl__node_lost(11, -ECONNRESET, "test");
+	psl__node_lost(psl__cur, 11, -ECONNRESET, "test");
 	log = capture_end(&c);
 	assert_contains(log, "lost worker 1 (id 11");
 	free(log);
@@ -836,7 +836,7 @@ static void test_recovery_takes_place(void **state)
 	recovery_job_up();
 	reg_pslite("10.0.0.7", 4100, PSL_SERVER, 1); /* nobody lost yet: it waits */
 	assert_int_equal(g_nsent, 0);
-	psl__node_lost(10, -ECONNRESET, "test");
+	psl__node_lost(psl__cur, 10, -ECONNRESET, "test");
 	for (i = 0; i < g_nsent; i++) {
 		if (g_sent[i].m.cmd != PSL_CMD_ADD_NODE)
 			continue;
@@ -903,7 +903,7 @@ static void test_ghost_refused(void **state)
 	recovery_job_up();
 	heartbeat_from(10, "10.0.0.2", 4001); /* alive: answered */
 	assert_int_equal(count_sent(PSL_CMD_HEARTBEAT, 10), 1);
-	psl__node_lost(10, -ETIMEDOUT, "test");
+	psl__node_lost(psl__cur, 10, -ETIMEDOUT, "test");
 	clear_sent();
 	capture_start(&c);
 	heartbeat_from(10, "10.0.0.2", 4001);
@@ -951,7 +951,7 @@ static void test_recovery_cxx_server_news(void **state)
 
 	recovery_job_up();
 	psl__po.cfg.heartbeat_interval = 1;
-	psl__node_lost(10, -ECONNRESET, "test");
+	psl__node_lost(psl__cur, 10, -ECONNRESET, "test");
 	clear_sent();
 	reg("10.0.0.7", 4100, PSL_SERVER, -1);
 	s = add_node_to(10);
@@ -979,7 +979,7 @@ static void test_recovery_worker_news_first(void **state)
 	(void)state;
 
 	recovery_job_up();
-	psl__node_lost(9, -ECONNRESET, "test");
+	psl__node_lost(psl__cur, 9, -ECONNRESET, "test");
 	clear_sent();
 	reg_pslite("10.0.0.9", 5100, PSL_WORKER, -1);
 	for (i = 0; i < g_nsent; i++) {
@@ -1013,7 +1013,7 @@ static void test_dead_nodes(void **state)
 	assert_int_equal(psl_dead_nodes(5, ids, 4), 0);
 	assert_int_equal(psl_dead_nodes(-1, ids, 4), -EINVAL);
 	assert_int_equal(psl_dead_nodes(5, NULL, 4), -EINVAL);
-	psl__node_lost(10, -ECONNRESET, "test");
+	psl__node_lost(psl__cur, 10, -ECONNRESET, "test");
 	assert_int_equal(psl_dead_nodes(5, ids, 4), 1);
 	assert_int_equal(ids[0], 10);
 	assert_int_equal(psl_dead_nodes(0, ids, 4), 0); /* as ps-lite */

@@ -205,7 +205,7 @@ static void test_node_lost(void **state)
 	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
 	reply(&g_sent[0], 0, 0, NULL, NULL);
 	capture_start(&c);
-	psl__node_lost(g_sent[1].to, -ECONNRESET, "test");
+	psl__node_lost(psl__cur, g_sent[1].to, -ECONNRESET, "test");
 	log = capture_end(&c);
 	assert_contains(log, "ERROR: lost server 1 (id 10");
 	free(log);
