@@ -70,7 +70,8 @@ static void register_text(const struct psl__node *n, const char *nonce, char *ou
 	snprintf(out, len, "pslite-register|%d|%s|%d|%s", n->role, n->hostname, n->port, nonce);
 }
 
-int psl__auth_register_body(struct psl__office *o, const struct psl__node *n, const char *nonce, char *body)
+int psl__auth_register_body(struct psl__office *o, const struct psl__node *n,
+			    const char *nonce, char *body)
 {
 	char text[256];
 	uint8_t mac[32];
@@ -120,7 +121,8 @@ int psl__auth_register_check(struct psl__office *o, const struct psl__meta *m, c
 	return psl__auth_check(o, text, strlen(text), mac) ? -EACCES : 0;
 }
 
-static int list_mac(struct psl__office *o, const struct psl__node *nodes, int n, const char *nonce, uint8_t mac[32])
+static int list_mac(struct psl__office *o, const struct psl__node *nodes, int n,
+		    const char *nonce, uint8_t mac[32])
 {
 	struct psl__sha256 s;
 	uint8_t h[32];
@@ -138,7 +140,8 @@ static int list_mac(struct psl__office *o, const struct psl__node *nodes, int n,
 	return psl__auth_mac(o, text, strlen(text), mac);
 }
 
-int psl__auth_list_body(struct psl__office *o, const struct psl__node *nodes, int n, const char *nonce, char *body)
+int psl__auth_list_body(struct psl__office *o, const struct psl__node *nodes, int n,
+			const char *nonce, char *body)
 {
 	uint8_t mac[32];
 	char hex[65];

@@ -24,12 +24,14 @@ int psl__auth_nonce_hex(char *buf, size_t n);
  * "pslauth1 <nonce> <mac>", the mac over the node's role, host, port and
  * the nonce. Writes it into body (PSL__AUTH_BODY_MAX bytes). */
 #define PSL__AUTH_BODY_MAX 160
-int psl__auth_register_body(struct psl__office *o, const struct psl__node *n, const char *nonce, char *body);
+int psl__auth_register_body(struct psl__office *o, const struct psl__node *n,
+			    const char *nonce, char *body);
 /* Checks a registration: 0 and the nonce into nonce[33], or -EACCES. */
 int psl__auth_register_check(struct psl__office *o, const struct psl__meta *m, char nonce[33]);
 /* The node list's proof for the node that registered with nonce: a mac
  * over the nonce and every node's id, role, host and port. */
-int psl__auth_list_body(struct psl__office *o, const struct psl__node *nodes, int n, const char *nonce, char *body);
+int psl__auth_list_body(struct psl__office *o, const struct psl__node *nodes, int n,
+			const char *nonce, char *body);
 int psl__auth_list_check(struct psl__office *o, const struct psl__meta *m, const char *nonce);
 
 #endif

@@ -43,7 +43,7 @@ static bool *arrived(struct psl__office *o, int kind, int g)
 	return o->barrier_senders[g] + (kind ? o->max_id + 1 : 0);
 }
 
-/* Scheduler, with po.mu held: how long a barrier waits for the replacement
+/* Scheduler, with o->mu held: how long a barrier waits for the replacement
  * of a member lost while it was in progress (PS_RECOVERY): PS_RECOVERY_WAIT,
  * else as long as a newcomer waits for a place. */
 static int awaited_s(struct psl__office *o)
@@ -51,7 +51,7 @@ static int awaited_s(struct psl__office *o)
 	return o->cfg.recovery_wait_s > 0 ? o->cfg.recovery_wait_s : psl__recovery_bound_s(o);
 }
 
-/* Scheduler, with po.mu held: whether a barrier still waits for lost node
+/* Scheduler, with o->mu held: whether a barrier still waits for lost node
  * id, whose replacement may come and arrive in its place. */
 static bool awaited_locked(struct psl__office *o, int id)
 {
@@ -65,7 +65,7 @@ static int members_max(struct psl__office *o)
 	return o->cfg.num_workers + o->cfg.num_servers + 1;
 }
 
-/* Scheduler, with po.mu held, instance groups (G > 1): whether member id
+/* Scheduler, with o->mu held, instance groups (G > 1): whether member id
  * of group g is in the barrier, of either kind: it asked itself (an
  * INSTANCE_BARRIER: StepMesh's model, a process of one instance), or the
  * process that holds its whole instance group asked once for all of them
@@ -88,7 +88,7 @@ static bool grouped_in_locked(struct psl__office *o, int g, int id)
 	return false;
 }
 
-/* Scheduler, with po.mu held: whether the barrier of kind over group g may
+/* Scheduler, with o->mu held: whether the barrier of kind over group g may
  * be released: every live member is in (a lost one whose replacement is
  * still awaited is not), and someone arrived. With instance groups the two
  * kinds are one barrier. */
@@ -105,7 +105,7 @@ static bool ready_locked(struct psl__office *o, int kind, int g, const int *ids,
 	return any;
 }
 
-/* Scheduler, with po.mu held: moves the nodes that arrived at the barrier
+/* Scheduler, with o->mu held: moves the nodes that arrived at the barrier
  * of kind over group g into out (forgetting them there); returns how many. */
 static int take_locked(struct psl__office *o, int kind, int g, int *out)
 {
@@ -122,7 +122,7 @@ static int take_locked(struct psl__office *o, int kind, int g, int *out)
 	return k;
 }
 
-/* Scheduler, with po.mu held: if the barrier of kind over group g may be
+/* Scheduler, with o->mu held: if the barrier of kind over group g may be
  * released, returns the number of its recipients written into out (room
  * for two lists, members_buf); with instance groups, *n_other recipients of
  * the other kind go to out + members_max(). */
@@ -192,7 +192,8 @@ static void judge_pending_losses(struct psl__office *o, bool released)
 	}
 }
 
-static void send_releases(struct psl__office *o, int cmd, int g, const int *ids, int n, int customer_id)
+static void send_releases(struct psl__office *o, int cmd, int g, const int *ids, int n,
+			  int customer_id)
 {
 	int i;
 	if (cmd == PSL_CMD_INSTANCE_BARRIER && g == PSL_GROUP_ALL && o->leaving) {
@@ -232,7 +233,8 @@ static int *members_buf(struct psl__office *o)
 
 /* Sends the releases check_release_locked found: n of kind to ids, then
  * n_other of the other kind to ids + members_max() (instance groups). */
-static void send_found(struct psl__office *o, int kind, int g, int *ids, int n, int n_other, int customer_id)
+static void send_found(struct psl__office *o, int kind, int g, int *ids, int n, int n_other,
+		       int customer_id)
 {
 	if (n)
 		send_releases(o, kind_cmd(kind), g, ids, n, customer_id);
@@ -255,7 +257,7 @@ static void scheduler_arrive(struct psl__office *o, int sender, int g, int cmd, 
 	free(ids);
 }
 
-/* Scheduler, with po.mu held: the first member of group g that a barrier
+/* Scheduler, with o->mu held: the first member of group g that a barrier
  * of kind waited for in vain (lost, not replaced in time), or 0. */
 static int given_up_locked(struct psl__office *o, int kind, int g, int *ids)
 {
@@ -300,7 +302,8 @@ void psl__control_forget_node(struct psl__office *o, int id)
 	free(ids);
 }
 
-int psl__control_barrier_arrive(struct psl__office *o, int customer_id, int group, int cmd, unsigned *gen)
+int psl__control_barrier_arrive(struct psl__office *o, int customer_id, int group, int cmd,
+				unsigned *gen)
 {
 	int members;
 	int *ids;
@@ -345,7 +348,7 @@ int psl__control_barrier_arrive(struct psl__office *o, int customer_id, int grou
 /* Threads of a process that holds its whole group asking at once (ps-lite's
  * test_benchmark asks once per worker thread) go to the scheduler once: C++
  * ps-lite's scheduler counts requests, and would take a second one for
- * another process's. With po.mu: whether a request of group is out, and
+ * another process's. With o->mu: whether a request of group is out, and
  * the release generation it waits for. */
 static bool shared_out[8];
 static unsigned shared_gen[8];

@@ -20,7 +20,8 @@ int psl__control_register(struct psl__office *o);
  * node, in two steps (so that a joint process's
  * nodes all arrive before either waits): arrive returns 0 (then wait with
  * *gen), 1 when there is nothing to wait for (a group of one), or -errno. */
-int psl__control_barrier_arrive(struct psl__office *o, int customer_id, int group, int cmd, unsigned *gen);
+int psl__control_barrier_arrive(struct psl__office *o, int customer_id, int group, int cmd,
+				unsigned *gen);
 int psl__control_barrier_wait(struct psl__office *o, int group, unsigned gen);
 /* A group-level BARRIER over group for this process's whole instance group,
  * asked once when several threads ask at the same time (they all wait for

@@ -22,7 +22,7 @@
 #include "postoffice.h"
 #include "van_host.h"
 
-/* With po.mu held: start-up failed with err (the first failure is kept). */
+/* With o->mu held: start-up failed with err (the first failure is kept). */
 static void start_failed_locked(struct psl__office *o, int err, const char *fmt, va_list ap)
 {
 	if (!o->start_err) {
@@ -42,7 +42,7 @@ void psl__start_failed(struct psl__office *o, int err, const char *fmt, ...)
 	pthread_mutex_unlock(&o->mu);
 }
 
-/* The same, for a caller that holds po.mu. */
+/* The same, for a caller that holds o->mu. */
 void psl__start_failed_held(struct psl__office *o, int err, const char *fmt, ...)
 {
 	va_list ap;
@@ -52,7 +52,8 @@ void psl__start_failed_held(struct psl__office *o, int err, const char *fmt, ...
 }
 
 /* "the node list (201 nodes, 111064 bytes)" */
-static const char *what_desc(struct psl__office *o, int cmd, const struct psl__ctl_sent *s, char *buf, size_t len)
+static const char *what_desc(struct psl__office *o, int cmd, const struct psl__ctl_sent *s,
+			     char *buf, size_t len)
 {
 	bool sched = o->role == PSL_SCHEDULER;
 	size_t bytes = s ? s->len : 0;
@@ -75,7 +76,8 @@ static const char *what_desc(struct psl__office *o, int cmd, const struct psl__c
 }
 
 /* Scheduler: one send of the node list completed (status 0) or failed. */
-static void list_send_done(struct psl__office *o, int status, const char *what, const char *to, const char *why)
+static void list_send_done(struct psl__office *o, int status, const char *what, const char *to,
+			   const char *why)
 {
 	pthread_mutex_lock(&o->mu);
 	if (o->list_pending > 0)
@@ -125,7 +127,8 @@ static bool only_logged(struct psl__office *o, int cmd)
 }
 
 /* "Message too long (van: cannot send a meta of ... PS_ZMQ_MAX_MSG_MB ...)" */
-static const char *reason(struct psl__office *o, const struct psl__ctl_sent *s, int status, char *buf, size_t len)
+static const char *reason(struct psl__office *o, const struct psl__ctl_sent *s, int status,
+			  char *buf, size_t len)
 {
 	char van[256];
 	if (s->van_said && psl__van_last_error(van, sizeof(van))[0])
@@ -138,7 +141,8 @@ static const char *reason(struct psl__office *o, const struct psl__ctl_sent *s, 
 /* Node: its registration did not go. The start fails with that (and says
  * it at ERROR, lifecycle.c) after a grace in which the van's own reason
  * (another van answered, a refused secret) may come and win. */
-static void registration_failed(struct psl__office *o, int status, const char *what, const char *why)
+static void registration_failed(struct psl__office *o, int status, const char *what,
+				const char *why)
 {
 	pthread_mutex_lock(&o->mu);
 	if (!o->reg_send_err) {

@@ -13,7 +13,7 @@
 /* Opens the van's connection to node n (logs a failure). */
 int psl__control_connect(struct psl__office *o, const struct psl__node *n, int my_id);
 /* Start-up failed with err (the first failure is kept, start() returns it);
- * _held: for a caller that holds psl__po.mu. */
+ * _held: for a caller that holds o->mu. */
 void psl__start_failed(struct psl__office *o, int err, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 void psl__start_failed_held(struct psl__office *o, int err, const char *fmt, ...)
@@ -83,7 +83,7 @@ void psl__recovery_reset(struct psl__office *o);
 void psl__tell_refused(struct psl__office *o, const struct psl__node *n, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
 /* Scheduler: the PS_JOB_SECRET nonce of registered node n, or NULL; with
- * po.mu held, keeps the nonce of n's registration (a node started again at
+ * o->mu held, keeps the nonce of n's registration (a node started again at
  * the same address brings a new one) (refuse.c). */
 const char *psl__registration_nonce(const struct psl__node *n);
 void psl__registration_keep_nonce(const struct psl__node *n, const char *nonce);

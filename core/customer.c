@@ -191,8 +191,8 @@ void psl__customer_remove(struct psl__office *o, struct psl__customer *c)
 	pthread_cond_destroy(&c->cv);
 }
 
-int psl__customer_recv_dest(struct psl__office *o, const struct psl__meta *m, uint32_t seg, size_t len,
-			    struct psl_van_dest *dest)
+int psl__customer_recv_dest(struct psl__office *o, const struct psl__meta *m, uint32_t seg,
+			    size_t len, struct psl_van_dest *dest)
 {
 	struct psl__customer *c;
 	int rc = -ENOENT;
@@ -428,7 +428,8 @@ static bool expire_one(struct psl__customer *c, struct psl__req *r, void *ctx)
 	return psl__req_fail_locked(c, r, -ETIMEDOUT);
 }
 
-static void expire_customer(struct psl__office *o, struct psl__customer *c, int64_t now, struct lost_list *l)
+static void expire_customer(struct psl__office *o, struct psl__customer *c, int64_t now,
+			    struct lost_list *l)
 {
 	struct expiry e = {.now = now};
 	char d[96];

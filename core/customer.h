@@ -63,8 +63,8 @@ void psl__customer_remove(struct psl__office *o, struct psl__customer *c);
  * customer exists). Takes ownership of raw. */
 void psl__customer_dispatch(struct psl__office *o, struct psl__meta *m, struct psl_van_rmsg *raw);
 /* psl_van_host.recv_dest for a data message with meta m (sender set). */
-int psl__customer_recv_dest(struct psl__office *o, const struct psl__meta *m, uint32_t seg, size_t len,
-			    struct psl_van_dest *dest);
+int psl__customer_recv_dest(struct psl__office *o, const struct psl__meta *m, uint32_t seg,
+			    size_t len, struct psl_van_dest *dest);
 /* Runs on_finalize of every customer (at finalize, before the van stops). */
 void psl__customers_finalize(struct psl__office *o);
 /* Drops every held message (at finalize). */

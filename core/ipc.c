@@ -357,8 +357,8 @@ static size_t ring_alloc(struct ring *r, size_t need)
 	return off;
 }
 
-int psl__ipc_pack(struct psl__office *o, struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg, size_t data,
-		  struct psl_van_seg *desc_seg)
+int psl__ipc_pack(struct psl__office *o, struct psl__meta *m, const struct psl_van_seg *segs,
+		  uint32_t nseg, size_t data, struct psl_van_seg *desc_seg)
 {
 	struct ring *r;
 	struct chunk_hdr *c;
@@ -468,7 +468,8 @@ static bool name_ok(const char *n)
 }
 
 /* The mapping of the sender's ring the descriptor names (IPC.mu held). */
-static struct peer_map *peer_ring(struct psl__office *o, int sender, const struct desc *d, const char **why)
+static struct peer_map *peer_ring(struct psl__office *o, int sender, const struct desc *d,
+				  const char **why)
 {
 	struct peer_map *p;
 	struct stat st;
@@ -509,7 +510,8 @@ static struct peer_map *peer_ring(struct psl__office *o, int sender, const struc
 	return p;
 }
 
-struct psl_van_rmsg *psl__ipc_unpack(struct psl__office *o, struct psl__meta *m, struct psl_van_rmsg *raw)
+struct psl_van_rmsg *psl__ipc_unpack(struct psl__office *o, struct psl__meta *m,
+				     struct psl_van_rmsg *raw)
 {
 	/* the descriptor, copied out: a van's frame may start anywhere */
 	uint64_t dbuf[(sizeof(struct desc) + MAX_SEG * 2 * sizeof(uint64_t)) / 8 + 1];

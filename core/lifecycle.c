@@ -84,7 +84,7 @@ static int wait_registrations(struct psl__office *o)
 
 /* Server or worker: contacting the scheduler failed at once. The van's
  * reason for it may still be on its way from its thread: wait for it up to
- * grace_ms. Returns it (po.start_msg says it) or 0. */
+ * grace_ms. Returns it (o->start_msg says it) or 0. */
 static int van_reason_within(struct psl__office *o, int64_t grace_ms)
 {
 	int64_t end = psl__now_ms() + grace_ms;
@@ -155,7 +155,7 @@ static int wait_node_list(struct psl__office *o)
 	return rc;
 }
 
-/* The start-up bookkeeping of po, as before a start (teardown holds mu;
+/* The start-up bookkeeping of o, as before a start (teardown holds mu;
  * start_node runs before the van can call in). */
 static void clear_start_state(struct psl__office *o)
 {
@@ -241,7 +241,7 @@ static int start_node(struct psl__office *o, int joint_role, int instance)
 	}
 	psl__log_init(o->cfg.verbose);
 	o->role = o->cfg.role;
-	psl__log_set_who(psl__role_name(o->role));
+	psl__log_set_who(o, psl__role_name(o->role));
 	if (o->cfg.malloc_tune && psl__malloc_tune())
 		PSL_DBG("PS_MALLOC_TUNE=1: malloc keeps freed memory for reuse (mmap "
 			"threshold 32 MiB, trim threshold 64 MiB)");
@@ -428,7 +428,7 @@ static int finish_start(struct psl__office *o)
 				 o->my_rank / o->cfg.group_size, o->cfg.instance);
 		else
 			snprintf(who, sizeof(who), "%s %d", psl__role_name(o->role), o->my_rank);
-		psl__log_set_who(who);
+		psl__log_set_who(o, who);
 	}
 	PSL_DBG("ready: id %d, %d servers, %d workers", o->my_id, o->cfg.num_servers,
 		o->cfg.num_workers);

@@ -21,7 +21,7 @@ enum psl__state {
 	PSL__FINALIZING,
 };
 
-/* One known node (indexed by id in psl__po.peers). */
+/* One known node (indexed by id in an office's peers). */
 struct psl__peer {
 	struct psl__node node;
 	bool known;	/* in the node list */
@@ -47,10 +47,10 @@ struct psl__peer {
 /* One node's state. A process is one node, two for DMLC_ROLE=joint (a
  * server and a worker, each with its own van, id and rank, as C++ ps-lite's
  * joint role), or a whole instance group (psl_start_group: G of its role, G
- * servers and G workers when joint): the code reads the node it works for through psl__po, the
- * calling thread's current node (psl__cur), which the van's callbacks set from
- * their host ctx, the core's timer thread from its node, and the public calls
- * from the object they act on (psl__enter). */
+ * servers and G workers when joint). The core's functions are handed the
+ * node they work for (struct psl__office *o, their first parameter); the
+ * calling thread's current node (psl__cur) is only what the public calls that
+ * name no node resolve, and what user code and the log see (psl__enter). */
 struct psl__office {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -143,8 +143,13 @@ struct psl__office {
  * joint process's workers. */
 #define PSL__OFFICES (2 * PSL_MAX_GROUP)
 extern struct psl__office psl__offices[PSL__OFFICES];
+/* The node the calling thread works for: what a public call that names no
+ * node means (psl_my_rank, psl_num_workers, ...), whose name the log writes,
+ * and what a node-less public call from user code (a handler) means. Set at
+ * the ways in (psl__enter) and kept around user code (PSL__USER_CALL); the
+ * core below them reads the office it is handed instead. */
 extern __thread struct psl__office *psl__cur;
-#define psl__po (*psl__cur)
+#define psl__po (*psl__cur) /* (core/cuda.c, tests) */
 
 /* The node the calling thread works for from now on. */
 static inline void psl__enter(struct psl__office *o)
@@ -161,11 +166,6 @@ static inline void psl__enter(struct psl__office *o)
 		call;                                                                      \
 		psl__enter(psl__o_);                                                       \
 	} while (0)
-/* Which of psl__offices the current node is (for per-node tables). */
-static inline int psl__slot(void)
-{
-	return (int)(psl__cur - psl__offices);
-}
 /* The calling thread's node for the public calls that name none
  * (psl_my_rank, psl_simple_app_new, ...): the one psl_use_role chose, else
  * psl__offices[0]; made current (for the log and user code) and returned,
@@ -210,7 +210,7 @@ int psl__server_id(struct psl__office *o, int r);
 /* The group rank of an instance's id: its rank / DMLC_GROUP_SIZE. */
 int psl__id_to_group_rank(struct psl__office *o, int id);
 
-/* Marks a node lost and fails what waits on it. Takes po.mu itself. The
+/* Marks a node lost and fails what waits on it. Takes o->mu itself. The
  * parts of the core that find a loss (heartbeats, failed sends, the van's
  * events) are below those that let go of what they keep for the node: this
  * reaches them through psl__loss_hook, loss.c's psl__loss_handle, which
@@ -229,7 +229,7 @@ int psl__send_check(struct psl__office *o, int id);
 int psl__recovery_bound_s(struct psl__office *o);
 /* A request to lost node id waits for a node that takes its place, up to
  * PS_RECOVERY_WAIT seconds after the loss: 0 once one did, else the loss's
- * error (recovery.c). Takes po.mu itself. */
+ * error (recovery.c). Takes o->mu itself. */
 int psl__recovery_wait(struct psl__office *o, int id);
 /* Scheduler, after a loss: a newcomer waiting for a place takes it. */
 void psl__recovery_retry(struct psl__office *o);

@@ -21,7 +21,7 @@
 #include "resender.h"
 #include "van_host.h"
 
-/* With po.mu held: the job is whole again once no node is lost, and a
+/* With o->mu held: the job is whole again once no node is lost, and a
  * program's psl_job_lost says so. */
 static void whole_locked(struct psl__office *o)
 {
@@ -35,7 +35,7 @@ static void whole_locked(struct psl__office *o)
 	o->job_lost_msg[0] = 0;
 }
 
-/* With po.mu held: node id is reachable again at n's address. */
+/* With o->mu held: node id is reachable again at n's address. */
 static void revive_locked(struct psl__office *o, int id, const struct psl__node *n)
 {
 	struct psl__peer *p = &o->peers[id];
@@ -63,7 +63,7 @@ static void revive(struct psl__office *o, int id, const struct psl__node *n)
 		psl__resender_forget_seen(o, id);
 }
 
-/* Scheduler, with po.mu held: the entry of po.reg whose lost node n may
+/* Scheduler, with o->mu held: the entry of o->reg whose lost node n may
  * replace (the same role; the same DMLC_RANK if n gives one), or -1. */
 static int lost_slot_locked(struct psl__office *o, const struct psl__node *n)
 {

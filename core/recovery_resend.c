@@ -46,7 +46,7 @@ void psl__recovery_hold(struct psl__office *o, int id, int err)
 		 n, psl__node_desc(o, id, d, sizeof(d)), hold_bound_s(o));
 }
 
-/* With po.mu held: whether node id's held requests are to go (0: not held). */
+/* With o->mu held: whether node id's held requests are to go (0: not held). */
 static bool unhold_locked(struct psl__office *o, int id)
 {
 	bool was = o->peers[id].held;

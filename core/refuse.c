@@ -16,7 +16,7 @@
 #include "van_host.h"
 
 /* With PS_JOB_SECRET: at the scheduler, the nonce of each registered node
- * (each node's own, po.nonce, binds the node list's proof to it). */
+ * (each node's own, o->nonce, binds the node list's proof to it). */
 struct reg_nonce {
 	char host[PSL_HOST_MAX];
 	int port;
@@ -40,7 +40,7 @@ const char *psl__registration_nonce(const struct psl__node *n)
 	return r ? r->nonce : NULL;
 }
 
-/* With po.mu held: keeps the nonce of n's registration (a node started
+/* With o->mu held: keeps the nonce of n's registration (a node started
  * again at the same address brings a new one). */
 void psl__registration_keep_nonce(const struct psl__node *n, const char *nonce)
 {

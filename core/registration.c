@@ -149,7 +149,7 @@ static int cmp_nodes(const void *a, const void *b, void *office)
 	return (x->port > y->port) - (x->port < y->port);
 }
 
-/* Assigns ranks and ids (docs/wire.md 6.2). Called with po.mu held. */
+/* Assigns ranks and ids (docs/wire.md 6.2). Called with o->mu held. */
 static int assign_ids(struct psl__office *o)
 {
 	int i, nr[2] = {0, 0};
@@ -299,7 +299,8 @@ void psl__registration_reset(void)
  * the scheduler is the one started with other counts. */
 
 /* "DMLC_NUM_SERVER=2 at the worker at h:p, but 1 at the scheduler at h:p" */
-static int counts_diff(struct psl__office *o, const struct counts *c, const struct psl__node *n, char *buf, size_t len)
+static int counts_diff(struct psl__office *o, const struct counts *c,
+		       const struct psl__node *n, char *buf, size_t len)
 {
 	const char *var = c->s != o->cfg.server_groups ? "DMLC_NUM_SERVER"
 			  : c->w != o->cfg.worker_groups ? "DMLC_NUM_WORKER"
@@ -315,7 +316,8 @@ static int counts_diff(struct psl__office *o, const struct counts *c, const stru
 
 /* Refuses a registration whose counts differ from the scheduler's; true if
  * it did. */
-static bool refuse_other_counts(struct psl__office *o, const struct psl__meta *m, const struct psl__node *n)
+static bool refuse_other_counts(struct psl__office *o, const struct psl__meta *m,
+				const struct psl__node *n)
 {
 	struct counts c;
 	char why[300];

@@ -110,8 +110,8 @@ void psl__resender_fini(struct psl__office *o)
 	pthread_mutex_unlock(&S.mu);
 }
 
-void psl__resender_on_send(struct psl__office *o, const struct psl__meta *m, const void *meta, size_t meta_len,
-			   const struct psl_van_seg *segs, uint32_t nseg)
+void psl__resender_on_send(struct psl__office *o, const struct psl__meta *m, const void *meta,
+			   size_t meta_len, const struct psl_van_seg *segs, uint32_t nseg)
 {
 	uint64_t sig = psl__msg_sig(m->app_id, o->my_id, m->recver, m->timestamp, m->request);
 	size_t data = 0, off;

@@ -15,7 +15,7 @@ struct psl__sendref {
 	void (*done)(struct psl__sendref *ref, int status);
 };
 
-/* Fills po.host with the core's callbacks, and sets the core's loss hook
+/* Fills o->host with the core's callbacks, and sets the core's loss hook
  * (psl__loss_hook): what a van and the core find lost reaches every part
  * that keeps something for the node. */
 void psl__host_init(struct psl__office *o, struct psl_van_host *h);
@@ -34,8 +34,8 @@ void psl__loop_release(struct psl_van_rmsg *raw);
 /* Sends meta (to m->recver) plus segments. If ref is non-NULL, ref->done runs
  * exactly once: when the van releases the segments, or before this returns
  * with an error. */
-int psl__send(struct psl__office *o, struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg,
-	      struct psl__sendref *ref);
+int psl__send(struct psl__office *o, struct psl__meta *m, const struct psl_van_seg *segs,
+	      uint32_t nseg, struct psl__sendref *ref);
 
 /* Sends a control message (no data) with the next Van timestamp if ts_next;
  * its failure is handled by psl__control_sent (control_fail.c). */

@@ -74,8 +74,8 @@ void psl__loop_release(struct psl_van_rmsg *raw)
 	free(raw);
 }
 
-static int loopback(struct psl__office *o, const void *meta, size_t meta_len, const struct psl_van_seg *segs,
-		    uint32_t nseg)
+static int loopback(struct psl__office *o, const void *meta, size_t meta_len,
+		    const struct psl_van_seg *segs, uint32_t nseg)
 {
 	size_t data = 0, off;
 	uint32_t i;
@@ -115,8 +115,8 @@ static int loopback(struct psl__office *o, const void *meta, size_t meta_len, co
 
 /* ---------------------------------------------------------------- send -- */
 
-int psl__send(struct psl__office *o, struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg,
-	      struct psl__sendref *ref)
+int psl__send(struct psl__office *o, struct psl__meta *m, const struct psl_van_seg *segs,
+	      uint32_t nseg, struct psl__sendref *ref)
 {
 	uint8_t stack[2048];
 	uint8_t *buf = stack;
