@@ -4,13 +4,13 @@
 #ifndef PSL_CORE_AUTH_H
 #define PSL_CORE_AUTH_H
 
-struct psl__office;
-
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
 #include "message.h"
+
+struct psl__office;
 
 bool psl__auth_on(struct psl__office *o);
 /* HMAC-SHA256 of msg under the job's secret: 0, or -ENOENT without one. */

@@ -4,8 +4,6 @@
 #ifndef PSL_CORE_CUSTOMER_H
 #define PSL_CORE_CUSTOMER_H
 
-struct psl__office;
-
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -14,6 +12,8 @@ struct psl__office;
 #include "pslite.h"
 #include "pslite/van.h"
 #include "tracker.h"
+
+struct psl__office;
 
 struct psl__customer;
 

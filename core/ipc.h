@@ -8,8 +8,6 @@
 #ifndef PSL_CORE_IPC_H
 #define PSL_CORE_IPC_H
 
-struct psl__office;
-
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -17,6 +15,8 @@ struct psl__office;
 #include <pslite/van.h>
 
 #include "message.h"
+
+struct psl__office;
 
 /* The meta body of a message whose segment 0 is an IPC descriptor. */
 #define PSL__IPC_TAG "pslite-ipc1"

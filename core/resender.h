@@ -2,13 +2,13 @@
 #ifndef PSL_CORE_RESENDER_H
 #define PSL_CORE_RESENDER_H
 
-struct psl__office;
-
 #include <stdbool.h>
 #include <stdint.h>
 
 #include "message.h"
 #include "pslite/van.h"
+
+struct psl__office;
 
 /* keep_asked (PS_RESEND with PS_RECOVERY): a data request is kept, after
  * its ACK, until its response comes, so that a lost receiver's replacement

@@ -3,12 +3,12 @@
 #ifndef PSL_CORE_VAN_HOST_H
 #define PSL_CORE_VAN_HOST_H
 
-struct psl__office;
-
 #include <stdarg.h>
 
 #include "message.h"
 #include "pslite/van.h"
+
+struct psl__office;
 
 /* Completion of a send's segments (van send_done). */
 struct psl__sendref {
