@@ -11,26 +11,25 @@
 #include "postoffice.h"
 #include "sha256.h"
 
-#define po psl__po
 #define TAG "pslauth1 "
 
-bool psl__auth_on(void)
+bool psl__auth_on(struct psl__office *o)
 {
-	return po.cfg.secret_len > 0;
+	return o->cfg.secret_len > 0;
 }
 
-int psl__auth_mac(const void *msg, size_t len, uint8_t mac[32])
+int psl__auth_mac(struct psl__office *o, const void *msg, size_t len, uint8_t mac[32])
 {
-	if (!psl__auth_on())
+	if (!psl__auth_on(o))
 		return -ENOENT;
-	psl__hmac_sha256(po.cfg.secret, po.cfg.secret_len, msg, len, mac);
+	psl__hmac_sha256(o->cfg.secret, o->cfg.secret_len, msg, len, mac);
 	return 0;
 }
 
-int psl__auth_check(const void *msg, size_t len, const uint8_t mac[32])
+int psl__auth_check(struct psl__office *o, const void *msg, size_t len, const uint8_t mac[32])
 {
 	uint8_t want[32];
-	int rc = psl__auth_mac(msg, len, want);
+	int rc = psl__auth_mac(o, msg, len, want);
 	if (rc)
 		return rc;
 	return psl__memeq_ct(want, mac, 32) ? 0 : -EACCES;
@@ -71,14 +70,15 @@ static void register_text(const struct psl__node *n, const char *nonce, char *ou
 	snprintf(out, len, "pslite-register|%d|%s|%d|%s", n->role, n->hostname, n->port, nonce);
 }
 
-int psl__auth_register_body(const struct psl__node *n, const char *nonce, char *body)
+int psl__auth_register_body(struct psl__office *o, const struct psl__node *n,
+			    const char *nonce, char *body)
 {
 	char text[256];
 	uint8_t mac[32];
 	char hex[65];
 	int rc;
 	register_text(n, nonce, text, sizeof(text));
-	if ((rc = psl__auth_mac(text, strlen(text), mac)))
+	if ((rc = psl__auth_mac(o, text, strlen(text), mac)))
 		return rc;
 	to_hex(mac, 32, hex);
 	snprintf(body, PSL__AUTH_BODY_MAX, TAG "%s %s", nonce, hex);
@@ -102,7 +102,7 @@ static int parse_hex(const char *s, size_t n, uint8_t *out)
 	return 0;
 }
 
-int psl__auth_register_check(const struct psl__meta *m, char nonce[33])
+int psl__auth_register_check(struct psl__office *o, const struct psl__meta *m, char nonce[33])
 {
 	const size_t tl = strlen(TAG);
 	char text[256];
@@ -118,10 +118,11 @@ int psl__auth_register_check(const struct psl__meta *m, char nonce[33])
 	if (parse_hex(nonce, 16, mac) || parse_hex(m->body + tl + 33, 32, mac))
 		return -EACCES;
 	register_text(&m->nodes[0], nonce, text, sizeof(text));
-	return psl__auth_check(text, strlen(text), mac) ? -EACCES : 0;
+	return psl__auth_check(o, text, strlen(text), mac) ? -EACCES : 0;
 }
 
-static int list_mac(const struct psl__node *nodes, int n, const char *nonce, uint8_t mac[32])
+static int list_mac(struct psl__office *o, const struct psl__node *nodes, int n,
+		    const char *nonce, uint8_t mac[32])
 {
 	struct psl__sha256 s;
 	uint8_t h[32];
@@ -136,14 +137,15 @@ static int list_mac(const struct psl__node *nodes, int n, const char *nonce, uin
 	psl__sha256_final(&s, h);
 	to_hex(h, 32, hex);
 	snprintf(text, sizeof(text), "pslite-nodelist|%s|%s", nonce, hex);
-	return psl__auth_mac(text, strlen(text), mac);
+	return psl__auth_mac(o, text, strlen(text), mac);
 }
 
-int psl__auth_list_body(const struct psl__node *nodes, int n, const char *nonce, char *body)
+int psl__auth_list_body(struct psl__office *o, const struct psl__node *nodes, int n,
+			const char *nonce, char *body)
 {
 	uint8_t mac[32];
 	char hex[65];
-	int rc = list_mac(nodes, n, nonce, mac);
+	int rc = list_mac(o, nodes, n, nonce, mac);
 	if (rc)
 		return rc;
 	to_hex(mac, 32, hex);
@@ -151,14 +153,14 @@ int psl__auth_list_body(const struct psl__node *nodes, int n, const char *nonce,
 	return 0;
 }
 
-int psl__auth_list_check(const struct psl__meta *m, const char *nonce)
+int psl__auth_list_check(struct psl__office *o, const struct psl__meta *m, const char *nonce)
 {
 	const size_t tl = strlen(TAG);
 	uint8_t mac[32], want[32];
 	if (!m->body || m->body_size != (int)(tl + 64) || memcmp(m->body, TAG, tl) ||
 	    parse_hex(m->body + tl, 32, mac))
 		return -EACCES;
-	if (list_mac(m->nodes, m->node_size, nonce, want))
+	if (list_mac(o, m->nodes, m->node_size, nonce, want))
 		return -EACCES;
 	return psl__memeq_ct(want, mac, 32) ? 0 : -EACCES;
 }

@@ -9,20 +9,19 @@
 #include "log.h"
 #include "postoffice.h"
 
-#define po psl__po
-
 int psl__barrier_here(int customer_id, int group, int cmd)
 {
-	struct psl__office *home = psl__cur;
+	struct psl__office *home = psl__cur, *o;
 	unsigned gen[PSL__OFFICES];
 	int rc = 0, i, n = psl__nodes_here();
 	bool in[PSL__OFFICES] = {false};
 
 	for (i = 0; i < n && !rc; i++) {
-		psl__enter(&psl__offices[i]);
-		if (!psl__group_has(group, po.my_id) && n > 1)
+		o = &psl__offices[i];
+		psl__enter(o); /* (its log lines name it) */
+		if (!psl__group_has(o, group, o->my_id) && n > 1)
 			continue;
-		rc = psl__control_barrier_arrive(customer_id, group, cmd, &gen[i]);
+		rc = psl__control_barrier_arrive(o, customer_id, group, cmd, &gen[i]);
 		in[i] = rc == 0;
 		if (rc == 1)
 			rc = 0;
@@ -31,8 +30,9 @@ int psl__barrier_here(int customer_id, int group, int cmd)
 	for (i = 0; i < n && !rc; i++) {
 		if (!in[i])
 			continue;
-		psl__enter(&psl__offices[i]);
-		rc = psl__control_barrier_wait(group, gen[i]);
+		o = &psl__offices[i];
+		psl__enter(o);
+		rc = psl__control_barrier_wait(o, group, gen[i]);
 	}
 	psl__enter(home);
 	return rc;
@@ -50,13 +50,13 @@ static bool whole_group_here(void)
  * process's threads that ask at the same time). */
 static int barrier_first(int customer_id, int group)
 {
-	struct psl__office *home = psl__cur;
+	struct psl__office *home = psl__cur, *o = &psl__offices[0];
 	unsigned gen;
 	int rc;
-	psl__enter(&psl__offices[0]);
-	rc = psl__control_barrier_shared(customer_id, group, &gen);
+	psl__enter(o); /* (its log lines name it) */
+	rc = psl__control_barrier_shared(o, customer_id, group, &gen);
 	if (rc == 0)
-		rc = psl__control_barrier_wait(group, gen);
+		rc = psl__control_barrier_wait(o, group, gen);
 	psl__enter(home);
 	return rc == 1 ? 0 : rc;
 }

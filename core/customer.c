@@ -44,7 +44,7 @@ static struct registry {
 	int ts_next;
 } registries[PSL__OFFICES]; /* (held_tail NULL: the list is empty) */
 /* the current node's */
-#define R (registries[psl__slot()])
+#define R (registries[o - psl__offices])
 
 /* the registry of the node c belongs to */
 static struct registry *reg_of(const struct psl__customer *c)
@@ -52,15 +52,15 @@ static struct registry *reg_of(const struct psl__customer *c)
 	return &registries[c->office - psl__offices];
 }
 
-static int lookup_cid(const struct psl__meta *m)
+static int lookup_cid(struct psl__office *o, const struct psl__meta *m)
 {
 	/* as ps-lite: workers route by (app, customer), others by (app, app) */
-	return psl__po.role == PSL_WORKER ? m->customer_id : m->app_id;
+	return o->role == PSL_WORKER ? m->customer_id : m->app_id;
 }
 
-static void drain(struct psl__customer *c);
+static void drain(struct psl__office *o, struct psl__customer *c);
 
-static struct psl__customer *find_locked(int app_id, int cid)
+static struct psl__customer *find_locked(struct psl__office *o, int app_id, int cid)
 {
 	struct psl__customer *c;
 	for (c = R.customers; c; c = c->next)
@@ -69,17 +69,17 @@ static struct psl__customer *find_locked(int app_id, int cid)
 	return NULL;
 }
 
-int psl__customer_init(struct psl__customer *c, int app_id, int customer_id,
+int psl__customer_init(struct psl__office *o, struct psl__customer *c, int app_id, int customer_id,
 		       const struct psl__customer_ops *ops)
 {
 	memset(c, 0, sizeof(*c));
-	c->office = psl__cur;
-	if (psl__po.max_id <= 0)
+	c->office = o;
+	if (o->max_id <= 0)
 		return -EAGAIN;
 	c->app_id = app_id;
 	c->customer_id = customer_id;
 	c->ops = ops;
-	if (psl__tracker_init(c, psl__node_index(psl__po.max_id) + 1))
+	if (psl__tracker_init(c, psl__node_index(o->max_id) + 1))
 		return -ENOMEM;
 	pthread_mutex_lock(&reg_mu);
 	c->next_ts = R.ts_next;
@@ -137,9 +137,10 @@ static void deliver_held(struct psl__customer *c)
 
 int psl__customer_add(struct psl__customer *c)
 {
-	psl__enter(c->office); /* (held messages are delivered for its node) */
+	struct psl__office *o = c->office;
+	psl__enter(o); /* (held messages are delivered for its node) */
 	pthread_mutex_lock(&reg_mu);
-	if (find_locked(c->app_id, c->customer_id)) {
+	if (find_locked(o, c->app_id, c->customer_id)) {
 		pthread_mutex_unlock(&reg_mu);
 		return -EEXIST;
 	}
@@ -163,14 +164,14 @@ static void ts_resume(const struct psl__customer *c)
 		g->ts_next = c->next_ts;
 }
 
-void psl__customer_remove(struct psl__customer *c)
+void psl__customer_remove(struct psl__office *o, struct psl__customer *c)
 {
 	struct psl__customer **pp;
 
 	/* wait while c is still registered: the answers (or the node-lost
 	 * failures, or their deadlines) its outstanding requests wait for must
 	 * reach it; those a caller gave up waiting for are cancelled at once */
-	drain(c);
+	drain(o, c);
 
 	pthread_mutex_lock(&reg_mu);
 	for (pp = &reg_of(c)->customers; *pp; pp = &(*pp)->next) {
@@ -190,29 +191,29 @@ void psl__customer_remove(struct psl__customer *c)
 	pthread_cond_destroy(&c->cv);
 }
 
-int psl__customer_recv_dest(const struct psl__meta *m, uint32_t seg, size_t len,
-			    struct psl_van_dest *dest)
+int psl__customer_recv_dest(struct psl__office *o, const struct psl__meta *m, uint32_t seg,
+			    size_t len, struct psl_van_dest *dest)
 {
 	struct psl__customer *c;
 	int rc = -ENOENT;
 
 	pthread_mutex_lock(&reg_mu); /* c cannot be removed meanwhile */
-	c = find_locked(m->app_id, lookup_cid(m));
+	c = find_locked(o, m->app_id, lookup_cid(o, m));
 	if (c && c->ops->recv_dest)
 		rc = c->ops->recv_dest(c, m, seg, len, dest);
 	pthread_mutex_unlock(&reg_mu);
 	return rc;
 }
 
-void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw)
+void psl__customer_dispatch(struct psl__office *o, struct psl__meta *m, struct psl_van_rmsg *raw)
 {
 	struct psl__customer *c;
 	struct held *h, *drop = NULL, **dtail = &drop;
-	int cid = lookup_cid(m), ndrop = 0;
+	int cid = lookup_cid(o, m), ndrop = 0;
 	uint32_t i;
 
 	pthread_mutex_lock(&reg_mu);
-	c = find_locked(m->app_id, cid);
+	c = find_locked(o, m->app_id, cid);
 	if (c) {
 		c->dispatching++;
 		pthread_mutex_unlock(&reg_mu);
@@ -285,7 +286,7 @@ void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw)
 	}
 }
 
-void psl__customers_finalize(void)
+void psl__customers_finalize(struct psl__office *o)
 {
 	struct psl__customer *c, **list = NULL;
 	size_t n = 0, i;
@@ -309,7 +310,7 @@ void psl__customers_finalize(void)
 	free(list);
 }
 
-void psl__customer_drop_held(void)
+void psl__customer_drop_held(struct psl__office *o)
 {
 	struct held *h;
 	pthread_mutex_lock(&reg_mu);
@@ -395,7 +396,7 @@ static bool lost_one(struct psl__customer *c, struct psl__req *r, void *ctx)
 	return psl__req_fail_locked(c, r, nl->err); /* every request: shutting down */
 }
 
-void psl__customers_node_lost(int id, int err)
+void psl__customers_node_lost(struct psl__office *o, int id, int err)
 {
 	struct node_lost nl = {id, err};
 	struct lost_list l = {0};
@@ -427,7 +428,8 @@ static bool expire_one(struct psl__customer *c, struct psl__req *r, void *ctx)
 	return psl__req_fail_locked(c, r, -ETIMEDOUT);
 }
 
-static void expire_customer(struct psl__customer *c, int64_t now, struct lost_list *l)
+static void expire_customer(struct psl__office *o, struct psl__customer *c, int64_t now,
+			    struct lost_list *l)
 {
 	struct expiry e = {.now = now};
 	char d[96];
@@ -436,7 +438,7 @@ static void expire_customer(struct psl__customer *c, int64_t now, struct lost_li
 	if (!e.n)
 		return;
 	if (e.node)
-		psl__node_desc(e.node, d, sizeof(d));
+		psl__node_desc(o, e.node, d, sizeof(d));
 	else
 		snprintf(d, sizeof(d), "the van (its buffers are still lent)");
 	PSL_WARN("request %d of app %d customer %d%s got no answer from %s within %d ms: %s "
@@ -446,14 +448,14 @@ static void expire_customer(struct psl__customer *c, int64_t now, struct lost_li
 		 c->timeout_ms, e.n > 1 ? "they fail" : "it fails");
 }
 
-static void expire_requests(int64_t now)
+static void expire_requests(struct psl__office *o, int64_t now)
 {
 	struct lost_list l = {0};
 	struct psl__customer *c;
 
 	pthread_mutex_lock(&reg_mu);
 	for (c = R.customers; c; c = c->next)
-		expire_customer(c, now, &l);
+		expire_customer(o, c, now, &l);
 	pthread_mutex_unlock(&reg_mu);
 	list_finish(&l);
 }
@@ -475,7 +477,7 @@ static void wait_1s_locked(struct psl__customer *c)
 
 /* Waits for c's outstanding requests: those a caller gave up on are
  * cancelled, the others end by their answer or their deadline. */
-static void drain(struct psl__customer *c)
+static void drain(struct psl__office *o, struct psl__customer *c)
 {
 	bool told = false;
 
@@ -484,7 +486,7 @@ static void drain(struct psl__customer *c)
 		int pending;
 
 		sweep_customer(c, cancel_given_up, NULL, &l);
-		expire_customer(c, psl__now_ms(), &l);
+		expire_customer(o, c, psl__now_ms(), &l);
 		list_finish(&l);
 		pthread_mutex_lock(&c->mu);
 		if (c->pending > 0)
@@ -507,7 +509,7 @@ static void drain(struct psl__customer *c)
 /* ----------------------------------------- messages held too long -- */
 
 /* With reg_mu held: the app ids of this node's customers, for messages. */
-static void apps_locked(char *buf, size_t len)
+static void apps_locked(struct psl__office *o, char *buf, size_t len)
 {
 	struct psl__customer *c;
 	size_t off = 0;
@@ -519,15 +521,15 @@ static void apps_locked(char *buf, size_t len)
 		snprintf(buf, len, "none");
 }
 
-static const char *held_what(const struct held *h)
+static const char *held_what(struct psl__office *o, const struct held *h)
 {
 	if (h->m.simple_app)
 		return "SimpleApp";
-	return psl__po.role == PSL_SERVER ? "KV server" : "customer";
+	return o->role == PSL_SERVER ? "KV server" : "customer";
 }
 
 /* With reg_mu held: warns once of messages held for warn_ms or more. */
-static void held_warn_locked(int64_t now, int64_t warn_ms, int timeout_s)
+static void held_warn_locked(struct psl__office *o, int64_t now, int64_t warn_ms, int timeout_s)
 {
 	struct held *h, *first = NULL;
 	char apps[128], d[96];
@@ -542,18 +544,18 @@ static void held_warn_locked(int64_t now, int64_t warn_ms, int timeout_s)
 	}
 	if (!first)
 		return;
-	apps_locked(apps, sizeof(apps));
+	apps_locked(o, apps, sizeof(apps));
 	PSL_WARN("holding %d message(s) since %lld ms, the first from %s for app %d customer %d: "
 		 "this node has no %s for app %d (its customers' apps: %s); create a KV server "
 		 "for app %d on this node (psl_kv_server_new) or use the app id it has%s",
-		 n, (long long)(now - first->since), psl__node_desc(first->m.sender, d, sizeof(d)),
-		 first->m.app_id, first->m.customer_id, held_what(first), first->m.app_id, apps,
+		 n, (long long)(now - first->since), psl__node_desc(o, first->m.sender, d, sizeof(d)),
+		 first->m.app_id, first->m.customer_id, held_what(o, first), first->m.app_id, apps,
 		 first->m.app_id, timeout_s > 0 ? "; requests held for PS_HELD_TIMEOUT fail back "
 						  "to their sender" : "");
 }
 
 /* With reg_mu held: unlinks what was held for at least ms onto *out. */
-static int held_expire_locked(int64_t now, int64_t ms, struct held **out)
+static int held_expire_locked(struct psl__office *o, int64_t now, int64_t ms, struct held **out)
 {
 	struct held **pp = &R.held_head, *h, **tail = out;
 	int n = 0;
@@ -579,34 +581,34 @@ static int held_expire_locked(int64_t now, int64_t ms, struct held **out)
 
 /* Answers a KV request that found no customer with an error (docs/wire.md
  * §10.5): its sender's request fails with -ENXIO. */
-static void held_fail_back(const struct held *h)
+static void held_fail_back(struct psl__office *o, const struct held *h)
 {
 	struct psl_kv_meta rm;
 	struct psl__meta m;
 	char d[96];
 
-	psl__node_desc(h->m.sender, d, sizeof(d));
+	psl__node_desc(o, h->m.sender, d, sizeof(d));
 	if (!h->m.request || h->m.simple_app) {
 		PSL_WARN("dropped a %s from %s for app %d customer %d: held %d s (PS_HELD_TIMEOUT) "
 			 "and no such customer was created on this node",
 			 h->m.simple_app ? "SimpleApp message" : "response", d, h->m.app_id,
-			 h->m.customer_id, psl__po.cfg.held_timeout_s);
+			 h->m.customer_id, o->cfg.held_timeout_s);
 		return;
 	}
 	PSL_WARN("request %d from %s for app %d fails with ENXIO: held %d s (PS_HELD_TIMEOUT) "
 		 "and this node has no KV server for app %d; create a KV server for app %d on "
 		 "this node (psl_kv_server_new) or use the app id it has",
-		 h->m.timestamp, d, h->m.app_id, psl__po.cfg.held_timeout_s, h->m.app_id,
+		 h->m.timestamp, d, h->m.app_id, o->cfg.held_timeout_s, h->m.app_id,
 		 h->m.app_id);
 	rm = psl__kv_meta_of(&h->m);
 	psl__kv_response_meta(&m, &rm, h->m.app_id, h->m.sid, h->m.sender);
 	psl__kv_error_meta(&m, -ENXIO);
-	psl__send(&m, NULL, 0, NULL);
+	psl__send(o, &m, NULL, 0, NULL);
 }
 
-static void held_tick(int64_t now)
+static void held_tick(struct psl__office *o, int64_t now)
 {
-	int timeout_s = psl__po.cfg.held_timeout_s;
+	int timeout_s = o->cfg.held_timeout_s;
 	int64_t warn_ms = 5000;
 	struct held *list = NULL, *h;
 
@@ -617,25 +619,25 @@ static void held_tick(int64_t now)
 		pthread_mutex_unlock(&reg_mu);
 		return;
 	}
-	held_warn_locked(now, warn_ms, timeout_s);
+	held_warn_locked(o, now, warn_ms, timeout_s);
 	if (timeout_s > 0)
-		held_expire_locked(now, (int64_t)timeout_s * 1000, &list);
+		held_expire_locked(o, now, (int64_t)timeout_s * 1000, &list);
 	pthread_mutex_unlock(&reg_mu);
 	while ((h = list)) {
 		list = h->next;
-		held_fail_back(h);
+		held_fail_back(o, h);
 		psl__raw_release(h->raw);
 		free(h);
 	}
 }
 
-void psl__customers_tick(int64_t now)
+void psl__customers_tick(struct psl__office *o, int64_t now)
 {
-	expire_requests(now);
-	held_tick(now);
+	expire_requests(o, now);
+	held_tick(o, now);
 }
 
-int psl__customers_period_ms(int period)
+int psl__customers_period_ms(struct psl__office *o, int period)
 {
 	struct psl__customer *c;
 	pthread_mutex_lock(&reg_mu);

@@ -13,6 +13,8 @@
 #include "pslite/van.h"
 #include "tracker.h"
 
+struct psl__office;
+
 struct psl__customer;
 
 struct psl__customer_ops {
@@ -50,32 +52,32 @@ struct psl__customer {
 	struct psl__customer *next;
 };
 
-int psl__customer_init(struct psl__customer *c, int app_id, int customer_id,
+int psl__customer_init(struct psl__office *o, struct psl__customer *c, int app_id, int customer_id,
 		       const struct psl__customer_ops *ops);
 /* Registers c, delivering any message that arrived for it before. */
 int psl__customer_add(struct psl__customer *c);
 /* Unregisters c, waits for its outstanding requests, frees its tracker. */
-void psl__customer_remove(struct psl__customer *c);
+void psl__customer_remove(struct psl__office *o, struct psl__customer *c);
 
 /* Routes a received data message to its customer (or holds it until the
  * customer exists). Takes ownership of raw. */
-void psl__customer_dispatch(struct psl__meta *m, struct psl_van_rmsg *raw);
+void psl__customer_dispatch(struct psl__office *o, struct psl__meta *m, struct psl_van_rmsg *raw);
 /* psl_van_host.recv_dest for a data message with meta m (sender set). */
-int psl__customer_recv_dest(const struct psl__meta *m, uint32_t seg, size_t len,
-			    struct psl_van_dest *dest);
+int psl__customer_recv_dest(struct psl__office *o, const struct psl__meta *m, uint32_t seg,
+			    size_t len, struct psl_van_dest *dest);
 /* Runs on_finalize of every customer (at finalize, before the van stops). */
-void psl__customers_finalize(void);
+void psl__customers_finalize(struct psl__office *o);
 /* Drops every held message (at finalize). */
-void psl__customer_drop_held(void);
+void psl__customer_drop_held(struct psl__office *o);
 /* Answers every request waiting on node id with err (node lost). */
-void psl__customers_node_lost(int id, int err);
+void psl__customers_node_lost(struct psl__office *o, int id, int err);
 /* The timer's tick (now: psl__now_ms()): fails requests past their deadline
  * with -ETIMEDOUT; warns of messages held for a missing customer and fails
  * them back to their sender after PS_HELD_TIMEOUT. */
-void psl__customers_tick(int64_t now);
+void psl__customers_tick(struct psl__office *o, int64_t now);
 /* How long the timer may wait between ticks, at most period: a quarter of
  * the shortest request deadline of this node's customers (at least 10 ms),
  * so that a deadline below a second fires near its time. */
-int psl__customers_period_ms(int period);
+int psl__customers_period_ms(struct psl__office *o, int period);
 
 #endif

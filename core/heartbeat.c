@@ -17,8 +17,6 @@
 #include "resender.h"
 #include "van_host.h"
 
-#define po psl__po
-
 /* The body of a lost-node announcement: why the scheduler lost it (a C++
  * node ignores a HEARTBEAT's body). */
 #define LOST_TAG "pslite-lost: "
@@ -28,11 +26,11 @@
  * and sends heartbeats only where PS_HEARTBEAT_INTERVAL is set. */
 #define PROMISE_TAG "pslite-heartbeat "
 
-void psl__heartbeat_promise(char *body, size_t len)
+void psl__heartbeat_promise(struct psl__office *o, char *body, size_t len)
 {
 	size_t n = strlen(body);
 	snprintf(body + n, len - n, "%s" PROMISE_TAG "%d", n ? "|" : "",
-		 po.cfg.heartbeat_interval);
+		 o->cfg.heartbeat_interval);
 }
 
 int psl__heartbeat_promised(const struct psl__meta *m)
@@ -59,24 +57,24 @@ int psl__heartbeat_promised(const struct psl__meta *m)
  * uses for nothing but recovery), and a C++ scheduler never lists more than
  * itself, so this extends the protocol without breaking it.
  */
-void psl__control_announce_lost(int id, const char *why)
+void psl__control_announce_lost(struct psl__office *o, int id, const char *why)
 {
 	struct psl__node list[2];
 	char body[256];
 	int *ids, n, i;
 
-	if (po.role != PSL_SCHEDULER || id < 8 || id > po.max_id)
+	if (o->role != PSL_SCHEDULER || id < 8 || id > o->max_id)
 		return;
-	ids = malloc(sizeof(int) * (size_t)(po.cfg.num_workers + po.cfg.num_servers + 1));
+	ids = malloc(sizeof(int) * (size_t)(o->cfg.num_workers + o->cfg.num_servers + 1));
 	if (!ids)
 		return;
-	list[0] = po.me;
-	list[1] = po.peers[id].node;
+	list[0] = o->me;
+	list[1] = o->peers[id].node;
 	snprintf(body, sizeof(body), LOST_TAG "%s", why);
-	n = psl__group_members(6, ids);
+	n = psl__group_members(o, 6, ids);
 	for (i = 0; i < n; i++) {
 		struct psl__meta m;
-		if (ids[i] == id || psl__node_dead(ids[i]))
+		if (ids[i] == id || psl__node_dead(o, ids[i]))
 			continue;
 		psl__meta_init(&m);
 		m.cmd = PSL_CMD_HEARTBEAT;
@@ -85,7 +83,7 @@ void psl__control_announce_lost(int id, const char *why)
 		m.body = body;
 		m.body_size = (int)strlen(body);
 		m.recver = ids[i];
-		psl__send_control(&m, true);
+		psl__send_control(o, &m, true);
 	}
 	free(ids);
 }
@@ -99,28 +97,28 @@ void psl__control_announce_lost(int id, const char *why)
  * is not answered, and is told to stop (once), so that it fails with the
  * reason instead of fighting its replacement for the id.
  */
-static bool refused_ghost(const struct psl__meta *m)
+static bool refused_ghost(struct psl__office *o, const struct psl__meta *m)
 {
-	const struct psl__peer *p = &po.peers[m->sender];
+	const struct psl__peer *p = &o->peers[m->sender];
 	struct psl__node at;
 	char d[96], why[300];
 	bool dead, moved;
 
-	pthread_mutex_lock(&po.mu);
+	pthread_mutex_lock(&o->mu);
 	dead = p->dead;
 	moved = m->node_size >= 1 && (m->nodes[0].port != p->node.port ||
 				      strcmp(m->nodes[0].hostname, p->node.hostname));
 	at = m->node_size >= 1 ? m->nodes[0] : p->node;
-	pthread_mutex_unlock(&po.mu);
+	pthread_mutex_unlock(&o->mu);
 	if (!dead && !moved)
 		return false;
-	psl__node_desc(m->sender, d, sizeof(d));
+	psl__node_desc(o, m->sender, d, sizeof(d));
 	snprintf(why, sizeof(why),
 		 "the scheduler declared this node (%s:%d) lost earlier and does not take it back: "
 		 "%s; start it again to take its place (PS_RECOVERY)",
 		 at.hostname, at.port,
 		 dead ? "its place waits for a new node" : "a new node took its place");
-	if (psl__tell_ghost(&at, why))
+	if (psl__tell_ghost(o, &at, why))
 		PSL_WARN("refused a heartbeat from %s:%d, under the id of %s, which was declared "
 			 "lost: %s; told it to stop",
 			 at.hostname, at.port, d,
@@ -128,34 +126,34 @@ static bool refused_ghost(const struct psl__meta *m)
 	return true;
 }
 
-void psl__handle_heartbeat(const struct psl__meta *m)
+void psl__handle_heartbeat(struct psl__office *o, const struct psl__meta *m)
 {
 	int64_t now = psl__now_ms();
-	if (po.role == PSL_SCHEDULER) {
+	if (o->role == PSL_SCHEDULER) {
 		struct psl__meta r;
 		bool over;
-		if (m->sender < 8 || m->sender > po.max_id || !po.peers[m->sender].known)
+		if (m->sender < 8 || m->sender > o->max_id || !o->peers[m->sender].known)
 			return;
-		pthread_mutex_lock(&po.mu);
-		over = po.final_released; /* (no answer to a node on its way out) */
-		pthread_mutex_unlock(&po.mu);
-		if (over || refused_ghost(m))
+		pthread_mutex_lock(&o->mu);
+		over = o->final_released; /* (no answer to a node on its way out) */
+		pthread_mutex_unlock(&o->mu);
+		if (over || refused_ghost(o, m))
 			return;
-		pthread_mutex_lock(&po.mu);
-		po.peers[m->sender].last_heartbeat_ms = now;
-		pthread_mutex_unlock(&po.mu);
-		psl__recovery_heard(m->sender);
+		pthread_mutex_lock(&o->mu);
+		o->peers[m->sender].last_heartbeat_ms = now;
+		pthread_mutex_unlock(&o->mu);
+		psl__recovery_heard(o, m->sender);
 		psl__meta_init(&r);
 		r.cmd = PSL_CMD_HEARTBEAT;
-		r.nodes = &po.me;
+		r.nodes = &o->me;
 		r.node_size = 1;
 		r.recver = m->sender;
-		psl__send_control(&r, true);
+		psl__send_control(o, &r, true);
 	} else if (m->sender == 1) {
 		int i;
-		pthread_mutex_lock(&po.mu);
-		po.sched_last_heartbeat_ms = now;
-		pthread_mutex_unlock(&po.mu);
+		pthread_mutex_lock(&o->mu);
+		o->sched_last_heartbeat_ms = now;
+		pthread_mutex_unlock(&o->mu);
 		/* entries after the scheduler's own: nodes the scheduler lost */
 		char why[300] = "the scheduler declared it lost (its heartbeats stopped or its "
 				"connection closed)";
@@ -166,13 +164,13 @@ void psl__handle_heartbeat(const struct psl__meta *m)
 				 m->body_size - (int)tl, m->body + tl);
 		for (i = 1; i < m->node_size; i++) {
 			int id = m->nodes[i].id;
-			if (id == po.my_id)
+			if (id == o->my_id)
 				PSL_WARN("the scheduler declared this node lost: its heartbeats did not "
 					 "arrive within PS_HEARTBEAT_TIMEOUT=%d s",
-					 po.cfg.heartbeat_timeout);
-			else if (id >= 8 && id <= po.max_id)
+					 o->cfg.heartbeat_timeout);
+			else if (id >= 8 && id <= o->max_id)
 				/* (an older pslite scheduler does not say why) */
-				psl__node_lost(id, -ETIMEDOUT, why);
+				psl__node_lost(o, id, -ETIMEDOUT, why);
 		}
 	}
 }
@@ -204,13 +202,13 @@ void psl__delivery_end(struct psl__office *o, int64_t began)
  * only not read yet. So while one runs long nobody is judged, and after it
  * the silence counts from its end.
  */
-static int64_t silence_from(int64_t now, int64_t last)
+static int64_t silence_from(struct psl__office *o, int64_t now, int64_t last)
 {
 	int64_t end;
-	if (atomic_load(&po.delivering) > 0 &&
-	    now - atomic_load(&po.delivery_began_ms) >= LONG_DELIVERY_MS)
+	if (atomic_load(&o->delivering) > 0 &&
+	    now - atomic_load(&o->delivery_began_ms) >= LONG_DELIVERY_MS)
 		return -1;
-	end = atomic_load(&po.long_delivery_end_ms);
+	end = atomic_load(&o->long_delivery_end_ms);
 	return end > last ? end : last;
 }
 
@@ -220,10 +218,10 @@ static int64_t silence_from(int64_t now, int64_t last)
  * (as in ps-lite, where it is set on every node); a C++ node sends none
  * unless that is set, and must not be lost for heartbeats it never sent. A
  * node that promised a long interval gets three of them. */
-static int64_t node_limit_ms(const struct psl__peer *p)
+static int64_t node_limit_ms(struct psl__office *o, const struct psl__peer *p)
 {
-	int64_t limit = po.cfg.heartbeat_timeout * 1000LL;
-	if (!p->known || p->dead || (!po.cfg.heartbeat_all && p->node.hb_interval <= 0))
+	int64_t limit = o->cfg.heartbeat_timeout * 1000LL;
+	if (!p->known || p->dead || (!o->cfg.heartbeat_all && p->node.hb_interval <= 0))
 		return 0;
 	if (p->node.hb_interval * 3000LL > limit)
 		limit = p->node.hb_interval * 3000LL;
@@ -231,84 +229,84 @@ static int64_t node_limit_ms(const struct psl__peer *p)
 }
 
 /* Scheduler: declares lost the nodes whose heartbeats stopped. */
-static void judge_nodes(int64_t now)
+static void judge_nodes(struct psl__office *o, int64_t now)
 {
 	int id;
-	for (id = 8; id <= po.max_id; id++) {
+	for (id = 8; id <= o->max_id; id++) {
 		int64_t last, limit;
 		char why[200];
-		pthread_mutex_lock(&po.mu);
-		limit = node_limit_ms(&po.peers[id]);
-		last = po.peers[id].last_heartbeat_ms;
-		pthread_mutex_unlock(&po.mu);
-		if (!limit || (last = silence_from(now, last)) < 0 || now - last <= limit)
+		pthread_mutex_lock(&o->mu);
+		limit = node_limit_ms(o, &o->peers[id]);
+		last = o->peers[id].last_heartbeat_ms;
+		pthread_mutex_unlock(&o->mu);
+		if (!limit || (last = silence_from(o, now, last)) < 0 || now - last <= limit)
 			continue;
 		snprintf(why, sizeof(why),
 			 "no heartbeat for %lld s (PS_HEARTBEAT_TIMEOUT=%d at the scheduler: raise "
 			 "it if the node is only slow, 0 turns this off)",
-			 (long long)((now - last) / 1000), po.cfg.heartbeat_timeout);
-		psl__node_lost(id, -ETIMEDOUT, why);
+			 (long long)((now - last) / 1000), o->cfg.heartbeat_timeout);
+		psl__node_lost(o, id, -ETIMEDOUT, why);
 	}
 }
 
 /* Server, worker: declares the scheduler lost when its answers stopped. */
-static void judge_scheduler(int64_t now)
+static void judge_scheduler(struct psl__office *o, int64_t now)
 {
 	char why[200];
 	int64_t last;
-	pthread_mutex_lock(&po.mu);
-	last = po.sched_last_heartbeat_ms;
-	pthread_mutex_unlock(&po.mu);
-	if ((last = silence_from(now, last)) < 0 ||
-	    now - last <= po.cfg.heartbeat_timeout * 1000LL || po.peers[1].dead)
+	pthread_mutex_lock(&o->mu);
+	last = o->sched_last_heartbeat_ms;
+	pthread_mutex_unlock(&o->mu);
+	if ((last = silence_from(o, now, last)) < 0 ||
+	    now - last <= o->cfg.heartbeat_timeout * 1000LL || o->peers[1].dead)
 		return;
 	snprintf(why, sizeof(why),
 		 "no heartbeat answer for %lld s (PS_HEARTBEAT_TIMEOUT=%d here: raise it if the "
 		 "scheduler is only slow, 0 turns this off)",
-		 (long long)((now - last) / 1000), po.cfg.heartbeat_timeout);
-	psl__node_lost(1, -ETIMEDOUT, why);
+		 (long long)((now - last) / 1000), o->cfg.heartbeat_timeout);
+	psl__node_lost(o, 1, -ETIMEDOUT, why);
 }
 
 /* The timer's heartbeat work: send ours, and judge who missed theirs. */
-void psl__heartbeat_tick(int64_t now, int64_t *last_hb)
+void psl__heartbeat_tick(struct psl__office *o, int64_t now, int64_t *last_hb)
 {
-	const struct psl__config *c = &po.cfg;
+	const struct psl__config *c = &o->cfg;
 
 	/* the final barrier released, nodes go: nothing to say or judge, and
 	 * no message to a node on its way out (fewer sends in flight while the
 	 * vans close) */
-	if (psl__control_final_released())
+	if (psl__control_final_released(o))
 		return;
 
-	if (po.role != PSL_SCHEDULER && c->heartbeat_interval > 0 &&
+	if (o->role != PSL_SCHEDULER && c->heartbeat_interval > 0 &&
 	    now - *last_hb >= c->heartbeat_interval * 1000LL) {
 		struct psl__meta m;
 		*last_hb = now;
 		psl__meta_init(&m);
 		m.cmd = PSL_CMD_HEARTBEAT;
-		m.nodes = &po.me;
+		m.nodes = &o->me;
 		m.node_size = 1;
 		m.recver = 1;
-		psl__send_control(&m, true);
+		psl__send_control(o, &m, true);
 	}
 	if (c->heartbeat_timeout <= 0 || c->heartbeat_interval <= 0)
 		return;
-	if (po.role == PSL_SCHEDULER)
-		judge_nodes(now);
+	if (o->role == PSL_SCHEDULER)
+		judge_nodes(o, now);
 	else
-		judge_scheduler(now);
+		judge_scheduler(o, now);
 }
 
 /* Says at PS_VERBOSE=1 what this node's heartbeats are. */
-void psl__heartbeat_say(void)
+void psl__heartbeat_say(struct psl__office *o)
 {
-	const struct psl__config *c = &po.cfg;
+	const struct psl__config *c = &o->cfg;
 	if (c->heartbeat_interval <= 0 || c->heartbeat_timeout <= 0)
 		PSL_DBG("heartbeats: %s; no peer is declared lost for missing ones "
 			"(PS_HEARTBEAT_INTERVAL=%d, PS_HEARTBEAT_TIMEOUT=%d)",
-			po.role != PSL_SCHEDULER && c->heartbeat_interval > 0 ? "sent" : "off",
+			o->role != PSL_SCHEDULER && c->heartbeat_interval > 0 ? "sent" : "off",
 			c->heartbeat_interval, c->heartbeat_timeout);
-	else if (po.role == PSL_SCHEDULER)
+	else if (o->role == PSL_SCHEDULER)
 		PSL_DBG("heartbeats: a %s silent for %d s is declared lost "
 			"(PS_HEARTBEAT_TIMEOUT; 0 turns this off)",
 			c->heartbeat_all ? "node" : "pslite node that sends them",
@@ -323,20 +321,21 @@ void psl__heartbeat_say(void)
 /* ------------------------------------------------------ psl_dead_nodes -- */
 
 /* Whether watched node id counts as dead at now for psl_dead_nodes. */
-static bool dead_for(int id, int64_t now, int64_t t_ms)
+static bool dead_for(struct psl__office *o, int id, int64_t now, int64_t t_ms)
 {
-	const struct psl__peer *p = &po.peers[id];
-	int64_t last = id == 1 ? po.sched_last_heartbeat_ms : p->last_heartbeat_ms;
-	bool hb = id == 1 ? po.cfg.heartbeat_interval > 0 : node_limit_ms(p) > 0;
+	const struct psl__peer *p = &o->peers[id];
+	int64_t last = id == 1 ? o->sched_last_heartbeat_ms : p->last_heartbeat_ms;
+	bool hb = id == 1 ? o->cfg.heartbeat_interval > 0 : node_limit_ms(o, p) > 0;
 	if (p->dead)
 		return true;
-	if (!hb || (id != 1 && !p->known) || (last = silence_from(now, last)) < 0)
+	if (!hb || (id != 1 && !p->known) || (last = silence_from(o, now, last)) < 0)
 		return false;
 	return now - last > t_ms;
 }
 
 int psl_dead_nodes(int t_s, int *ids, int cap)
 {
+	struct psl__office *o;
 	int64_t now = psl__now_ms();
 	int id, lo, hi, n = 0;
 	psl__clear_error();
@@ -344,22 +343,22 @@ int psl_dead_nodes(int t_s, int *ids, int cap)
 		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_dead_nodes: %s", t_s < 0 ?
 				"t_s is negative: pass seconds, 0 or more" :
 				"ids is NULL: pass an array of cap ints");
-	psl__enter_selected();
-	if (po.state != PSL__READY || !po.peers)
+	o = psl__enter_selected();
+	if (o->state != PSL__READY || !o->peers)
 		return PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "psl_dead_nodes: pslite is not started "
 				"on this node: call it between psl_start and psl_finalize");
 	if (t_s == 0)
 		return 0;
-	lo = po.role == PSL_SCHEDULER ? 8 : 1;
-	hi = po.role == PSL_SCHEDULER ? po.max_id : 1;
-	pthread_mutex_lock(&po.mu);
+	lo = o->role == PSL_SCHEDULER ? 8 : 1;
+	hi = o->role == PSL_SCHEDULER ? o->max_id : 1;
+	pthread_mutex_lock(&o->mu);
 	for (id = lo; id <= hi; id++) {
-		if (!dead_for(id, now, t_s * 1000LL))
+		if (!dead_for(o, id, now, t_s * 1000LL))
 			continue;
 		if (n < cap)
 			ids[n] = id;
 		n++;
 	}
-	pthread_mutex_unlock(&po.mu);
+	pthread_mutex_unlock(&o->mu);
 	return n;
 }

@@ -46,8 +46,6 @@
 #include "postoffice.h"
 #include "van_host.h"
 
-#define po psl__po
-
 #define IPC_DIR PSL__IPC_DIR
 #define CHUNK_MAGIC 0x4b4e4843u /* "CHNK" */
 #define DESC_MAGIC 0x43535049u	/* "IPSC" */
@@ -100,8 +98,8 @@ static struct {
 } ipcs[PSL__OFFICES] = {
 	[0 ... PSL__OFFICES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER},
 }; /* each node's (a joint process has two, a group's process one each) */
-/* the current node's */
-#define IPC (ipcs[psl__slot()])
+/* the node o's (o: the office the function works for) */
+#define IPC (ipcs[o - psl__offices])
 
 struct ipc_rmsg {
 	struct psl_van_rmsg pub;
@@ -150,7 +148,7 @@ static void sweep(void)
 			 n);
 }
 
-static void marker_name(int id, char *out, size_t len)
+static void marker_name(struct psl__office *o, int id, char *out, size_t len)
 {
 	char job[sizeof(IPC.job)];
 	memcpy(job, IPC.job, sizeof(job)); /* (out may be IPC.marker) */
@@ -158,7 +156,7 @@ static void marker_name(int id, char *out, size_t len)
 }
 
 /* Frees the ring and map arrays and turns IPC off (IPC.mu held). */
-static void drop_arrays(void)
+static void drop_arrays(struct psl__office *o)
 {
 	free(IPC.rings);
 	free(IPC.maps);
@@ -167,7 +165,7 @@ static void drop_arrays(void)
 	IPC.on = false;
 }
 
-void psl__ipc_start(void)
+void psl__ipc_start(struct psl__office *o)
 {
 	char tmp[160];
 	uint64_t h = 1469598103934665603ull;
@@ -175,15 +173,15 @@ void psl__ipc_start(void)
 	FILE *f;
 
 	pthread_mutex_lock(&IPC.mu);
-	for (p = po.cfg.root_uri; *p; p++)
+	for (p = o->cfg.root_uri; *p; p++)
 		h = (h ^ (uint8_t)*p) * 1099511628211ull;
-	h = (h ^ (uint64_t)po.cfg.root_port) * 1099511628211ull;
+	h = (h ^ (uint64_t)o->cfg.root_port) * 1099511628211ull;
 	snprintf(IPC.job, sizeof(IPC.job), "%016" PRIx64, h);
 	read_boot_id(IPC.boot, sizeof(IPC.boot));
-	IPC.on = po.cfg.ipc && !po.cfg.resend && IPC.boot[0];
-	IPC.nids = po.max_id + 1;
+	IPC.on = o->cfg.ipc && !o->cfg.resend && IPC.boot[0];
+	IPC.nids = o->max_id + 1;
 	if (!IPC.on) {
-		if (po.cfg.ipc && po.cfg.resend)
+		if (o->cfg.ipc && o->cfg.resend)
 			PSL_WARN("BYTEPS_ENABLE_IPC=1 and PS_RESEND=1: IPC is off (a resent message "
 				 "cannot point into a ring whose chunk was freed); data goes "
 				 "through the van");
@@ -193,13 +191,13 @@ void psl__ipc_start(void)
 	IPC.rings = calloc((size_t)IPC.nids, sizeof(*IPC.rings));
 	IPC.maps = calloc((size_t)IPC.nids, sizeof(*IPC.maps));
 	if (!IPC.rings || !IPC.maps) {
-		drop_arrays();
+		drop_arrays(o);
 		pthread_mutex_unlock(&IPC.mu);
 		PSL_WARN("BYTEPS_ENABLE_IPC=1: out of memory; data goes through the van");
 		return;
 	}
 	sweep();
-	marker_name(po.my_id, IPC.marker, sizeof(IPC.marker));
+	marker_name(o, o->my_id, IPC.marker, sizeof(IPC.marker));
 	snprintf(tmp, sizeof(tmp), "%s.%d", IPC.marker, (int)getpid());
 	f = fopen(tmp, "w");
 	if (!f || fprintf(f, "%ld %s\n", (long)getpid(), IPC.boot) < 0 || fclose(f) != 0 ||
@@ -216,11 +214,11 @@ void psl__ipc_start(void)
 	PSL_INFO("BYTEPS_ENABLE_IPC=1: data of %d bytes or more to a node on this machine that "
 		 "has it on too goes through shared memory (a %d MiB ring per peer in " IPC_DIR
 		 "); each peer is named when its first message takes it",
-		 po.cfg.ipc_min_bytes, po.cfg.ipc_buf_mb);
+		 o->cfg.ipc_min_bytes, o->cfg.ipc_buf_mb);
 	PSL_DBG("IPC on: marker %s", IPC.marker);
 }
 
-void psl__ipc_stop(void)
+void psl__ipc_stop(struct psl__office *o)
 {
 	int i;
 	pthread_mutex_lock(&IPC.mu);
@@ -243,19 +241,19 @@ void psl__ipc_stop(void)
 			munmap(IPC.maps[i].base, IPC.maps[i].size);
 			shm_unlink(IPC.maps[i].name); /* the sender may have died */
 		}
-	drop_arrays();
+	drop_arrays(o);
 	pthread_mutex_unlock(&IPC.mu);
 }
 
 /* ------------------------------------------------------------- sender -- */
 
 /* Whether peer id runs on this machine with IPC on (its marker). */
-static bool peer_local(int id)
+static bool peer_local(struct psl__office *o, int id)
 {
 	char path[128], buf[128], boot[64] = "";
 	long pid = 0;
 	FILE *f;
-	marker_name(id, path, sizeof(path));
+	marker_name(o, id, path, sizeof(path));
 	if (!(f = fopen(path, "r")))
 		return false;
 	if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%ld %63s", &pid, boot) != 2)
@@ -265,11 +263,11 @@ static bool peer_local(int id)
 }
 
 /* Creates the ring to peer id (r->mu held). */
-static void ring_open(struct ring *r, int id)
+static void ring_open(struct psl__office *o, struct ring *r, int id)
 {
-	size_t size = (size_t)po.cfg.ipc_buf_mb << 20;
+	size_t size = (size_t)o->cfg.ipc_buf_mb << 20;
 	int fd, e;
-	snprintf(r->name, sizeof(r->name), "/pslite-ipc-%ld-%d-%d", (long)getpid(), po.my_id, id);
+	snprintf(r->name, sizeof(r->name), "/pslite-ipc-%ld-%d-%d", (long)getpid(), o->my_id, id);
 	fd = shm_open(r->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
 	if (fd < 0) {
 		e = errno;
@@ -294,7 +292,7 @@ static void ring_open(struct ring *r, int id)
 	{
 		char who[128];
 		PSL_INFO("IPC: data to %s goes through shared memory (ring %s, %zu MiB)",
-			 psl__node_desc(id, who, sizeof(who)), r->name, size >> 20);
+			 psl__node_desc(o, id, who, sizeof(who)), r->name, size >> 20);
 	}
 	return;
 fail:
@@ -302,7 +300,7 @@ fail:
 	PSL_WARN("BYTEPS_ENABLE_IPC=1: cannot make a %d MiB shared-memory ring for node %d in "
 		 IPC_DIR " (%s): data to it goes through the van (free space in " IPC_DIR
 		 ", or lower PS_IPC_BUF_MB)",
-		 po.cfg.ipc_buf_mb, id, strerror(e));
+		 o->cfg.ipc_buf_mb, id, strerror(e));
 }
 
 static struct chunk_hdr *chunk_at(struct ring *r, size_t off)
@@ -359,8 +357,8 @@ static size_t ring_alloc(struct ring *r, size_t need)
 	return off;
 }
 
-int psl__ipc_pack(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg, size_t data,
-		  struct psl_van_seg *desc_seg)
+int psl__ipc_pack(struct psl__office *o, struct psl__meta *m, const struct psl_van_seg *segs,
+		  uint32_t nseg, size_t data, struct psl_van_seg *desc_seg)
 {
 	struct ring *r;
 	struct chunk_hdr *c;
@@ -370,7 +368,7 @@ int psl__ipc_pack(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t 
 	int id = m->recver;
 
 	if (!IPC.on || m->cmd != PSL_CMD_EMPTY || m->simple_app || m->body_size || !nseg ||
-	    nseg > MAX_SEG || data < (size_t)po.cfg.ipc_min_bytes || id == po.my_id || id < 1 ||
+	    nseg > MAX_SEG || data < (size_t)o->cfg.ipc_min_bytes || id == o->my_id || id < 1 ||
 	    id >= IPC.nids)
 		return 0;
 	for (i = 0; i < nseg; i++)
@@ -391,8 +389,8 @@ int psl__ipc_pack(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t 
 		return 0;
 	pthread_mutex_lock(&r->mu);
 	if (r->state == 0) {
-		if (peer_local(id))
-			ring_open(r, id);
+		if (peer_local(o, id))
+			ring_open(o, r, id);
 		else
 			r->state = -1;
 	}
@@ -409,7 +407,7 @@ int psl__ipc_pack(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t 
 		if (!r->full_said)
 			PSL_INFO("IPC to node %d: its %d MiB ring is full (a %zu-byte message, %zu "
 				 "bytes in use): such messages go through the van (PS_IPC_BUF_MB)",
-				 id, po.cfg.ipc_buf_mb, need, r->used);
+				 id, o->cfg.ipc_buf_mb, need, r->used);
 		r->full_said = true;
 		pthread_mutex_unlock(&r->mu);
 		return 0;
@@ -470,7 +468,8 @@ static bool name_ok(const char *n)
 }
 
 /* The mapping of the sender's ring the descriptor names (IPC.mu held). */
-static struct peer_map *peer_ring(int sender, const struct desc *d, const char **why)
+static struct peer_map *peer_ring(struct psl__office *o, int sender, const struct desc *d,
+				  const char **why)
 {
 	struct peer_map *p;
 	struct stat st;
@@ -511,7 +510,8 @@ static struct peer_map *peer_ring(int sender, const struct desc *d, const char *
 	return p;
 }
 
-struct psl_van_rmsg *psl__ipc_unpack(struct psl__meta *m, struct psl_van_rmsg *raw)
+struct psl_van_rmsg *psl__ipc_unpack(struct psl__office *o, struct psl__meta *m,
+				     struct psl_van_rmsg *raw)
 {
 	/* the descriptor, copied out: a van's frame may start anywhere */
 	uint64_t dbuf[(sizeof(struct desc) + MAX_SEG * 2 * sizeof(uint64_t)) / 8 + 1];
@@ -543,7 +543,7 @@ struct psl_van_rmsg *psl__ipc_unpack(struct psl__meta *m, struct psl_van_rmsg *r
 	}
 	pthread_mutex_lock(&IPC.mu);
 	if (!why)
-		p = peer_ring(raw->sender, d, &why);
+		p = peer_ring(o, raw->sender, d, &why);
 	if (p && (d->chunk_off >= p->size || p->size - d->chunk_off < CHUNK_HDR))
 		why = "its chunk lies outside the ring";
 	if (p && !why) {
@@ -567,7 +567,7 @@ struct psl_van_rmsg *psl__ipc_unpack(struct psl__meta *m, struct psl_van_rmsg *r
 	if (why)
 		PSL_WARN("an IPC message from %s cannot be read (%s): it is handed on without data, "
 			 "so that its request fails",
-			 psl__node_desc(raw->sender, nd, sizeof(nd)), why);
+			 psl__node_desc(o, raw->sender, nd, sizeof(nd)), why);
 	w->orig = raw;
 	w->pub.sender = raw->sender;
 	w->pub.meta = raw->meta;
@@ -578,7 +578,7 @@ struct psl_van_rmsg *psl__ipc_unpack(struct psl__meta *m, struct psl_van_rmsg *r
 	return &w->pub;
 }
 
-void psl__ipc_peer_lost(int id)
+void psl__ipc_peer_lost(struct psl__office *o, int id)
 {
 	pthread_mutex_lock(&IPC.mu);
 	if (IPC.maps && id > 0 && id < IPC.nids && IPC.maps[id].base)

@@ -282,14 +282,14 @@ static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, in
 		    struct psl__sendref *ref)
 {
 	struct bmsg *g = &q->msg[i];
-	int id = psl__server_id(g->rank), count = q->first[g->rank + 1] - q->first[g->rank];
+	int id = psl__server_id(w->c.office, g->rank), count = q->first[g->rank + 1] - q->first[g->rank];
 	int idx = (int)i - q->first[g->rank];
 	bool push;
 	const struct psl_kv_tensor *t = tensor_of(q, g->t, &push);
 	struct psl_van_seg segs[2];
 	struct psl__meta m;
 	char shape[PSL__TDESC_BODY];
-	int rc = psl__send_check(id);
+	int rc = psl__send_check(w->c.office, id);
 
 	if (rc) {
 		ref->done(ref, rc);
@@ -312,7 +312,7 @@ static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, in
 		segs[1] = (struct psl_van_seg){push ? t->vals : NULL, push ? t->len * w->esz : 0,
 					       push && t->len ? t->mem : PSL_MEM_HOST,
 					       push && t->len && t->mem ? t->dev : -1, NULL};
-	return psl__send(&m, segs, 2, ref);
+	return psl__send(w->c.office, &m, segs, 2, ref);
 }
 
 static int batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int cmd, int flags,
@@ -331,14 +331,14 @@ static int batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 				!w ? "w is NULL" : !b ? "b is NULL"
 				: "flags has bits other than PSL_KV_BATCH_BROADCAST");
 	psl__enter(w->c.office);
-	if (psl__po.state != PSL__READY)
+	if (w->c.office->state != PSL__READY)
 		return PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "psl_kv_batch_pushpull: pslite is not "
 				"started on this node (or is finalizing)");
 	rc = check_batch(w, b);
 	if (rc)
 		return rc;
 	c = &w->c;
-	S = psl__po.cfg.server_groups;
+	S = c->office->cfg.server_groups;
 	if (S <= 0)
 		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_batch_pushpull: the job has no "
 				"servers");
@@ -368,7 +368,7 @@ static int batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 	ts = r->ts;
 	for (rank = 0; rank < S; rank++) {
 		if (q->left[rank])
-			psl__req_expect_locked(c, r, psl__server_id(rank));
+			psl__req_expect_locked(c, r, psl__server_id(w->c.office, rank));
 		if (q->left[rank] > maxn)
 			maxn = q->left[rank];
 	}
@@ -378,7 +378,7 @@ static int batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 	/* one message per server in turn, so that every server starts early */
 	for (i = 0; i < (size_t)maxn; i++) {
 		for (rank = 0; rank < S; rank++) {
-			int id = psl__server_id(rank);
+			int id = psl__server_id(w->c.office, rank);
 			struct psl__sendref *ref = NULL;
 			if ((int)i >= q->first[rank + 1] - q->first[rank])
 				continue;
@@ -394,7 +394,7 @@ static int batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 				PSL_LOG(rc == -EHOSTDOWN || rc == -ENOLINK ? PSL_LOG_DEBUG
 									     : PSL_LOG_WARN,
 					"batch %d of app %d: cannot send to %s: %s", ts,
-					c->app_id, psl__node_desc(id, d, sizeof(d)),
+					c->app_id, psl__node_desc(w->c.office, id, d, sizeof(d)),
 					psl_strerror(rc));
 				pthread_mutex_lock(&c->mu);
 				done = psl__req_answer_locked(c, r, id, rc);
@@ -421,9 +421,9 @@ int psl_kv_batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 
 /* The message an answer is for: from its sender's rank and the echoed
  * option. NULL if it is none of this batch's. */
-static struct bmsg *msg_of(struct kvb *q, const struct psl__meta *m)
+static struct bmsg *msg_of(struct psl__office *o, struct kvb *q, const struct psl__meta *m)
 {
-	int rank = psl__id_to_group_rank(m->sender), count, idx;
+	int rank = psl__id_to_group_rank(o, m->sender), count, idx;
 	if (rank < 0 || rank >= q->S || m->option < 0 || !(m->option & 0x40000000))
 		return NULL;
 	count = (m->option >> 15) & 0x7fff;
@@ -448,7 +448,7 @@ bool psl__kvb_on_answer_locked(struct psl_kv_worker *w, struct psl__req *r,
 	struct kvb *q = r->priv;
 	struct bmsg *g;
 	char d[96], why[160] = "";
-	int rank = psl__id_to_group_rank(m->sender), err = 0;
+	int rank = psl__id_to_group_rank(w->c.office, m->sender), err = 0;
 	const struct psl_kv_tensor *t;
 	bool push;
 
@@ -457,10 +457,10 @@ bool psl__kvb_on_answer_locked(struct psl_kv_worker *w, struct psl__req *r,
 	if (m->option < 0 && m->option >= -4095 && raw->nseg == 0) {
 		/* the server failed the batch: whatever else it owes is void */
 		PSL_DBG("batch %d: %s answered %s", m->timestamp,
-			  psl__node_desc(m->sender, d, sizeof(d)), psl_strerror(m->option));
+			  psl__node_desc(w->c.office, m->sender, d, sizeof(d)), psl_strerror(m->option));
 		return psl__req_answer_locked(c, r, m->sender, m->option);
 	}
-	g = msg_of(q, m);
+	g = msg_of(w->c.office, q, m);
 	if (!g) {
 		snprintf(why, sizeof(why), "its option %#x names no message of the batch",
 			 (unsigned)m->option);
@@ -469,7 +469,7 @@ bool psl__kvb_on_answer_locked(struct psl_kv_worker *w, struct psl__req *r,
 	}
 	if (g->answered) {
 		PSL_WARN("dropped a second answer from %s to message %d of batch %d",
-			 psl__node_desc(m->sender, d, sizeof(d)), (int)(g - q->msg), m->timestamp);
+			 psl__node_desc(w->c.office, m->sender, d, sizeof(d)), (int)(g - q->msg), m->timestamp);
 		return false;
 	}
 	t = tensor_of(q, g->t, &push);
@@ -500,7 +500,7 @@ bool psl__kvb_on_answer_locked(struct psl_kv_worker *w, struct psl__req *r,
 		if (nv > t->len) {
 			PSL_WARN("batch %d: %s sent %zu values for key %" PRIu64
 				 ", the pull buffer holds %zu: the batch fails with EMSGSIZE",
-				 m->timestamp, psl__node_desc(m->sender, d, sizeof(d)), nv, g->key,
+				 m->timestamp, psl__node_desc(w->c.office, m->sender, d, sizeof(d)), nv, g->key,
 				 t->len);
 			if (!r->status)
 				r->status = -EMSGSIZE;
@@ -516,7 +516,7 @@ bool psl__kvb_on_answer_locked(struct psl_kv_worker *w, struct psl__req *r,
 
 fail_server:
 	PSL_WARN("answer from %s for batch %d is inconsistent (%s): the batch fails with EPROTO",
-		 psl__node_desc(m->sender, d, sizeof(d)), m->timestamp, why);
+		 psl__node_desc(w->c.office, m->sender, d, sizeof(d)), m->timestamp, why);
 	return psl__req_answer_locked(c, r, m->sender, err);
 }
 
@@ -531,7 +531,7 @@ int psl__kvb_recv_dest_locked(struct psl_kv_worker *w, struct psl__req *r,
 
 	if (m->push || seg != 1 || !psl__req_awaits_locked(&w->c, r, m->sender))
 		return -EINVAL;
-	g = msg_of(q, m);
+	g = msg_of(w->c.office, q, m);
 	if (!g || g->answered || g->lent)
 		return -ENOENT;
 	t = tensor_of(q, g->t, &push);

@@ -24,8 +24,8 @@ int psl__kvw_send_slice(struct psl_kv_worker *w, int ts, int r, bool push, int c
 	struct psl__meta m;
 	struct psl_van_seg segs[3];
 	uint32_t n = 0;
-	int id = psl__server_id(r);
-	int rc = psl__send_check(id);
+	int id = psl__server_id(w->c.office, r);
+	int rc = psl__send_check(w->c.office, id);
 
 	if (rc) {
 		if (zref)
@@ -55,7 +55,7 @@ int psl__kvw_send_slice(struct psl_kv_worker *w, int ts, int r, bool push, int c
 	}
 	if (cp)
 		atomic_fetch_add(&cp->refs, 1);
-	return psl__send(&m, segs, n, cp ? &cp->ref : zref);
+	return psl__send(w->c.office, &m, segs, n, cp ? &cp->ref : zref);
 }
 
 static void fail_target(struct psl__customer *c, int ts, int id, int err)
@@ -78,8 +78,8 @@ void psl__kvw_send_failed(struct psl_kv_worker *w, int ts, int r, int rc)
 	 * it was lost */
 	PSL_LOG(rc == -EHOSTDOWN || rc == -ENOLINK ? PSL_LOG_DEBUG : PSL_LOG_WARN,
 		"request %d of app %d: cannot send to %s: %s", ts, w->c.app_id,
-		psl__node_desc(psl__server_id(r), d, sizeof(d)), psl_strerror(rc));
-	fail_target(&w->c, ts, psl__server_id(r), rc);
+		psl__node_desc(w->c.office, psl__server_id(w->c.office, r), d, sizeof(d)), psl_strerror(rc));
+	fail_target(&w->c, ts, psl__server_id(w->c.office, r), rc);
 }
 
 /* The slices of a pull with keys (one per server that has some). */

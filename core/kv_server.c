@@ -59,9 +59,9 @@ struct psl_kv_server {
 atomic_int psl__kv_recv_regs;
 
 /* The rank of the worker (group) that sent a message, -1 for another node. */
-static int worker_rank_of(int sender)
+static int worker_rank_of(struct psl__office *o, int sender)
 {
-	return psl__is_worker_id(sender) ? psl__id_to_group_rank(sender) : -1;
+	return psl__is_worker_id(sender) ? psl__id_to_group_rank(o, sender) : -1;
 }
 
 static void regtab_put(struct regtab *t)
@@ -169,7 +169,7 @@ static int kvs_recv_dest(struct psl__customer *c, const struct psl__meta *m, uin
 	struct regtab *t = s->regs;
 	struct recv_reg *r;
 	struct reg_loan *l;
-	int rank = worker_rank_of(m->sender);
+	int rank = worker_rank_of(c->office, m->sender);
 
 	if (!t || !m->request || !m->push || m->simple_app || seg != 1 || rank < 0 ||
 	    m->option < 0 || !(m->option & 0x40000000))
@@ -262,7 +262,7 @@ static int respond_error(struct kv_req *q, int err)
 	psl__enter(q->office);
 	response_meta(q, &m);
 	psl__kv_error_meta(&m, err); /* a pslite worker fails the request with it */
-	rc = psl__send(&m, NULL, 0, NULL);
+	rc = psl__send(q->office, &m, NULL, 0, NULL);
 	req_free(q);
 	return rc;
 }
@@ -390,12 +390,12 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 	} else if (done) {
 		PSL__USER_CALL(done(done_arg)); /* nothing of the caller's is sent */
 	}
-	rc = psl__send(&m, segs, n, cp ? &cp->ref : NULL);
+	rc = psl__send(q->office, &m, segs, n, cp ? &cp->ref : NULL);
 	if (rc) {
 		char d[96];
 		rc = PSL_FAIL(rc, PSL_LOG_WARN, "cannot answer request %d of %s: %s",
 			      q->pub.meta.timestamp,
-			      psl__node_desc(q->pub.meta.sender, d, sizeof(d)), psl_strerror(rc));
+			      psl__node_desc(q->office, q->pub.meta.sender, d, sizeof(d)), psl_strerror(rc));
 	}
 	req_free(q);
 	return rc;
@@ -491,7 +491,7 @@ static int into_registered(struct psl_kv_server *s, struct kv_req *q,
 	struct psl_van_rseg *v = &q->raw->segs[1];
 	struct regtab *t = s->regs;
 	struct recv_reg *r, reg;
-	int rank = worker_rank_of(m->sender);
+	int rank = worker_rank_of(s->c.office, m->sender);
 	uint64_t key;
 	int rc = 0;
 
@@ -535,7 +535,7 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 		PSL_WARN("dropped a %s from %s for KV server app %d: a server takes only KV "
 			 "requests",
 			 m->simple_app ? "SimpleApp message" : "response",
-			 psl__node_desc(m->sender, d, sizeof(d)), c->app_id);
+			 psl__node_desc(c->office, m->sender, d, sizeof(d)), c->app_id);
 		psl__raw_release(raw);
 		return;
 	}
@@ -557,7 +557,7 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 	q->pub.meta = psl__kv_meta_of(m);
 	/* with instance groups, a worker's group's id, as ps-lite's KVMeta */
 	if (psl_group_size() > 1 && psl__is_worker_id(m->sender))
-		q->pub.meta.sender = psl_worker_rank_to_id(psl__id_to_group_rank(m->sender));
+		q->pub.meta.sender = psl_worker_rank_to_id(psl__id_to_group_rank(c->office, m->sender));
 	/* frames: none, or keys + values (+ lens) */
 	if (raw->nseg == 1 || raw->nseg > 3) {
 		snprintf(why, sizeof(why), "%u data frames, expected 0, 2 or 3", raw->nseg);
@@ -613,7 +613,7 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 		int rc = m->push && nk == 1 ? into_registered(s, q, m, why, sizeof(why)) : 1;
 		if (rc < 0) {
 			PSL_WARN("push %d from %s for app %d: %s: answered with an error",
-				 m->timestamp, psl__node_desc(m->sender, d, sizeof(d)), c->app_id,
+				 m->timestamp, psl__node_desc(c->office, m->sender, d, sizeof(d)), c->app_id,
 				 why);
 			psl_kv_respond_error(&q->pub, rc);
 			return;
@@ -630,7 +630,7 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 	return;
 bad:
 	PSL_WARN("request %d from %s for app %d is malformed (%s): answered with an error",
-		 m->timestamp, psl__node_desc(m->sender, d, sizeof(d)), c->app_id, why);
+		 m->timestamp, psl__node_desc(c->office, m->sender, d, sizeof(d)), c->app_id, why);
 	psl_kv_respond_error(&q->pub, -EBADMSG);
 }
 
@@ -661,6 +661,7 @@ int psl_kv_server_on_finalize(struct psl_kv_server *s,
 int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler, void *arg,
 		      struct psl_kv_server **out)
 {
+	struct psl__office *o;
 	struct psl_kv_server *s;
 	int rc;
 
@@ -669,17 +670,17 @@ int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler, 
 		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_server_new: %s",
 				!out ? "out is NULL" : !handler ? "handler is NULL"
 				: "dtype is no enum psl_dtype value");
-	psl__enter_role(PSL_SERVER);
-	if (psl__po.state != PSL__READY)
+	o = psl__enter_role(PSL_SERVER);
+	if (o->state != PSL__READY)
 		return PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "psl_kv_server_new: pslite is not "
 				"started on this node: call psl_start first");
-	if (psl__po.role == PSL_WORKER)
+	if (o->role == PSL_WORKER)
 		return PSL_FAIL(-EPERM, PSL_LOG_WARN, "psl_kv_server_new: this node is a worker; "
 				"KV servers run on servers");
 	s = calloc(1, sizeof(*s));
 	if (!s)
 		return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "psl_kv_server_new: out of memory");
-	rc = psl__customer_init(&s->c, app_id, app_id, &kvs_ops);
+	rc = psl__customer_init(o, &s->c, app_id, app_id, &kvs_ops);
 	if (rc) {
 		free(s);
 		return psl__ret("psl_kv_server_new", rc);
@@ -692,7 +693,7 @@ int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler, 
 	if (rc) {
 		rc = PSL_FAIL(rc, PSL_LOG_WARN, "psl_kv_server_new: app %d already has a server "
 			      "on this node: free it first or use another app_id", app_id);
-		psl__customer_remove(&s->c);
+		psl__customer_remove(s->c.office, &s->c);
 		free(s);
 		return rc;
 	}
@@ -704,7 +705,7 @@ void psl_kv_server_free(struct psl_kv_server *s)
 {
 	if (!s)
 		return;
-	psl__customer_remove(&s->c);
+	psl__customer_remove(s->c.office, &s->c);
 	if (s->regs) {
 		pthread_mutex_lock(&s->regs->mu);
 		atomic_fetch_sub(&psl__kv_recv_regs, (int)s->regs->n);

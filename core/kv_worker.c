@@ -98,7 +98,7 @@ static int check_ready(struct psl_kv_worker *w)
 	if (!w)
 		return -EINVAL;
 	psl__enter(w->c.office);
-	if (psl__po.state != PSL__READY)
+	if (w->c.office->state != PSL__READY)
 		return -ESHUTDOWN;
 	return 0;
 }
@@ -163,7 +163,7 @@ static struct pull *pull_new(const struct job *j, const struct slice *sl, int S)
 static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 {
 	struct psl__customer *c = &j->w->c;
-	int S = psl__po.cfg.server_groups, r, ts, push_ts;
+	int S = c->office->cfg.server_groups, r, ts, push_ts;
 	struct slice sl_stack[16], *sl;
 	struct pull *p = NULL;
 	struct psl__req *rp = NULL, *rq = NULL, *fin[2] = {NULL, NULL};
@@ -191,7 +191,7 @@ static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 		j->mo.mark = NULL; /* the pull's now */
 		if (j->cp)
 			atomic_fetch_add(&j->cp->refs, 1); /* held until completion */
-		if ((ops & OP_PUSH) && psl__po.cfg.resend) {
+		if ((ops & OP_PUSH) && c->office->cfg.resend) {
 			trig = malloc(sizeof(*trig));
 			if (!trig) {
 				rc = -ENOMEM;
@@ -218,9 +218,9 @@ static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 		if (sl[r].k1 == sl[r].k0)
 			continue;
 		if (rp)
-			psl__req_expect_locked(c, rp, psl__server_id(r));
+			psl__req_expect_locked(c, rp, psl__server_id(c->office, r));
 		if (rq)
-			psl__req_expect_locked(c, rq, psl__server_id(r));
+			psl__req_expect_locked(c, rq, psl__server_id(c->office, r));
 	}
 	if (rp && rq) { /* push-pull: the pull completes after the push */
 		rp->parent = rq->ts;
@@ -481,7 +481,7 @@ static int wait_ret(struct psl_kv_worker *w, int ts, int rc, int timeout_ms)
 	if (rc == -ETIMEDOUT && timeout_ms >= 0) {
 		psl__set_error("request %d of app %d is still pending after %d ms (it goes on: "
 			       "wait for it again)", ts, w->c.app_id, timeout_ms);
-	} else if (!psl__po.cfg.recovery && psl_job_lost(lost, sizeof(lost))) {
+	} else if (!w->c.office->cfg.recovery && psl_job_lost(lost, sizeof(lost))) {
 		psl__set_error("request %d of app %d failed (%s); the job lost a node: %s", ts,
 			       w->c.app_id, psl_strerror(rc), lost);
 	} else if (rc == -ETIMEDOUT) {
@@ -520,33 +520,34 @@ static const struct psl__customer_ops kvw_ops = {
 int psl_kv_worker_new(int app_id, int customer_id, enum psl_dtype dtype,
 		      struct psl_kv_worker **out)
 {
+	struct psl__office *o;
 	struct psl_kv_worker *w;
 	int rc;
 
 	if (!out || !psl_dtype_size(dtype))
 		return -EINVAL;
-	psl__enter_role(PSL_WORKER);
-	if (psl__po.state != PSL__READY)
+	o = psl__enter_role(PSL_WORKER);
+	if (o->state != PSL__READY)
 		return -ESHUTDOWN;
-	if (psl__po.role != PSL_WORKER)
+	if (o->role != PSL_WORKER)
 		return PSL_FAIL(-EPERM, PSL_LOG_WARN, "psl_kv_worker_new: this node is a %s; KV "
-				"workers run on workers", psl__role_name(psl__po.role));
+				"workers run on workers", psl__role_name(o->role));
 	w = calloc(1, sizeof(*w));
 	if (!w)
 		return -ENOMEM;
-	rc = psl__customer_init(&w->c, app_id, customer_id, &kvw_ops);
+	rc = psl__customer_init(o, &w->c, app_id, customer_id, &kvw_ops);
 	if (rc) {
 		free(w);
 		return rc;
 	}
 	w->dt = dtype;
 	w->esz = psl_dtype_size(dtype);
-	w->c.timeout_ms = psl__po.cfg.request_timeout_s * 1000;
+	w->c.timeout_ms = o->cfg.request_timeout_s * 1000;
 	rc = psl__customer_add(&w->c);
 	if (rc) {
 		PSL_FAIL(rc, PSL_LOG_WARN, "psl_kv_worker_new: app %d customer %d already "
 			 "exists on this node", app_id, customer_id);
-		psl__customer_remove(&w->c);
+		psl__customer_remove(w->c.office, &w->c);
 		free(w);
 		return rc;
 	}
@@ -566,7 +567,7 @@ int psl_kv_worker_set_timeout(struct psl_kv_worker *w, int timeout_ms)
 	pthread_mutex_unlock(&w->c.mu);
 	/* (after the store: the timer takes its period from the deadlines) */
 	if (timeout_ms > 0)
-		rc = psl__timer_need();
+		rc = psl__timer_need(w->c.office);
 	return rc;
 }
 
@@ -574,6 +575,6 @@ void psl_kv_worker_free(struct psl_kv_worker *w)
 {
 	if (!w)
 		return;
-	psl__customer_remove(&w->c);
+	psl__customer_remove(w->c.office, &w->c);
 	free(w);
 }

@@ -19,7 +19,7 @@ static void worker_loan_put(struct psl__loan *hdr, int status);
 static int accept_pull(struct psl_kv_worker *w, struct pull *p, const struct psl__meta *m,
 		       struct psl_van_rmsg *raw, char *why, size_t whylen)
 {
-	int rank = psl__id_to_group_rank(m->sender);
+	int rank = psl__id_to_group_rank(w->c.office, m->sender);
 	size_t nk, nv, i;
 	const struct psl_van_rseg *s = raw->segs;
 	long long sum = 0;
@@ -82,7 +82,7 @@ void psl__kvw_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_va
 		PSL_WARN("dropped a %s from %s for KV worker app %d: a worker takes only KV "
 			 "responses",
 			 m->simple_app ? "SimpleApp message" : "request",
-			 psl__node_desc(m->sender, d, sizeof(d)), c->app_id);
+			 psl__node_desc(c->office, m->sender, d, sizeof(d)), c->app_id);
 		psl__raw_release(raw);
 		return;
 	}
@@ -95,7 +95,7 @@ void psl__kvw_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_va
 		PSL_LOG(m->option < 0 && raw->nseg == 0 ? PSL_LOG_DEBUG : PSL_LOG_WARN,
 			"dropped a response from %s for request %d of app %d customer %d: no "
 			"such request is waiting for that node",
-			psl__node_desc(m->sender, d, sizeof(d)), m->timestamp, c->app_id,
+			psl__node_desc(c->office, m->sender, d, sizeof(d)), m->timestamp, c->app_id,
 			c->customer_id);
 		psl__raw_release(raw);
 		return;
@@ -116,7 +116,7 @@ void psl__kvw_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_va
 				 "app %d (it held the request for PS_HELD_TIMEOUT); create a KV "
 				 "server for app %d on that node (psl_kv_server_new) or use the app "
 				 "id it has",
-				 m->timestamp, c->app_id, psl__node_desc(m->sender, d, sizeof(d)),
+				 m->timestamp, c->app_id, psl__node_desc(c->office, m->sender, d, sizeof(d)),
 				 c->app_id, c->app_id);
 	} else if (r->priv && ((struct pull *)r->priv)->kind == KIND_PULL) {
 		err = accept_pull(w, r->priv, m, raw, why, sizeof(why));
@@ -127,7 +127,7 @@ void psl__kvw_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_va
 	if (err == -EPROTO)
 		PSL_WARN("pull response from %s for request %d is inconsistent (%s): the request "
 			 "fails with EPROTO",
-			 psl__node_desc(m->sender, d, sizeof(d)), m->timestamp, why);
+			 psl__node_desc(c->office, m->sender, d, sizeof(d)), m->timestamp, why);
 	if (!kept)
 		psl__raw_release(raw);
 	if (done)
@@ -247,7 +247,7 @@ int psl__kvw_recv_dest(struct psl__customer *c, const struct psl__meta *m, uint3
 			 size_t len, struct psl_van_dest *dest)
 {
 	struct psl_kv_worker *w = (struct psl_kv_worker *)c;
-	int rank = psl__id_to_group_rank(m->sender), i, rc = -ENOENT;
+	int rank = psl__id_to_group_rank(c->office, m->sender), i, rc = -ENOENT;
 	struct psl__req *r;
 	struct pull *p;
 	struct loan *l;

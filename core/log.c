@@ -19,10 +19,10 @@ void psl__log_init(int verbose)
 	psl__log_level = PSL_LOG_INFO + (verbose < 0 ? 0 : verbose > 2 ? 2 : verbose);
 }
 
-void psl__log_set_who(const char *who)
+void psl__log_set_who(struct psl__office *o, const char *who)
 {
-	/* the current node's: a joint process's lines say which node wrote them */
-	snprintf(psl__po.log_who, sizeof(psl__po.log_who), "%s", who ? who : "");
+	/* node o's: a joint process's lines say which node wrote them */
+	snprintf(o->log_who, sizeof(o->log_who), "%s", who ? who : "");
 }
 
 void psl__vlog(int level, const char *tag, const char *fmt, va_list ap)
@@ -31,7 +31,7 @@ void psl__vlog(int level, const char *tag, const char *fmt, va_list ap)
 	char line[2048];
 	struct timespec ts;
 	struct tm tm;
-	const char *log_who = psl__po.log_who;
+	const char *log_who = psl__cur->log_who; /* the node the thread works for */
 	int n;
 
 	if (level < 0)

@@ -18,8 +18,10 @@ enum {
 extern int psl__log_level;
 
 void psl__log_init(int verbose);
-/* "worker 0", "scheduler", ... shown in front of every line. */
-void psl__log_set_who(const char *who);
+struct psl__office;
+/* "worker 0", "scheduler", ... shown in front of every line node o's
+ * threads write. */
+void psl__log_set_who(struct psl__office *o, const char *who);
 void psl__log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void psl__vlog(int level, const char *tag, const char *fmt, va_list ap);
 

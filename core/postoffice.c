@@ -11,8 +11,6 @@
 #include "log.h"
 #include "postoffice.h"
 
-#define po psl__po
-
 /* the node psl_use_role or psl_use_instance chose for the calling thread */
 static __thread struct psl__office *selected;
 
@@ -30,20 +28,22 @@ static struct psl__office *sel(void)
 	return psl__nodes_here() > 1 && running(selected) ? selected : &psl__offices[0];
 }
 
-void psl__enter_selected(void)
+struct psl__office *psl__enter_selected(void)
 {
-	psl__enter(sel());
+	struct psl__office *o = sel();
+	psl__enter(o);
+	return o;
 }
 
-void psl__enter_role(int role)
+struct psl__office *psl__enter_role(int role)
 {
 	struct psl__office *o = NULL;
 	if (psl__nodes_here() > 1)
 		o = running(selected) && selected->role == role ? selected : psl__office_of(role);
-	if (o)
-		psl__enter(o);
-	else
-		psl__enter_selected();
+	if (!o)
+		return psl__enter_selected();
+	psl__enter(o);
+	return o;
 }
 
 struct psl__office *psl__office_of(int role)
@@ -83,65 +83,66 @@ int psl_id_to_rank(int id)
 	return r > 0 ? r : 0;
 }
 
-int psl__group_members(int g, int *ids)
+int psl__group_members(struct psl__office *o, int g, int *ids)
 {
 	int n = 0, i;
 	if (g & PSL_GROUP_WORKERS)
-		for (i = 0; i < po.cfg.num_workers; i++)
+		for (i = 0; i < o->cfg.num_workers; i++)
 			ids[n++] = psl_worker_rank_to_id(i);
 	if (g & PSL_GROUP_SERVERS)
-		for (i = 0; i < po.cfg.num_servers; i++)
+		for (i = 0; i < o->cfg.num_servers; i++)
 			ids[n++] = psl_server_rank_to_id(i);
 	if (g & PSL_GROUP_SCHEDULER)
 		ids[n++] = 1;
 	return n;
 }
 
-bool psl__group_has(int g, int id)
+bool psl__group_has(struct psl__office *o, int g, int id)
 {
 	if (id == 1)
 		return g & PSL_GROUP_SCHEDULER;
 	if (psl__is_server_id(id))
-		return (g & PSL_GROUP_SERVERS) && psl_id_to_rank(id) < po.cfg.num_servers;
+		return (g & PSL_GROUP_SERVERS) && psl_id_to_rank(id) < o->cfg.num_servers;
 	if (psl__is_worker_id(id))
-		return (g & PSL_GROUP_WORKERS) && psl_id_to_rank(id) < po.cfg.num_workers;
+		return (g & PSL_GROUP_WORKERS) && psl_id_to_rank(id) < o->cfg.num_workers;
 	return false;
 }
 
 int psl_server_key_range(int rank, uint64_t *begin, uint64_t *end)
 {
+	struct psl__office *o = psl__cur;
 	uint64_t q;
 	psl__clear_error();
-	if (po.cfg.server_groups <= 0)
+	if (o->cfg.server_groups <= 0)
 		return PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "psl_server_key_range: pslite is not "
 				"started on this node: call psl_start first");
 	if (!begin || !end)
 		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_server_key_range: %s is NULL",
 				!begin ? "begin" : "end");
-	if (rank < 0 || rank >= po.cfg.server_groups)
+	if (rank < 0 || rank >= o->cfg.server_groups)
 		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_server_key_range: rank %d: this job "
-				"has servers 0 to %d", rank, po.cfg.server_groups - 1);
-	q = UINT64_MAX / (uint64_t)po.cfg.server_groups;
+				"has servers 0 to %d", rank, o->cfg.server_groups - 1);
+	q = UINT64_MAX / (uint64_t)o->cfg.server_groups;
 	*begin = q * (uint64_t)rank;
 	*end = q * (uint64_t)(rank + 1);
 	return 0;
 }
 
-const char *psl__node_desc(int id, char *buf, size_t len)
+const char *psl__node_desc(struct psl__office *o, int id, char *buf, size_t len)
 {
 	if (id == PSL_EMPTY) {
 		snprintf(buf, len, "an unregistered peer");
 	} else if (id == 1) {
-		snprintf(buf, len, "the scheduler (%s:%d)", po.cfg.root_uri, po.cfg.root_port);
-	} else if (id >= 8 && id <= po.max_id && po.peers && po.peers[id].known &&
-		   po.cfg.group_size > 1) { /* group rank.instance */
+		snprintf(buf, len, "the scheduler (%s:%d)", o->cfg.root_uri, o->cfg.root_port);
+	} else if (id >= 8 && id <= o->max_id && o->peers && o->peers[id].known &&
+		   o->cfg.group_size > 1) { /* group rank.instance */
 		snprintf(buf, len, "%s %d.%d (id %d, %s:%d)",
 			 psl__is_server_id(id) ? "server" : "worker",
-			 psl_id_to_rank(id) / po.cfg.group_size, psl_id_to_rank(id) % po.cfg.group_size,
-			 id, po.peers[id].node.hostname, po.peers[id].node.port);
-	} else if (id >= 8 && id <= po.max_id && po.peers && po.peers[id].known) {
+			 psl_id_to_rank(id) / o->cfg.group_size, psl_id_to_rank(id) % o->cfg.group_size,
+			 id, o->peers[id].node.hostname, o->peers[id].node.port);
+	} else if (id >= 8 && id <= o->max_id && o->peers && o->peers[id].known) {
 		snprintf(buf, len, "%s %d (id %d, %s:%d)", psl__is_server_id(id) ? "server" : "worker",
-			 psl_id_to_rank(id), id, po.peers[id].node.hostname, po.peers[id].node.port);
+			 psl_id_to_rank(id), id, o->peers[id].node.hostname, o->peers[id].node.port);
 	} else {
 		snprintf(buf, len, "node %d", id);
 	}
@@ -149,31 +150,31 @@ const char *psl__node_desc(int id, char *buf, size_t len)
 }
 
 
-void (*_Atomic psl__loss_hook)(int id, int err, const char *why);
+void (*_Atomic psl__loss_hook)(struct psl__office *o, int id, int err, const char *why);
 
-void psl__node_lost(int id, int err, const char *why)
+void psl__node_lost(struct psl__office *o, int id, int err, const char *why)
 {
-	void (*lost)(int, int, const char *) = atomic_load(&psl__loss_hook);
+	void (*lost)(struct psl__office *, int, int, const char *) = atomic_load(&psl__loss_hook);
 	if (lost)
-		lost(id, err, why);
+		lost(o, id, err, why);
 }
 
-bool psl__node_dead(int id)
+bool psl__node_dead(struct psl__office *o, int id)
 {
 	bool d;
-	if (id < 1 || id > po.max_id || !po.peers)
+	if (id < 1 || id > o->max_id || !o->peers)
 		return true;
-	pthread_mutex_lock(&po.mu);
-	d = po.peers[id].dead;
-	pthread_mutex_unlock(&po.mu);
+	pthread_mutex_lock(&o->mu);
+	d = o->peers[id].dead;
+	pthread_mutex_unlock(&o->mu);
 	return d;
 }
 
 
-int psl__recovery_bound_s(void)
+int psl__recovery_bound_s(struct psl__office *o)
 {
-	bool hb = po.cfg.heartbeat_interval > 0 && po.cfg.heartbeat_timeout > 0;
-	return (hb ? 2 * po.cfg.heartbeat_timeout : 0) + 10;
+	bool hb = o->cfg.heartbeat_interval > 0 && o->cfg.heartbeat_timeout > 0;
+	return (hb ? 2 * o->cfg.heartbeat_timeout : 0) + 10;
 }
 
 /* ------------------------------------------------------------- queries -- */
@@ -297,15 +298,18 @@ int psl_my_address(char *host, size_t len, int *port)
 }
 int psl_num_workers(void)
 {
-	return po.cfg.worker_groups;
+	struct psl__office *o = psl__cur;
+	return o->cfg.worker_groups;
 }
 int psl_num_servers(void)
 {
-	return po.cfg.server_groups;
+	struct psl__office *o = psl__cur;
+	return o->cfg.server_groups;
 }
 int psl_group_size(void)
 {
-	return po.cfg.group_size > 0 ? po.cfg.group_size : 1;
+	struct psl__office *o = psl__cur;
+	return o->cfg.group_size > 0 ? o->cfg.group_size : 1;
 }
 int psl_my_instance(void)
 {
@@ -318,12 +322,12 @@ int psl_my_instance_rank(void)
 	return o->state == PSL__READY ? o->my_rank : -1;
 }
 
-int psl__server_id(int r)
+int psl__server_id(struct psl__office *o, int r)
 {
-	return psl_server_rank_to_id(r * psl_group_size() + po.cfg.instance);
+	return psl_server_rank_to_id(r * psl_group_size() + o->cfg.instance);
 }
 
-int psl__id_to_group_rank(int id)
+int psl__id_to_group_rank(struct psl__office *o, int id)
 {
 	return psl_id_to_rank(id) / psl_group_size();
 }

@@ -21,7 +21,7 @@ enum psl__state {
 	PSL__FINALIZING,
 };
 
-/* One known node (indexed by id in psl__po.peers). */
+/* One known node (indexed by id in an office's peers). */
 struct psl__peer {
 	struct psl__node node;
 	bool known;	/* in the node list */
@@ -47,10 +47,10 @@ struct psl__peer {
 /* One node's state. A process is one node, two for DMLC_ROLE=joint (a
  * server and a worker, each with its own van, id and rank, as C++ ps-lite's
  * joint role), or a whole instance group (psl_start_group: G of its role, G
- * servers and G workers when joint): the code reads the node it works for through psl__po, the
- * calling thread's current node (psl__cur), which the van's callbacks set from
- * their host ctx, the core's timer thread from its node, and the public calls
- * from the object they act on (psl__enter). */
+ * servers and G workers when joint). The core's functions are handed the
+ * node they work for (struct psl__office *o, their first parameter); the
+ * calling thread's current node (psl__cur) is only what the public calls that
+ * name no node resolve, and what user code and the log see (psl__enter). */
 struct psl__office {
 	pthread_mutex_t mu;
 	pthread_cond_t cv;
@@ -143,8 +143,13 @@ struct psl__office {
  * joint process's workers. */
 #define PSL__OFFICES (2 * PSL_MAX_GROUP)
 extern struct psl__office psl__offices[PSL__OFFICES];
+/* The node the calling thread works for: what a public call that names no
+ * node means (psl_my_rank, psl_num_workers, ...), whose name the log writes,
+ * and what a node-less public call from user code (a handler) means. Set at
+ * the ways in (psl__enter) and kept around user code (PSL__USER_CALL); the
+ * core below them reads the office it is handed instead. */
 extern __thread struct psl__office *psl__cur;
-#define psl__po (*psl__cur)
+#define psl__po (*psl__cur) /* (core/cuda.c, tests) */
 
 /* The node the calling thread works for from now on. */
 static inline void psl__enter(struct psl__office *o)
@@ -161,19 +166,15 @@ static inline void psl__enter(struct psl__office *o)
 		call;                                                                      \
 		psl__enter(psl__o_);                                                       \
 	} while (0)
-/* Which of psl__offices the current node is (for per-node tables). */
-static inline int psl__slot(void)
-{
-	return (int)(psl__cur - psl__offices);
-}
 /* The calling thread's node for the public calls that name none
  * (psl_my_rank, psl_simple_app_new, ...): the one psl_use_role chose, else
- * psl__offices[0]. */
-void psl__enter_selected(void);
+ * psl__offices[0]; made current (for the log and user code) and returned,
+ * for the call to pass down. */
+struct psl__office *psl__enter_selected(void);
 /* The node of role in a process of several (objects of that role belong to
  * it): the calling thread's choice if it has that role (psl_use_instance),
  * else the first of role; else as psl__enter_selected. */
-void psl__enter_role(int role);
+struct psl__office *psl__enter_role(int role);
 /* Whether this process runs DMLC_ROLE=joint, and how many of psl__offices
  * it runs (1 when stopped); set by start-up (lifecycle.c). */
 bool psl__joint(void);
@@ -200,39 +201,39 @@ static inline bool psl__is_worker_id(int id)
 
 /* Ids of the members of group g (1..7) in ps-lite's order: workers, servers,
  * scheduler. Returns how many; ids must hold num_workers+num_servers+1. */
-int psl__group_members(int g, int *ids);
-bool psl__group_has(int g, int id);
+int psl__group_members(struct psl__office *o, int g, int *ids);
+bool psl__group_has(struct psl__office *o, int g, int id);
 
 /* The id of instance psl_my_instance() of server group r: where this
  * worker sends the keys of server r's range. */
-int psl__server_id(int r);
+int psl__server_id(struct psl__office *o, int r);
 /* The group rank of an instance's id: its rank / DMLC_GROUP_SIZE. */
-int psl__id_to_group_rank(int id);
+int psl__id_to_group_rank(struct psl__office *o, int id);
 
-/* Marks a node lost and fails what waits on it. Takes po.mu itself. The
+/* Marks a node lost and fails what waits on it. Takes o->mu itself. The
  * parts of the core that find a loss (heartbeats, failed sends, the van's
  * events) are below those that let go of what they keep for the node: this
  * reaches them through psl__loss_hook, loss.c's psl__loss_handle, which
  * psl__core_wire sets before a node starts (lifecycle.c). */
-void psl__node_lost(int id, int err, const char *why);
-extern void (*_Atomic psl__loss_hook)(int id, int err, const char *why);
-void psl__loss_handle(int id, int err, const char *why);
-bool psl__node_dead(int id);
+void psl__node_lost(struct psl__office *o, int id, int err, const char *why);
+extern void (*_Atomic psl__loss_hook)(struct psl__office *o, int id, int err, const char *why);
+void psl__loss_handle(struct psl__office *o, int id, int err, const char *why);
+bool psl__node_dead(struct psl__office *o, int id);
 /* Whether a request may be sent to node id: 0, -EHOSTDOWN (id was lost), or
  * -ENOLINK (this server or worker lost the scheduler: every request fails at
  * once, pending ones included; nothing waits for answers that may never
  * come) (loss.c). */
-int psl__send_check(int id);
+int psl__send_check(struct psl__office *o, int id);
 /* How long a newcomer waits at the scheduler for a place (s): twice the
  * heartbeat timeout, and 10 (postoffice.c). */
-int psl__recovery_bound_s(void);
+int psl__recovery_bound_s(struct psl__office *o);
 /* A request to lost node id waits for a node that takes its place, up to
  * PS_RECOVERY_WAIT seconds after the loss: 0 once one did, else the loss's
- * error (recovery.c). Takes po.mu itself. */
-int psl__recovery_wait(int id);
+ * error (recovery.c). Takes o->mu itself. */
+int psl__recovery_wait(struct psl__office *o, int id);
 /* Scheduler, after a loss: a newcomer waiting for a place takes it. */
-void psl__recovery_retry(void);
+void psl__recovery_retry(struct psl__office *o);
 /* "server 1 (id 10, 127.0.0.1:4567)" */
-const char *psl__node_desc(int id, char *buf, size_t len);
+const char *psl__node_desc(struct psl__office *o, int id, char *buf, size_t len);
 
 #endif

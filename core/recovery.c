@@ -21,26 +21,24 @@
 #include "resender.h"
 #include "van_host.h"
 
-#define po psl__po
-
-/* With po.mu held: the job is whole again once no node is lost, and a
+/* With o->mu held: the job is whole again once no node is lost, and a
  * program's psl_job_lost says so. */
-static void whole_locked(void)
+static void whole_locked(struct psl__office *o)
 {
 	int id;
-	if (po.role != PSL_SCHEDULER && po.peers[1].dead)
+	if (o->role != PSL_SCHEDULER && o->peers[1].dead)
 		return;
-	for (id = 8; id <= po.max_id; id++)
-		if (po.peers[id].known && po.peers[id].dead)
+	for (id = 8; id <= o->max_id; id++)
+		if (o->peers[id].known && o->peers[id].dead)
 			return;
-	po.job_lost_err = 0;
-	po.job_lost_msg[0] = 0;
+	o->job_lost_err = 0;
+	o->job_lost_msg[0] = 0;
 }
 
-/* With po.mu held: node id is reachable again at n's address. */
-static void revive_locked(int id, const struct psl__node *n)
+/* With o->mu held: node id is reachable again at n's address. */
+static void revive_locked(struct psl__office *o, int id, const struct psl__node *n)
 {
-	struct psl__peer *p = &po.peers[id];
+	struct psl__peer *p = &o->peers[id];
 	p->node = *n;
 	p->known = true;
 	p->dead = false;
@@ -51,28 +49,28 @@ static void revive_locked(int id, const struct psl__node *n)
 	p->undeliv_err = 0;
 	p->wait_told = false;
 	p->last_heartbeat_ms = psl__now_ms();
-	whole_locked();
-	pthread_cond_broadcast(&po.cv);
+	whole_locked(o);
+	pthread_cond_broadcast(&o->cv);
 }
 
 /* Node id is a new process: what the old one sent counts no more. */
-static void revive(int id, const struct psl__node *n)
+static void revive(struct psl__office *o, int id, const struct psl__node *n)
 {
-	pthread_mutex_lock(&po.mu);
-	revive_locked(id, n);
-	pthread_mutex_unlock(&po.mu);
-	if (po.cfg.resend)
-		psl__resender_forget_seen(id);
+	pthread_mutex_lock(&o->mu);
+	revive_locked(o, id, n);
+	pthread_mutex_unlock(&o->mu);
+	if (o->cfg.resend)
+		psl__resender_forget_seen(o, id);
 }
 
-/* Scheduler, with po.mu held: the entry of po.reg whose lost node n may
+/* Scheduler, with o->mu held: the entry of o->reg whose lost node n may
  * replace (the same role; the same DMLC_RANK if n gives one), or -1. */
-static int lost_slot_locked(const struct psl__node *n)
+static int lost_slot_locked(struct psl__office *o, const struct psl__node *n)
 {
 	int i;
-	for (i = 0; i < po.nreg; i++) {
-		int id = po.reg[i].id;
-		if (po.reg[i].role != n->role || !po.peers[id].dead)
+	for (i = 0; i < o->nreg; i++) {
+		int id = o->reg[i].id;
+		if (o->reg[i].role != n->role || !o->peers[id].dead)
 			continue;
 		if (n->aux_id < 0 || psl_id_to_rank(id) == n->aux_id)
 			return i;
@@ -82,7 +80,7 @@ static int lost_slot_locked(const struct psl__node *n)
 
 /* Scheduler: an ADD_NODE with list (n entries) to node `to`, with the proof
  * of PS_JOB_SECRET bound to that node's registration. */
-static void send_list(struct psl__node *list, int n, int to)
+static void send_list(struct psl__office *o, struct psl__node *list, int n, int to)
 {
 	char body[PSL__AUTH_BODY_MAX];
 	struct psl__meta m;
@@ -92,9 +90,9 @@ static void send_list(struct psl__node *list, int n, int to)
 	m.nodes = list;
 	m.node_size = n;
 	m.recver = to;
-	if (psl__auth_on()) {
-		const char *nonce = psl__registration_nonce(&po.peers[to].node);
-		if (!nonce || psl__auth_list_body(list, n, nonce, body)) {
+	if (psl__auth_on(o)) {
+		const char *nonce = psl__registration_nonce(&o->peers[to].node);
+		if (!nonce || psl__auth_list_body(o, list, n, nonce, body)) {
 			PSL_WARN("no proof of PS_JOB_SECRET for node %d's news of a recovered node",
 				 to);
 			return;
@@ -102,17 +100,17 @@ static void send_list(struct psl__node *list, int n, int to)
 		m.body = body;
 		m.body_size = (int)strlen(body);
 	}
-	psl__send_control(&m, true); /* (a failure: psl__control_sent) */
+	psl__send_control(o, &m, true); /* (a failure: psl__control_sent) */
 }
 
 /* Scheduler: tells every live server and worker but the newcomer (list[k])
  * the newcomer alone. */
-static void tell_others(struct psl__node *list, int total, int k)
+static void tell_others(struct psl__office *o, struct psl__node *list, int total, int k)
 {
 	int i;
 	for (i = 0; i < total; i++)
-		if (i != k && !psl__node_dead(list[i].id))
-			send_list(&list[k], 1, list[i].id);
+		if (i != k && !psl__node_dead(o, list[i].id))
+			send_list(o, &list[k], 1, list[i].id);
 }
 
 /*
@@ -136,9 +134,9 @@ static struct {
 static int ndeferred;
 static pthread_mutex_t deferred_mu = PTHREAD_MUTEX_INITIALIZER;
 
-static int64_t deferred_bound_ms(void)
+static int64_t deferred_bound_ms(struct psl__office *o)
 {
-	return (po.cfg.heartbeat_interval > 0 ? po.cfg.heartbeat_interval : 0) * 1000LL + 1000;
+	return (o->cfg.heartbeat_interval > 0 ? o->cfg.heartbeat_interval : 0) * 1000LL + 1000;
 }
 
 /* Keeps the others' news of list[k] (takes list); false if full. */
@@ -159,7 +157,7 @@ static bool defer(struct psl__node *list, int total, int k)
 
 /* Sends the deferred news of node id (any id: -1, none sent), or of those
  * older than the bound at now (id 0); drop: of node id, none sent. */
-static void deferred_send(int id, int64_t now, bool drop)
+static void deferred_send(struct psl__office *o, int id, int64_t now, bool drop)
 {
 	for (;;) {
 		struct psl__node *list = NULL;
@@ -168,7 +166,7 @@ static void deferred_send(int id, int64_t now, bool drop)
 		for (i = 0; i < ndeferred; i++) {
 			int nid = deferred[i].list[deferred[i].k].id;
 			if (id < 0 || nid == id ||
-			    (id == 0 && now - deferred[i].since >= deferred_bound_ms()))
+			    (id == 0 && now - deferred[i].since >= deferred_bound_ms(o)))
 				break;
 		}
 		if (i < ndeferred) {
@@ -180,63 +178,63 @@ static void deferred_send(int id, int64_t now, bool drop)
 		pthread_mutex_unlock(&deferred_mu);
 		if (!list)
 			return;
-		if (id >= 0 && !drop && !psl__node_dead(list[k].id))
-			tell_others(list, total, k);
+		if (id >= 0 && !drop && !psl__node_dead(o, list[k].id))
+			tell_others(o, list, total, k);
 		free(list);
 	}
 }
 
-void psl__recovery_heard(int id)
+void psl__recovery_heard(struct psl__office *o, int id)
 {
-	deferred_send(id, 0, false);
+	deferred_send(o, id, 0, false);
 }
 
 /* Scheduler: n takes a lost node's place, if there is one (true). */
-static bool take(const struct psl__node *n)
+static bool take(struct psl__office *o, const struct psl__node *n)
 {
 	struct psl__node *list;
 	int total, k, id;
 	bool cxx_server = n->cxx && n->role == PSL_SERVER;
 	char d[96];
 
-	pthread_mutex_lock(&po.mu);
-	total = po.nreg;
-	k = po.state == PSL__READY ? lost_slot_locked(n) : -1;
+	pthread_mutex_lock(&o->mu);
+	total = o->nreg;
+	k = o->state == PSL__READY ? lost_slot_locked(o, n) : -1;
 	list = k < 0 ? NULL : calloc((size_t)total + 1, sizeof(*list));
 	if (!list) {
-		pthread_mutex_unlock(&po.mu);
+		pthread_mutex_unlock(&o->mu);
 		return false;
 	}
-	id = po.reg[k].id;
-	po.reg[k] = *n;
-	po.reg[k].id = id;
-	po.reg[k].is_recovery = true;
-	revive_locked(id, &po.reg[k]);
-	memcpy(list, po.reg, sizeof(*list) * (size_t)total);
-	list[total] = po.me;
-	pthread_mutex_unlock(&po.mu);
-	if (po.cfg.resend)
-		psl__resender_forget_seen(id);
-	deferred_send(id, 0, true); /* (news of a predecessor that never spoke) */
-	if (psl__control_connect(&list[k], 1)) {
-		psl__node_lost(id, -ECONNREFUSED, "the scheduler cannot connect to its replacement");
+	id = o->reg[k].id;
+	o->reg[k] = *n;
+	o->reg[k].id = id;
+	o->reg[k].is_recovery = true;
+	revive_locked(o, id, &o->reg[k]);
+	memcpy(list, o->reg, sizeof(*list) * (size_t)total);
+	list[total] = o->me;
+	pthread_mutex_unlock(&o->mu);
+	if (o->cfg.resend)
+		psl__resender_forget_seen(o, id);
+	deferred_send(o, id, 0, true); /* (news of a predecessor that never spoke) */
+	if (psl__control_connect(o, &list[k], 1)) {
+		psl__node_lost(o, id, -ECONNREFUSED, "the scheduler cannot connect to its replacement");
 		free(list);
 		return true;
 	}
 	PSL_INFO("the %s at %s:%d takes the place of lost %s%s", psl__role_name(n->role),
-		 n->hostname, n->port, psl__node_desc(id, d, sizeof(d)),
+		 n->hostname, n->port, psl__node_desc(o, id, d, sizeof(d)),
 		 cxx_server ? " (a C++ ps-lite server: the others hear of it at its first heartbeat)"
 			    : "");
 	/* a worker's news first: its first requests, sent once it has its
 	 * list, find the servers knowing its new address (else they cannot
 	 * answer them) */
 	if (n->role == PSL_WORKER)
-		tell_others(list, total, k);
-	send_list(list, total + 1, id);
+		tell_others(o, list, total, k);
+	send_list(o, list, total + 1, id);
 	if (cxx_server && defer(list, total, k))
 		return true;
 	if (n->role != PSL_WORKER)
-		tell_others(list, total, k);
+		tell_others(o, list, total, k);
 	free(list);
 	return true;
 }
@@ -275,7 +273,7 @@ static void waiting_drop(const struct psl__node *n)
 }
 
 /* Keeps n waiting; false when too many wait already. */
-static bool hold(const struct psl__node *n)
+static bool hold(struct psl__office *o, const struct psl__node *n)
 {
 	int i;
 	pthread_mutex_lock(&waiting_mu);
@@ -290,27 +288,27 @@ static bool hold(const struct psl__node *n)
 	if (i >= 0)
 		PSL_INFO("the %s at %s:%d waits up to %d s for a lost %s whose place it can take "
 			 "(PS_RECOVERY)",
-			 psl__role_name(n->role), n->hostname, n->port, psl__recovery_bound_s(),
+			 psl__role_name(n->role), n->hostname, n->port, psl__recovery_bound_s(o),
 			 psl__role_name(n->role));
 	return i >= 0;
 }
 
-void psl__recovery_reset(void)
+void psl__recovery_reset(struct psl__office *o)
 {
 	pthread_mutex_lock(&waiting_mu);
 	nwaiting = 0;
 	pthread_mutex_unlock(&waiting_mu);
-	deferred_send(-1, 0, true);
+	deferred_send(o, -1, 0, true);
 }
 
-bool psl__recovery_take(const struct psl__node *n)
+bool psl__recovery_take(struct psl__office *o, const struct psl__node *n)
 {
-	if (!po.cfg.recovery)
+	if (!o->cfg.recovery)
 		return false;
-	return take(n) || hold(n);
+	return take(o, n) || hold(o, n);
 }
 
-void psl__recovery_retry(void)
+void psl__recovery_retry(struct psl__office *o)
 {
 	struct psl__node n;
 	int i = 0;
@@ -323,26 +321,26 @@ void psl__recovery_retry(void)
 		}
 		n = waiting[i].n;
 		pthread_mutex_unlock(&waiting_mu);
-		if (take(&n))
+		if (take(o, &n))
 			waiting_drop(&n);
 		else
 			i++;
 	}
 }
 
-void psl__recovery_tick(int64_t now)
+void psl__recovery_tick(struct psl__office *o, int64_t now)
 {
 	struct psl__node n;
 	int i;
 
 	/* a barrier that waited in vain for a lost node's replacement */
-	psl__control_forget_node(0);
-	deferred_send(0, now, false);
+	psl__control_forget_node(o, 0);
+	deferred_send(o, 0, now, false);
 
 	for (;;) {
 		pthread_mutex_lock(&waiting_mu);
 		for (i = 0; i < nwaiting; i++)
-			if (now - waiting[i].since > psl__recovery_bound_s() * 1000LL)
+			if (now - waiting[i].since > psl__recovery_bound_s(o) * 1000LL)
 				break;
 		if (i >= nwaiting) {
 			pthread_mutex_unlock(&waiting_mu);
@@ -354,36 +352,36 @@ void psl__recovery_tick(int64_t now)
 		PSL_WARN("refused the %s at %s:%d: no %s of this job was lost within %d s of its "
 			 "registration, so it has no place to take (PS_RECOVERY)",
 			 psl__role_name(n.role), n.hostname, n.port, psl__role_name(n.role),
-			 psl__recovery_bound_s());
-		psl__tell_refused(&n, "no %s of this job was lost within %d s: there is no place "
+			 psl__recovery_bound_s(o));
+		psl__tell_refused(o, &n, "no %s of this job was lost within %d s: there is no place "
 				      "to take (PS_RECOVERY=1; check DMLC_NUM_SERVER, "
 				      "DMLC_NUM_WORKER and DMLC_RANK)",
-				  psl__role_name(n.role), psl__recovery_bound_s());
+				  psl__role_name(n.role), psl__recovery_bound_s(o));
 	}
 }
 
 /* Node: whether an entry of the scheduler's news says what this node knows
  * already (a node list sent again: the scheduler, this node, a live peer at
  * the same address). */
-static bool news_known(const struct psl__node *n)
+static bool news_known(struct psl__office *o, const struct psl__node *n)
 {
 	bool same;
-	if (n->id < 1 || n->id > po.max_id)
+	if (n->id < 1 || n->id > o->max_id)
 		return false;
-	pthread_mutex_lock(&po.mu);
-	same = po.peers[n->id].known && !po.peers[n->id].dead &&
-	       po.peers[n->id].node.port == n->port &&
-	       !strcmp(po.peers[n->id].node.hostname, n->hostname);
-	pthread_mutex_unlock(&po.mu);
-	return same || (n->id == po.my_id && n->port == po.me.port &&
-			!strcmp(n->hostname, po.me.hostname));
+	pthread_mutex_lock(&o->mu);
+	same = o->peers[n->id].known && !o->peers[n->id].dead &&
+	       o->peers[n->id].node.port == n->port &&
+	       !strcmp(o->peers[n->id].node.hostname, n->hostname);
+	pthread_mutex_unlock(&o->mu);
+	return same || (n->id == o->my_id && n->port == o->me.port &&
+			!strcmp(n->hostname, o->me.hostname));
 }
 
 /* Node: one entry of the scheduler's news; false if it cannot be a server
  * or worker of this job. */
-static bool news_entry_ok(const struct psl__node *n)
+static bool news_entry_ok(struct psl__office *o, const struct psl__node *n)
 {
-	if (n->id < 8 || n->id > po.max_id || n->id == po.my_id || !n->hostname[0] ||
+	if (n->id < 8 || n->id > o->max_id || n->id == o->my_id || !n->hostname[0] ||
 	    n->port <= 0)
 		return false;
 	return n->role == PSL_SERVER ? psl__is_server_id(n->id)
@@ -391,58 +389,58 @@ static bool news_entry_ok(const struct psl__node *n)
 				       : false;
 }
 
-void psl__recovery_news(const struct psl__meta *m)
+void psl__recovery_news(struct psl__office *o, const struct psl__meta *m)
 {
 	int i;
 	char d[96];
 
-	if (psl__auth_on() && (!po.nonce[0] || psl__auth_list_check(m, po.nonce))) {
+	if (psl__auth_on(o) && (!o->nonce[0] || psl__auth_list_check(o, m, o->nonce))) {
 		PSL_WARN("ignored news of a recovered node without a valid proof of PS_JOB_SECRET");
 		return;
 	}
 	for (i = 0; i < m->node_size; i++) {
 		const struct psl__node *n = &m->nodes[i];
-		if (news_known(n))
+		if (news_known(o, n))
 			continue;
-		if (!news_entry_ok(n)) {
+		if (!news_entry_ok(o, n)) {
 			PSL_WARN("ignored an entry of the scheduler's news of a recovered node (id %d, "
 				 "role %d, %s:%d): not another server or worker of this job",
 				 n->id, n->role, n->hostname, n->port);
 			continue;
 		}
 		/* what waits on its predecessor will never be answered */
-		if (!psl__node_dead(n->id))
-			psl__node_lost(n->id, -EHOSTDOWN, "a new node took its place");
-		if (n->role != po.role && psl__control_connect(n, po.my_id))
+		if (!psl__node_dead(o, n->id))
+			psl__node_lost(o, n->id, -EHOSTDOWN, "a new node took its place");
+		if (n->role != o->role && psl__control_connect(o, n, o->my_id))
 			continue; /* (logged; it stays lost) */
-		revive(n->id, n);
+		revive(o, n->id, n);
 		PSL_INFO("%s is back (a new node took the lost one's place)",
-			 psl__node_desc(n->id, d, sizeof(d)));
-		psl__recovery_resend(n->id);
+			 psl__node_desc(o, n->id, d, sizeof(d)));
+		psl__recovery_resend(o, n->id);
 	}
 }
 
-int psl__recovery_wait(int id)
+int psl__recovery_wait(struct psl__office *o, int id)
 {
 	int64_t end, now;
 	bool tell = false;
 	int rc;
 	char d[96];
 
-	pthread_mutex_lock(&po.mu);
-	end = po.peers[id].down_at_ms + po.cfg.recovery_wait_s * 1000LL;
-	while (po.peers[id].dead && !po.peers[1].dead && po.state == PSL__READY &&
+	pthread_mutex_lock(&o->mu);
+	end = o->peers[id].down_at_ms + o->cfg.recovery_wait_s * 1000LL;
+	while (o->peers[id].dead && !o->peers[1].dead && o->state == PSL__READY &&
 	       (now = psl__now_ms()) < end)
-		psl__cond_wait_ms(&po.cv, &po.mu, end - now < 200 ? end - now : 200);
-	rc = !po.peers[id].dead ? 0 : po.peers[1].dead ? -ENOLINK : -EHOSTDOWN;
-	if (rc == -EHOSTDOWN && !po.peers[id].wait_told)
-		tell = po.peers[id].wait_told = true;
-	pthread_mutex_unlock(&po.mu);
+		psl__cond_wait_ms(&o->cv, &o->mu, end - now < 200 ? end - now : 200);
+	rc = !o->peers[id].dead ? 0 : o->peers[1].dead ? -ENOLINK : -EHOSTDOWN;
+	if (rc == -EHOSTDOWN && !o->peers[id].wait_told)
+		tell = o->peers[id].wait_told = true;
+	pthread_mutex_unlock(&o->mu);
 	if (tell)
 		PSL_ERR("no node took the place of lost %s within PS_RECOVERY_WAIT=%d s: its "
 			"requests fail with \"%s\" (restart it with the same role%s)",
-			psl__node_desc(id, d, sizeof(d)), po.cfg.recovery_wait_s,
-			psl_strerror(rc), po.cfg.preferred_rank >= 0 ? " and DMLC_RANK" : "");
+			psl__node_desc(o, id, d, sizeof(d)), o->cfg.recovery_wait_s,
+			psl_strerror(rc), o->cfg.preferred_rank >= 0 ? " and DMLC_RANK" : "");
 	return rc;
 }
 

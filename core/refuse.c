@@ -15,10 +15,8 @@
 #include "postoffice.h"
 #include "van_host.h"
 
-#define po psl__po
-
 /* With PS_JOB_SECRET: at the scheduler, the nonce of each registered node
- * (each node's own, po.nonce, binds the node list's proof to it). */
+ * (each node's own, o->nonce, binds the node list's proof to it). */
 struct reg_nonce {
 	char host[PSL_HOST_MAX];
 	int port;
@@ -42,7 +40,7 @@ const char *psl__registration_nonce(const struct psl__node *n)
 	return r ? r->nonce : NULL;
 }
 
-/* With po.mu held: keeps the nonce of n's registration (a node started
+/* With o->mu held: keeps the nonce of n's registration (a node started
  * again at the same address brings a new one). */
 void psl__registration_keep_nonce(const struct psl__node *n, const char *nonce)
 {
@@ -104,23 +102,23 @@ static int spare_id(const struct psl__node *n)
 }
 
 /* Connects to n under id and sends it a TERMINATE with body. */
-static void tell(const struct psl__node *n, int id, const char *body)
+static void tell(struct psl__office *o, const struct psl__node *n, int id, const char *body)
 {
 	struct psl__node t = *n;
 	struct psl__meta m;
 
 	t.id = id;
-	if (psl__control_connect(&t, 1))
+	if (psl__control_connect(o, &t, 1))
 		return;
 	psl__meta_init(&m);
 	m.cmd = PSL_CMD_TERMINATE;
 	m.recver = t.id;
 	m.body = body;
 	m.body_size = (int)strlen(body);
-	psl__send_control(&m, true);
+	psl__send_control(o, &m, true);
 }
 
-void psl__tell_refused(const struct psl__node *n, const char *fmt, ...)
+void psl__tell_refused(struct psl__office *o, const struct psl__node *n, const char *fmt, ...)
 {
 	char body[400];
 	va_list ap;
@@ -132,14 +130,14 @@ void psl__tell_refused(const struct psl__node *n, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(body + len, sizeof(body) - (size_t)len, fmt, ap);
 	va_end(ap);
-	pthread_mutex_lock(&po.mu); /* for the start-up timeout's message */
-	snprintf(po.refused, sizeof(po.refused), "the %s at %s:%d (%.160s)",
+	pthread_mutex_lock(&o->mu); /* for the start-up timeout's message */
+	snprintf(o->refused, sizeof(o->refused), "the %s at %s:%d (%.160s)",
 		 psl__role_name(n->role), n->hostname, n->port, body + len);
-	pthread_mutex_unlock(&po.mu);
-	tell(n, id, body);
+	pthread_mutex_unlock(&o->mu);
+	tell(o, n, id, body);
 }
 
-bool psl__tell_ghost(const struct psl__node *n, const char *why)
+bool psl__tell_ghost(struct psl__office *o, const struct psl__node *n, const char *why)
 {
 	char body[400];
 	int id = spare_id(n);
@@ -147,6 +145,6 @@ bool psl__tell_ghost(const struct psl__node *n, const char *why)
 	if (id < 0)
 		return false;
 	snprintf(body, sizeof(body), "%s%d: %s", PSL__ABORT_TAG, -ENOLINK, why);
-	tell(n, id, body);
+	tell(o, n, id, body);
 	return true;
 }

@@ -57,7 +57,7 @@ static struct resender {
 	[0 ... PSL__OFFICES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER},
 };
 /* the current node's */
-#define S (resenders[psl__slot()])
+#define S (resenders[o - psl__offices])
 
 static void entry_put(struct entry *e)
 {
@@ -79,7 +79,7 @@ static uint32_t hash(uint64_t x)
 	return (uint32_t)x;
 }
 
-int psl__resender_init(int t_ms, bool keep_asked)
+int psl__resender_init(struct psl__office *o, int t_ms, bool keep_asked)
 {
 	pthread_mutex_lock(&S.mu);
 	S.timeout_ms = t_ms;
@@ -92,7 +92,7 @@ int psl__resender_init(int t_ms, bool keep_asked)
 	return S.on ? 0 : -ENOMEM;
 }
 
-void psl__resender_fini(void)
+void psl__resender_fini(struct psl__office *o)
 {
 	int i;
 	pthread_mutex_lock(&S.mu);
@@ -110,10 +110,10 @@ void psl__resender_fini(void)
 	pthread_mutex_unlock(&S.mu);
 }
 
-void psl__resender_on_send(const struct psl__meta *m, const void *meta, size_t meta_len,
-			   const struct psl_van_seg *segs, uint32_t nseg)
+void psl__resender_on_send(struct psl__office *o, const struct psl__meta *m, const void *meta,
+			   size_t meta_len, const struct psl_van_seg *segs, uint32_t nseg)
 {
-	uint64_t sig = psl__msg_sig(m->app_id, psl__po.my_id, m->recver, m->timestamp, m->request);
+	uint64_t sig = psl__msg_sig(m->app_id, o->my_id, m->recver, m->timestamp, m->request);
 	size_t data = 0, off;
 	uint32_t i, b = hash(sig) % BUCKETS;
 	struct entry *e;
@@ -172,7 +172,7 @@ void psl__resender_on_send(const struct psl__meta *m, const void *meta, size_t m
 	pthread_mutex_unlock(&S.mu);
 }
 
-static bool seen_check_add(uint64_t sig)
+static bool seen_check_add(struct psl__office *o, uint64_t sig)
 {
 	uint32_t mask = 2 * SEEN_WINDOW - 1, s;
 	uint64_t key = sig ? sig : 1; /* 0 marks an empty slot */
@@ -208,7 +208,7 @@ static bool seen_check_add(uint64_t sig)
 	return false;
 }
 
-void psl__resender_forget_seen(int sender)
+void psl__resender_forget_seen(struct psl__office *o, int sender)
 {
 	uint64_t *keep;
 	uint32_t i, n = 0, count;
@@ -228,7 +228,7 @@ void psl__resender_forget_seen(int sender)
 	memset(S.seen_set, 0, 2 * SEEN_WINDOW * sizeof(uint64_t));
 	S.seen_head = S.seen_count = 0;
 	for (i = 0; i < n; i++)
-		seen_check_add(keep[i]);
+		seen_check_add(o, keep[i]);
 	pthread_mutex_unlock(&S.mu);
 	free(keep);
 }
@@ -241,7 +241,7 @@ static bool asked(const struct entry *e)
 
 /* With S.mu held: takes the entry of signature sig out of the table (NULL if
  * none); a request kept until its response is only marked ACKed. */
-static struct entry *take_sig(uint64_t sig, bool ack)
+static struct entry *take_sig(struct psl__office *o, uint64_t sig, bool ack)
 {
 	struct entry **pp, *e;
 	for (pp = &S.table[hash(sig) % BUCKETS]; (e = *pp); pp = &e->next) {
@@ -261,18 +261,18 @@ static struct entry *take_sig(uint64_t sig, bool ack)
  * node that takes a lost one's place gets the others' resent requests before
  * its node list, by their new connections: it records them under the id the
  * sender gave it, which is its own-to-be, and cannot ACK them yet. */
-static bool seen_locked(const struct psl__meta *m)
+static bool seen_locked(struct psl__office *o, const struct psl__meta *m)
 {
-	int me = psl__po.my_id;
+	int me = o->my_id;
 	if (!S.on)
 		return false;
 	if (me == PSL_EMPTY && (m->sender < 8 || m->recver < 8))
 		return false;
-	return seen_check_add(psl__msg_sig(m->app_id, m->sender, me == PSL_EMPTY ? m->recver : me,
+	return seen_check_add(o, psl__msg_sig(m->app_id, m->sender, me == PSL_EMPTY ? m->recver : me,
 					   m->timestamp, m->request));
 }
 
-bool psl__resender_on_recv(const struct psl__meta *m, struct psl__meta *ack)
+bool psl__resender_on_recv(struct psl__office *o, const struct psl__meta *m, struct psl__meta *ack)
 {
 	struct entry *e = NULL;
 	uint64_t sig;
@@ -280,10 +280,10 @@ bool psl__resender_on_recv(const struct psl__meta *m, struct psl__meta *ack)
 
 	pthread_mutex_lock(&S.mu);
 	if (m->cmd == PSL_CMD_ACK)
-		e = take_sig(m->msg_sig, true);
+		e = take_sig(o, m->msg_sig, true);
 	else if (S.keep_asked && !m->request && m->cmd == PSL_CMD_EMPTY)
 		/* a response: the request it answers needs no keeping */
-		e = take_sig(psl__msg_sig(m->app_id, psl__po.my_id, m->sender, m->timestamp, true),
+		e = take_sig(o, psl__msg_sig(m->app_id, o->my_id, m->sender, m->timestamp, true),
 			     false);
 	pthread_mutex_unlock(&S.mu);
 	entry_put(e);
@@ -296,14 +296,14 @@ bool psl__resender_on_recv(const struct psl__meta *m, struct psl__meta *ack)
 	 * 32767 in its signature, and a C++ scheduler, whose resender does not
 	 * exist yet, logs it as "Drop unknown typed message". ps-lite never
 	 * ACKs what a node receives before it is ready (docs/wire.md 9 and 5). */
-	if (psl__po.my_id != PSL_EMPTY) {
-		sig = psl__msg_sig(m->app_id, m->sender, psl__po.my_id, m->timestamp, m->request);
+	if (o->my_id != PSL_EMPTY) {
+		sig = psl__msg_sig(m->app_id, m->sender, o->my_id, m->timestamp, m->request);
 		ack->cmd = PSL_CMD_ACK;
 		ack->msg_sig = sig;
 		ack->recver = m->sender;
 	}
 	pthread_mutex_lock(&S.mu);
-	dup = seen_locked(m);
+	dup = seen_locked(o, m);
 	pthread_mutex_unlock(&S.mu);
 	if (dup)
 		PSL_DBG("dropped a duplicate %s from node %d (ts %d)", psl__cmd_name(m->cmd),
@@ -311,7 +311,7 @@ bool psl__resender_on_recv(const struct psl__meta *m, struct psl__meta *ack)
 	return dup;
 }
 
-int psl__resender_pending(void)
+int psl__resender_pending(struct psl__office *o)
 {
 	int i, n = 0;
 	pthread_mutex_lock(&S.mu);
@@ -327,7 +327,7 @@ int psl__resender_pending(void)
 /* Drops what is kept for node recver: every message (cmd < 0), or only its
  * requests of control command cmd. hold: keeps its data requests instead,
  * held for a replacement; returns how many. */
-static int drop_kept(int recver, int cmd, bool hold)
+static int drop_kept(struct psl__office *o, int recver, int cmd, bool hold)
 {
 	int i, held = 0;
 	pthread_mutex_lock(&S.mu);
@@ -361,22 +361,22 @@ static int drop_kept(int recver, int cmd, bool hold)
  * and is not ACKed: resent, it was counted again, towards the final barrier,
  * which then released every node while workers still ran. The release comes
  * well before PS_RESEND_TIMEOUT unless a node is slower than that to ask. */
-void psl__resender_released(int cmd)
+void psl__resender_released(struct psl__office *o, int cmd)
 {
-	drop_kept(1, cmd, false);
+	drop_kept(o, 1, cmd, false);
 }
 
-void psl__resender_forget(int id)
+void psl__resender_forget(struct psl__office *o, int id)
 {
-	drop_kept(id, -1, false);
+	drop_kept(o, id, -1, false);
 }
 
-int psl__resender_hold(int id)
+int psl__resender_hold(struct psl__office *o, int id)
 {
-	return S.keep_asked ? drop_kept(id, -1, true) : 0;
+	return S.keep_asked ? drop_kept(o, id, -1, true) : 0;
 }
 
-int psl__resender_resend_held(int id)
+int psl__resender_resend_held(struct psl__office *o, int id)
 {
 	int64_t now = psl__now_ms();
 	int i, n = 0;
@@ -393,7 +393,7 @@ int psl__resender_resend_held(int id)
 			n++;
 			/* (a send that fails now is resent by the tick) */
 			atomic_fetch_add(&e->refs, 1);
-			if (psl__po.lib.ops->send(psl__po.van, id, e + 1, e->meta_len, e->segs,
+			if (o->lib.ops->send(o->van, id, e + 1, e->meta_len, e->segs,
 						  e->nseg, &e->ref))
 				atomic_fetch_sub(&e->refs, 1);
 		}
@@ -402,7 +402,7 @@ int psl__resender_resend_held(int id)
 	return n;
 }
 
-void psl__resender_tick(int64_t now)
+void psl__resender_tick(struct psl__office *o, int64_t now)
 {
 	int i, lost = -1;
 
@@ -426,7 +426,7 @@ void psl__resender_tick(int64_t now)
 			/* the van copies the meta; the segments stay until the van is
 			 * done with them, even if the ACK comes first */
 			atomic_fetch_add(&e->refs, 1);
-			if (psl__po.lib.ops->send(psl__po.van, e->recver, e + 1, e->meta_len,
+			if (o->lib.ops->send(o->van, e->recver, e + 1, e->meta_len,
 						  e->segs, e->nseg, &e->ref))
 				atomic_fetch_sub(&e->refs, 1);
 		}
@@ -436,7 +436,7 @@ void psl__resender_tick(int64_t now)
 		char why[128];
 		snprintf(why, sizeof(why), "no ACK after %d resends (PS_RESEND_TIMEOUT=%d ms)",
 			 MAX_RETRIES, S.timeout_ms);
-		psl__resender_forget(lost);
-		psl__node_lost(lost, -ETIMEDOUT, why);
+		psl__resender_forget(o, lost);
+		psl__node_lost(o, lost, -ETIMEDOUT, why);
 	}
 }

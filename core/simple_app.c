@@ -37,7 +37,7 @@ static int send_msg(struct psl_simple_app *app, int recver, int head, const void
 	m.val_len = 0;
 	m.option = 0;
 	m.sid = 0;
-	return psl__send(&m, NULL, 0, NULL);
+	return psl__send(app->c.office, &m, NULL, 0, NULL);
 }
 
 /* The argument check of a request or response that failed. */
@@ -53,6 +53,7 @@ static int bad_args(const char *call, const struct psl_simple_app *app, const vo
 int psl_simple_request(struct psl_simple_app *app, int head, const void *body, size_t len,
 		       int recv_id)
 {
+	struct psl__office *o;
 	struct psl__customer *c;
 	struct psl__req *r;
 	int *ids, n, i, ts;
@@ -61,25 +62,26 @@ int psl_simple_request(struct psl_simple_app *app, int head, const void *body, s
 	psl__clear_error();
 	if (!app || (len && !body) || len > 0x7fffffff)
 		return bad_args("psl_simple_request", app, body, len);
-	if (psl__po.state != PSL__READY)
+	if (app->c.office->state != PSL__READY)
 		return PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "psl_simple_request: pslite is not "
 				"started on this node (or is finalizing)");
 	c = &app->c;
-	ids = malloc(sizeof(int) * (size_t)(psl__po.cfg.num_workers + psl__po.cfg.num_servers + 1));
+	o = c->office;
+	ids = malloc(sizeof(int) * (size_t)(o->cfg.num_workers + o->cfg.num_servers + 1));
 	if (!ids)
 		return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "psl_simple_request: out of memory");
 	if (recv_id >= 1 && recv_id <= 7) {
-		n = psl__group_members(recv_id, ids);
-		if (psl__po.cfg.group_size > 1 && psl__po.role != PSL_SCHEDULER) {
+		n = psl__group_members(o, recv_id, ids);
+		if (o->cfg.group_size > 1 && o->role != PSL_SCHEDULER) {
 			/* instance groups: instance i of each member group, as KV requests */
 			int k = 0;
 			for (i = 0; i < n; i++)
-				if (ids[i] == 1 || psl_id_to_rank(ids[i]) % psl__po.cfg.group_size ==
-							   psl__po.cfg.instance)
+				if (ids[i] == 1 || psl_id_to_rank(ids[i]) % o->cfg.group_size ==
+							   o->cfg.instance)
 					ids[k++] = ids[i];
 			n = k;
 		}
-	} else if (recv_id >= 8 && recv_id <= psl__po.max_id && psl__po.peers[recv_id].known) {
+	} else if (recv_id >= 8 && recv_id <= o->max_id && o->peers[recv_id].known) {
 		ids[0] = recv_id;
 		n = 1;
 	} else {
@@ -108,7 +110,7 @@ int psl_simple_request(struct psl_simple_app *app, int head, const void *body, s
 		return ts;
 	}
 	for (i = 0; i < n; i++) {
-		int rc = psl__send_check(ids[i]);
+		int rc = psl__send_check(o, ids[i]);
 		if (!rc)
 			rc = send_msg(app, ids[i], head, body, len, true, c->customer_id, ts);
 		if (rc) {
@@ -178,7 +180,7 @@ static void sa_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_v
 			pthread_mutex_unlock(&c->mu);
 			PSL_WARN("dropped a SimpleApp response from %s for request %d of app %d: "
 				 "no such request is waiting for that node",
-				 psl__node_desc(m->sender, d, sizeof(d)), m->timestamp, c->app_id);
+				 psl__node_desc(c->office, m->sender, d, sizeof(d)), m->timestamp, c->app_id);
 			psl__raw_release(raw);
 			return;
 		}
@@ -202,25 +204,26 @@ static const struct psl__customer_ops sa_ops = {
 int psl_simple_app_new(int app_id, int customer_id, psl_simple_handler on_request,
 		       psl_simple_handler on_response, void *arg, struct psl_simple_app **out)
 {
+	struct psl__office *o;
 	struct psl_simple_app *app;
 	int rc;
 
 	psl__clear_error();
 	if (!out)
 		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_simple_app_new: out is NULL");
-	psl__enter_selected();
-	if (psl__po.state != PSL__READY)
+	o = psl__enter_selected();
+	if (o->state != PSL__READY)
 		return PSL_FAIL(-ESHUTDOWN, PSL_LOG_WARN, "psl_simple_app_new: pslite is not "
 				"started on this node: call psl_start first");
 	app = calloc(1, sizeof(*app));
 	if (!app)
 		return PSL_FAIL(-ENOMEM, PSL_LOG_ERROR, "psl_simple_app_new: out of memory");
-	rc = psl__customer_init(&app->c, app_id, customer_id, &sa_ops);
+	rc = psl__customer_init(o, &app->c, app_id, customer_id, &sa_ops);
 	if (rc) {
 		free(app);
 		return psl__ret("psl_simple_app_new", rc);
 	}
-	app->c.timeout_ms = psl__po.cfg.request_timeout_s * 1000;
+	app->c.timeout_ms = o->cfg.request_timeout_s * 1000;
 	app->on_request = on_request;
 	app->on_response = on_response;
 	app->arg = arg;
@@ -229,7 +232,7 @@ int psl_simple_app_new(int app_id, int customer_id, psl_simple_handler on_reques
 		rc = PSL_FAIL(rc, PSL_LOG_WARN, "psl_simple_app_new: app %d customer %d already "
 			      "exists on this node: free it first or use another customer_id",
 			      app_id, customer_id);
-		psl__customer_remove(&app->c);
+		psl__customer_remove(app->c.office, &app->c);
 		free(app);
 		return rc;
 	}
@@ -241,6 +244,6 @@ void psl_simple_app_free(struct psl_simple_app *app)
 {
 	if (!app)
 		return;
-	psl__customer_remove(&app->c);
+	psl__customer_remove(app->c.office, &app->c);
 	free(app);
 }

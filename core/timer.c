@@ -19,84 +19,83 @@
 #include "resender.h"
 #include "van_host.h"
 
-#define po psl__po
-
 static void *timer_main(void *arg)
 {
+	struct psl__office *o = arg; /* the node this thread times */
 	int64_t last_hb = 0, now;
 	int period = 1000, wait;
-	psl__enter(arg); /* the node this thread times */
-	if (po.cfg.heartbeat_interval > 0 && po.cfg.heartbeat_interval * 1000 < period)
-		period = po.cfg.heartbeat_interval * 1000;
-	if (po.cfg.resend && po.cfg.resend_timeout_ms / 2 < period)
-		period = po.cfg.resend_timeout_ms / 2 > 10 ? po.cfg.resend_timeout_ms / 2 : 10;
-	wait = psl__customers_period_ms(period);
-	pthread_mutex_lock(&po.mu);
-	while (!po.timer_stop) {
-		psl__cond_wait_ms(&po.timer_cv, &po.mu, wait);
-		if (po.timer_stop)
+	psl__enter(o); /* for its log lines and the user code it runs */
+	if (o->cfg.heartbeat_interval > 0 && o->cfg.heartbeat_interval * 1000 < period)
+		period = o->cfg.heartbeat_interval * 1000;
+	if (o->cfg.resend && o->cfg.resend_timeout_ms / 2 < period)
+		period = o->cfg.resend_timeout_ms / 2 > 10 ? o->cfg.resend_timeout_ms / 2 : 10;
+	wait = psl__customers_period_ms(o, period);
+	pthread_mutex_lock(&o->mu);
+	while (!o->timer_stop) {
+		psl__cond_wait_ms(&o->timer_cv, &o->mu, wait);
+		if (o->timer_stop)
 			break;
-		pthread_mutex_unlock(&po.mu);
+		pthread_mutex_unlock(&o->mu);
 		now = psl__now_ms();
-		psl__heartbeat_tick(now, &last_hb);
-		if (po.cfg.resend)
-			psl__resender_tick(now);
-		if (po.role == PSL_SCHEDULER && po.cfg.barrier_warn_s > 0)
-			psl__barrier_watch(now);
-		if (po.role == PSL_SCHEDULER)
-			psl__control_undeliv_tick();
-		if (po.role == PSL_SCHEDULER && po.cfg.recovery)
-			psl__recovery_tick(now);
-		if (po.role != PSL_SCHEDULER && po.cfg.recovery && po.cfg.resend)
-			psl__recovery_hold_tick(now);
-		psl__customers_tick(now);
-		wait = psl__customers_period_ms(period);
-		pthread_mutex_lock(&po.mu);
+		psl__heartbeat_tick(o, now, &last_hb);
+		if (o->cfg.resend)
+			psl__resender_tick(o, now);
+		if (o->role == PSL_SCHEDULER && o->cfg.barrier_warn_s > 0)
+			psl__barrier_watch(o, now);
+		if (o->role == PSL_SCHEDULER)
+			psl__control_undeliv_tick(o);
+		if (o->role == PSL_SCHEDULER && o->cfg.recovery)
+			psl__recovery_tick(o, now);
+		if (o->role != PSL_SCHEDULER && o->cfg.recovery && o->cfg.resend)
+			psl__recovery_hold_tick(o, now);
+		psl__customers_tick(o, now);
+		wait = psl__customers_period_ms(o, period);
+		pthread_mutex_lock(&o->mu);
 	}
-	pthread_mutex_unlock(&po.mu);
+	pthread_mutex_unlock(&o->mu);
 	return NULL;
 }
 
-int psl__timer_start(void)
+int psl__timer_start(struct psl__office *o)
 {
 	int rc;
 	/* nothing to time: no thread (an idle node stays idle); the scheduler
 	 * always has one, to tell nodes what it could not send them */
-	if (po.cfg.heartbeat_interval <= 0 && !po.cfg.resend && po.role != PSL_SCHEDULER &&
-	    po.cfg.request_timeout_s <= 0 && po.cfg.held_timeout_s <= 0)
+	if (o->cfg.heartbeat_interval <= 0 && !o->cfg.resend && o->role != PSL_SCHEDULER &&
+	    o->cfg.request_timeout_s <= 0 && o->cfg.held_timeout_s <= 0)
 		return 0;
-	po.timer_stop = false;
-	rc = pthread_create(&po.timer, NULL, timer_main, psl__cur);
+	o->timer_stop = false;
+	rc = pthread_create(&o->timer, NULL, timer_main, o);
 	if (rc)
 		return -rc;
-	po.timer_running = true;
+	o->timer_running = true;
 	return 0;
 }
 
-int psl__timer_need(void)
+int psl__timer_need(struct psl__office *o)
 {
 	int rc = 0;
-	pthread_mutex_lock(&po.mu);
-	if (!po.timer_running && po.state == PSL__READY) {
-		po.timer_stop = false;
-		rc = -pthread_create(&po.timer, NULL, timer_main, psl__cur);
-		po.timer_running = rc == 0;
-	} else if (po.timer_running) {
+	pthread_mutex_lock(&o->mu);
+	if (!o->timer_running && o->state == PSL__READY) {
+		o->timer_stop = false;
+		rc = -pthread_create(&o->timer, NULL, timer_main, o);
+		o->timer_running = rc == 0;
+	} else if (o->timer_running) {
 		/* a shorter deadline: the timer takes its period anew */
-		pthread_cond_broadcast(&po.timer_cv);
+		pthread_cond_broadcast(&o->timer_cv);
 	}
-	pthread_mutex_unlock(&po.mu);
+	pthread_mutex_unlock(&o->mu);
 	return rc;
 }
 
-void psl__timer_stop(void)
+void psl__timer_stop(struct psl__office *o)
 {
-	if (!po.timer_running)
+	if (!o->timer_running)
 		return;
-	pthread_mutex_lock(&po.mu);
-	po.timer_stop = true;
-	pthread_cond_broadcast(&po.timer_cv);
-	pthread_mutex_unlock(&po.mu);
-	pthread_join(po.timer, NULL);
-	po.timer_running = false;
+	pthread_mutex_lock(&o->mu);
+	o->timer_stop = true;
+	pthread_cond_broadcast(&o->timer_cv);
+	pthread_mutex_unlock(&o->mu);
+	pthread_join(o->timer, NULL);
+	o->timer_running = false;
 }

@@ -61,8 +61,9 @@ static void host_send_done(void *ctx, void *cookie, int status)
 
 static void host_peer_event(void *ctx, int32_t id, int event, int err, const char *detail)
 {
-	psl__enter(ctx); /* the node whose van calls */
-	psl__control_peer_event(id, event, err, detail);
+	struct psl__office *o = ctx;
+	psl__enter(o); /* the node whose van calls */
+	psl__control_peer_event(o, id, event, err, detail);
 }
 
 /* A node that takes a lost one's place (recovery.c) hears from the others
@@ -70,15 +71,15 @@ static void host_peer_event(void *ctx, int32_t id, int event, int err, const cha
  * list arrives on another connection: until the list, a server or worker
  * takes data messages from any server or worker id of the job (they wait
  * for their customer, which exists only once psl_start returned). */
-static bool early_peer(int sender)
+static bool early_peer(struct psl__office *o, int sender)
 {
 	bool early;
-	if (psl__po.role == PSL_SCHEDULER)
+	if (o->role == PSL_SCHEDULER)
 		return false;
-	pthread_mutex_lock(&psl__po.mu);
-	early = psl__po.state == PSL__STARTING && !psl__po.got_node_list;
-	pthread_mutex_unlock(&psl__po.mu);
-	return early && psl__group_has(PSL_GROUP_WORKERS | PSL_GROUP_SERVERS, sender);
+	pthread_mutex_lock(&o->mu);
+	early = o->state == PSL__STARTING && !o->got_node_list;
+	pthread_mutex_unlock(&o->mu);
+	return early && psl__group_has(o, PSL_GROUP_WORKERS | PSL_GROUP_SERVERS, sender);
 }
 
 /* Whether a message the van received from sender may be used: a node hears
@@ -89,29 +90,29 @@ static bool early_peer(int sender)
  * lost is stale (a host cut off and reconnected delivers what it sent before
  * the loss): it is not used until a node takes that place. Returns NULL or
  * why not. */
-static const char *sender_refused(int sender, int cmd)
+static const char *sender_refused(struct psl__office *o, int sender, int cmd)
 {
 	if (sender == PSL_EMPTY) {
-		if (psl__po.role == PSL_SCHEDULER &&
+		if (o->role == PSL_SCHEDULER &&
 		    (cmd == PSL_CMD_ADD_NODE || cmd == PSL_CMD_ACK))
 			return NULL;
-		return psl__po.role == PSL_SCHEDULER
+		return o->role == PSL_SCHEDULER
 			       ? "a peer without an id may only register"
 			       : "not a node of this job (no id)";
 	}
-	if (sender == psl__po.my_id)
+	if (sender == o->my_id)
 		return "it claims this node's own id";
 	if (sender == PSL_VAN_ID_SCHEDULER)
 		return NULL; /* a server's or worker's scheduler */
-	if (sender >= 8 && sender <= psl__po.max_id && psl__po.peers &&
-	    !psl__po.peers[sender].known && cmd == PSL_CMD_EMPTY && early_peer(sender))
+	if (sender >= 8 && sender <= o->max_id && o->peers &&
+	    !o->peers[sender].known && cmd == PSL_CMD_EMPTY && early_peer(o, sender))
 		return NULL;
-	if (sender < 8 || sender > psl__po.max_id || !psl__po.peers ||
-	    !psl__po.peers[sender].known)
-		return psl__po.role == PSL_SCHEDULER && !psl__po.got_node_list
+	if (sender < 8 || sender > o->max_id || !o->peers ||
+	    !o->peers[sender].known)
+		return o->role == PSL_SCHEDULER && !o->got_node_list
 			       ? "not a node of this job (the scheduler has not assigned that id)"
 			       : "not a node of this job";
-	if (cmd == PSL_CMD_EMPTY && psl__node_dead(sender))
+	if (cmd == PSL_CMD_EMPTY && psl__node_dead(o, sender))
 		return "it was declared lost: what it sent before (delivered late, after a cut) "
 		       "is not used; a node that takes its place is heard";
 	return NULL;
@@ -120,11 +121,11 @@ static const char *sender_refused(int sender, int cmd)
 /* STEPMESH_BIND_CPU_CORE: the thread that delivers the van's messages (its
  * receive or progress thread: StepMesh binds its van's receive thread) is
  * bound to cfg.bind_cpu, once, when it first delivers. */
-static void bind_receive_thread(void)
+static void bind_receive_thread(struct psl__office *o)
 {
 	static __thread bool bound;
 	static atomic_bool warned;
-	int cpu = psl__po.cfg.bind_cpu, rc;
+	int cpu = o->cfg.bind_cpu, rc;
 	cpu_set_t set;
 
 	if (bound)
@@ -150,43 +151,44 @@ static void bind_receive_thread(void)
 
 /* PS_RESEND: ACKs what needs it; true for an ACK or a duplicate (nothing
  * more to do with it). */
-static bool resend_filter(const struct psl__meta *m)
+static bool resend_filter(struct psl__office *o, const struct psl__meta *m)
 {
 	struct psl__meta ack;
 	bool done;
 	psl__meta_init(&ack);
-	done = psl__resender_on_recv(m, &ack);
+	done = psl__resender_on_recv(o, m, &ack);
 	if (ack.cmd == PSL_CMD_ACK)
-		psl__send_control(&ack, false); /* (a failure is logged: psl__control_sent) */
+		psl__send_control(o, &ack, false); /* (a failure is logged: psl__control_sent) */
 	return done;
 }
 
 static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 {
+	struct psl__office *o = ctx;
 	struct psl__meta m;
 	char why[256];
 	int rc;
-	psl__enter(ctx); /* the node whose van calls */
+	psl__enter(o); /* the node whose van calls */
 
-	if (psl__po.cfg.bind && raw->release != psl__loop_release && !psl__driving)
-		bind_receive_thread(); /* (not a caller's thread that drives the van) */
+	if (o->cfg.bind && raw->release != psl__loop_release && !psl__driving)
+		bind_receive_thread(o); /* (not a caller's thread that drives the van) */
 
 	rc = psl__meta_decode(raw->meta, raw->meta_len, &m, why, sizeof(why));
 	if (rc) {
 		char d[96];
 		PSL_WARN("dropped a malformed message from %s: %s",
-			 psl__node_desc(raw->sender, d, sizeof(d)), why);
+			 psl__node_desc(o, raw->sender, d, sizeof(d)), why);
 		psl__raw_release(raw);
 		return;
 	}
 	if (raw->release != psl__loop_release) {
-		const char *no = sender_refused(raw->sender, m.cmd);
+		const char *no = sender_refused(o, raw->sender, m.cmd);
 		if (no) {
 			char d[96];
-			if (raw->sender == psl__po.my_id)
+			if (raw->sender == o->my_id)
 				snprintf(d, sizeof(d), "node %d", raw->sender);
 			else
-				psl__node_desc(raw->sender, d, sizeof(d));
+				psl__node_desc(o, raw->sender, d, sizeof(d));
 			PSL_WARN("dropped a message (%s) from %s: %s",
 				 m.cmd == PSL_CMD_EMPTY ? "data" : psl__cmd_name(m.cmd), d, no);
 			psl__meta_clear(&m);
@@ -195,16 +197,16 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 		}
 	}
 	m.sender = raw->sender;
-	m.recver = psl__po.my_id;
+	m.recver = o->my_id;
 	if (psl__log_level >= PSL_LOG_TRACE)
 		psl__trace_msg("from", &m, raw->nseg, m.sender);
 	/* PS_DROP_MSG, as in ps-lite: lose messages on purpose to test the
 	 * resender (only once the node is ready) */
-	if (psl__po.cfg.drop_rate > 0 && psl__po.state == PSL__READY) {
+	if (o->cfg.drop_rate > 0 && o->state == PSL__READY) {
 		static __thread unsigned seed;
 		if (!seed)
-			seed = (unsigned)psl__now_ms() ^ (unsigned)psl__po.my_id * 2654435761u;
-		if ((int)(rand_r(&seed) % 100) < psl__po.cfg.drop_rate) {
+			seed = (unsigned)psl__now_ms() ^ (unsigned)o->my_id * 2654435761u;
+		if ((int)(rand_r(&seed) % 100) < o->cfg.drop_rate) {
 			PSL_DBG("PS_DROP_MSG: dropped a %s from node %d (ts %d)",
 				psl__cmd_name(m.cmd), m.sender, m.timestamp);
 			psl__meta_clear(&m);
@@ -212,25 +214,24 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 			return;
 		}
 	}
-	if (psl__po.cfg.resend && m.cmd != PSL_CMD_TERMINATE && resend_filter(&m)) {
+	if (o->cfg.resend && m.cmd != PSL_CMD_TERMINATE && resend_filter(o, &m)) {
 		psl__meta_clear(&m);
 		psl__raw_release(raw);
 		return;
 	}
 	if (m.cmd != PSL_CMD_EMPTY) {
-		psl__control_handle(&m, raw->nseg);
+		psl__control_handle(o, &m, raw->nseg);
 		psl__meta_clear(&m);
 		psl__raw_release(raw);
 		return;
 	}
-	if (m.body_size && !(raw = psl__ipc_unpack(&m, raw))) {
+	if (m.body_size && !(raw = psl__ipc_unpack(o, &m, raw))) {
 		psl__meta_clear(&m);
 		return;
 	}
 	{
-		struct psl__office *o = psl__cur;
 		int64_t began = psl__delivery_begin(o);
-		psl__customer_dispatch(&m, raw);
+		psl__customer_dispatch(o, &m, raw);
 		psl__delivery_end(o, began);
 	}
 }
@@ -240,22 +241,23 @@ static void host_recv(void *ctx, struct psl_van_rmsg *raw)
 static int host_recv_dest(void *ctx, int32_t sender, const void *meta, size_t meta_len,
 			  uint32_t seg, size_t len, struct psl_van_dest *dest)
 {
+	struct psl__office *o = ctx;
 	struct psl__meta m;
 	char why[8];
 	int rc;
-	psl__enter(ctx); /* the node whose van calls */
+	psl__enter(o); /* the node whose van calls */
 
-	if (psl__po.role == PSL_SCHEDULER || psl__po.state != PSL__READY || !dest)
+	if (o->role == PSL_SCHEDULER || o->state != PSL__READY || !dest)
 		return -EINVAL;
-	if (psl__po.role == PSL_SERVER && !atomic_load(&psl__kv_recv_regs))
+	if (o->role == PSL_SERVER && !atomic_load(&psl__kv_recv_regs))
 		return -ENOENT; /* (a server lends only registered receive buffers) */
 	if (psl__meta_decode(meta, meta_len, &m, why, sizeof(why)))
 		return -EPROTO;
 	rc = -EINVAL;
-	if (m.cmd == PSL_CMD_EMPTY && sender >= 8 && sender <= psl__po.max_id &&
-	    psl__po.peers[sender].known) {
+	if (m.cmd == PSL_CMD_EMPTY && sender >= 8 && sender <= o->max_id &&
+	    o->peers[sender].known) {
 		m.sender = sender;
-		rc = psl__customer_recv_dest(&m, seg, len, dest);
+		rc = psl__customer_recv_dest(o, &m, seg, len, dest);
 	}
 	psl__meta_clear(&m);
 	return rc;
@@ -270,22 +272,24 @@ static void host_recv_dest_put(void *ctx, void *loan, int status)
 
 static int host_proof(void *ctx, const void *msg, size_t len, uint8_t mac[32])
 {
-	psl__enter(ctx); /* the node whose van calls */
-	return psl__auth_mac(msg, len, mac);
+	struct psl__office *o = ctx;
+	psl__enter(o); /* the node whose van calls */
+	return psl__auth_mac(o, msg, len, mac);
 }
 
 static int host_proof_check(void *ctx, const void *msg, size_t len, const uint8_t mac[32])
 {
-	psl__enter(ctx); /* the node whose van calls */
-	return psl__auth_check(msg, len, mac);
+	struct psl__office *o = ctx;
+	psl__enter(o); /* the node whose van calls */
+	return psl__auth_check(o, msg, len, mac);
 }
 
-void psl__host_init(struct psl_van_host *h)
+void psl__host_init(struct psl__office *o, struct psl_van_host *h)
 {
 	memset(h, 0, sizeof(*h));
 	h->abi_version = PSL_VAN_ABI_VERSION;
 	h->size = sizeof(*h);
-	h->ctx = &psl__po;
+	h->ctx = o;
 	h->log_level = psl__log_level;
 	h->vlog = host_vlog;
 	h->param = host_param;

@@ -8,15 +8,17 @@
 #include "message.h"
 #include "pslite/van.h"
 
+struct psl__office;
+
 /* Completion of a send's segments (van send_done). */
 struct psl__sendref {
 	void (*done)(struct psl__sendref *ref, int status);
 };
 
-/* Fills po.host with the core's callbacks, and sets the core's loss hook
+/* Fills o->host with the core's callbacks, and sets the core's loss hook
  * (psl__loss_hook): what a van and the core find lost reaches every part
  * that keeps something for the node. */
-void psl__host_init(struct psl_van_host *h);
+void psl__host_init(struct psl__office *o, struct psl_van_host *h);
 
 /* How many ERROR lines the van has logged so far; the last one's text; the
  * van's host callback notes each. */
@@ -32,12 +34,12 @@ void psl__loop_release(struct psl_van_rmsg *raw);
 /* Sends meta (to m->recver) plus segments. If ref is non-NULL, ref->done runs
  * exactly once: when the van releases the segments, or before this returns
  * with an error. */
-int psl__send(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg,
-	      struct psl__sendref *ref);
+int psl__send(struct psl__office *o, struct psl__meta *m, const struct psl_van_seg *segs,
+	      uint32_t nseg, struct psl__sendref *ref);
 
 /* Sends a control message (no data) with the next Van timestamp if ts_next;
  * its failure is handled by psl__control_sent (control_fail.c). */
-int psl__send_control(struct psl__meta *m, bool ts_next);
+int psl__send_control(struct psl__office *o, struct psl__meta *m, bool ts_next);
 
 /* Releases a received message (NULL is fine). */
 static inline void psl__raw_release(struct psl_van_rmsg *raw)

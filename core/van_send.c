@@ -19,8 +19,6 @@
 #include "resender.h"
 #include "van_host.h"
 
-#define po psl__po
-
 /* Set when the van logs an ERROR: its start-up failure then needs no second
  * ERROR line from the core (psl__van_errors). */
 static atomic_uint van_errors;
@@ -76,8 +74,8 @@ void psl__loop_release(struct psl_van_rmsg *raw)
 	free(raw);
 }
 
-static int loopback(const void *meta, size_t meta_len, const struct psl_van_seg *segs,
-		    uint32_t nseg)
+static int loopback(struct psl__office *o, const void *meta, size_t meta_len,
+		    const struct psl_van_seg *segs, uint32_t nseg)
 {
 	size_t data = 0, off;
 	uint32_t i;
@@ -106,19 +104,19 @@ static int loopback(const void *meta, size_t meta_len, const struct psl_van_seg 
 		lm->segs[i] = (struct psl_van_rseg){p, segs[i].len, PSL_MEM_HOST, -1};
 		p += (segs[i].len + 7) & ~(size_t)7;
 	}
-	lm->raw.sender = psl__po.my_id;
+	lm->raw.sender = o->my_id;
 	lm->raw.nseg = nseg;
 	lm->raw.segs = lm->segs;
 	lm->raw.release = psl__loop_release;
 	/* (delivered as the van delivers: the receive callback) */
-	psl__po.host.recv(NULL, &lm->raw);
+	o->host.recv(o, &lm->raw);
 	return 0;
 }
 
 /* ---------------------------------------------------------------- send -- */
 
-int psl__send(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg,
-	      struct psl__sendref *ref)
+int psl__send(struct psl__office *o, struct psl__meta *m, const struct psl_van_seg *segs,
+	      uint32_t nseg, struct psl__sendref *ref)
 {
 	uint8_t stack[2048];
 	uint8_t *buf = stack;
@@ -128,7 +126,7 @@ int psl__send(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg
 	struct psl_van_seg ipc_seg;
 	bool copied = false;
 
-	if (!psl__po.van) {
+	if (!o->van) {
 		rc = -ESHUTDOWN;
 		goto out;
 	}
@@ -138,7 +136,7 @@ int psl__send(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg
 		m->data_size = data > 0x7fffffff ? 0x7fffffff : (int)data;
 	/* to a local peer (BYTEPS_ENABLE_IPC=1): the data goes into shared
 	 * memory, copied now, and a descriptor through the van */
-	if (nseg && psl__ipc_pack(m, segs, nseg, data, &ipc_seg)) {
+	if (nseg && psl__ipc_pack(o, m, segs, nseg, data, &ipc_seg)) {
 		segs = &ipc_seg;
 		nseg = 1;
 		copied = true;
@@ -151,18 +149,18 @@ int psl__send(struct psl__meta *m, const struct psl_van_seg *segs, uint32_t nseg
 	psl__meta_encode(m, buf);
 	if (psl__log_level >= PSL_LOG_TRACE)
 		psl__trace_msg("to", m, nseg, m->recver);
-	if (psl__po.cfg.resend && atomic_load(&psl__po.resend_live) && m->cmd != PSL_CMD_ACK &&
+	if (o->cfg.resend && atomic_load(&o->resend_live) && m->cmd != PSL_CMD_ACK &&
 	    m->cmd != PSL_CMD_TERMINATE) /* (only to refused nodes, which do not ack) */
-		psl__resender_on_send(m, buf, len, segs, nseg);
-	if (m->recver == psl__po.my_id && psl__po.my_id != PSL_EMPTY) {
-		rc = loopback(buf, len, segs, nseg);
+		psl__resender_on_send(o, m, buf, len, segs, nseg);
+	if (m->recver == o->my_id && o->my_id != PSL_EMPTY) {
+		rc = loopback(o, buf, len, segs, nseg);
 		if (ref)
 			ref->done(ref, rc);
 		if (buf != stack)
 			free(buf);
 		return rc;
 	}
-	rc = psl__po.lib.ops->send(psl__po.van, m->recver, buf, len, segs, nseg,
+	rc = o->lib.ops->send(o->van, m->recver, buf, len, segs, nseg,
 				   copied ? NULL : ref);
 	if (copied) { /* (the caller's buffers were copied: done with them now) */
 		m->body = NULL;
@@ -196,10 +194,10 @@ static struct psl_van_peer van_peer(const struct psl__node *n)
 	return p;
 }
 
-int psl__control_connect(const struct psl__node *n, int my_id)
+int psl__control_connect(struct psl__office *o, const struct psl__node *n, int my_id)
 {
 	struct psl_van_peer p = van_peer(n);
-	int rc = po.lib.ops->connect(po.van, &p, my_id);
+	int rc = o->lib.ops->connect(o->van, &p, my_id);
 	if (rc)
 		PSL_ERR("cannot connect to node %d at %s:%d: %s", n->id, n->hostname, n->port,
 			psl_strerror(rc));

@@ -143,7 +143,7 @@ __attribute__((format(printf, 4, 5))) static void reject(struct psl_byteps_serve
 	vsnprintf(why, sizeof(why), fmt, ap);
 	va_end(ap);
 	PSL_WARN("pslite-server: %s from %s: %s; answered with an error (%s)",
-		 req->meta.push ? "push" : "pull", psl__node_desc(req->meta.sender, node, sizeof(node)),
+		 req->meta.push ? "push" : "pull", psl__node_desc(psl__cur, req->meta.sender, node, sizeof(node)),
 		 why, psl_strerror(err));
 	atomic_fetch_add(&s->nerrors, 1);
 	psl_kv_respond_error(req, err);

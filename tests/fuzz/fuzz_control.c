@@ -74,7 +74,7 @@ static void node_up(int state)
 	po->peers = calloc((size_t)po->max_id + 1, sizeof(*po->peers));
 	po->lib.ops = &ops;
 	po->van = (struct psl_van *)&fake;
-	psl__host_init(&po->host);
+	psl__host_init(po, &po->host);
 	po->start_err = 0;
 	po->got_node_list = false;
 	po->leaving = po->final_released = false;
@@ -107,7 +107,7 @@ static void node_up(int state)
 	}
 	if (kind == 1 || kind == 3) {
 		for (id = 8; id <= po->max_id; id++) {
-			po->peers[id].known = psl__group_has(PSL_GROUP_SERVERS | PSL_GROUP_WORKERS, id);
+			po->peers[id].known = psl__group_has(po, PSL_GROUP_SERVERS | PSL_GROUP_WORKERS, id);
 			po->peers[id].node.id = id;
 			po->peers[id].node.role = id % 2 ? PSL_WORKER : PSL_SERVER;
 			snprintf(po->peers[id].node.hostname, sizeof(po->peers[id].node.hostname),
@@ -123,7 +123,7 @@ static void node_up(int state)
 
 static void node_down(void)
 {
-	psl__control_reset();
+	psl__control_reset(psl__cur);
 	free(psl__po.peers);
 	psl__po.peers = NULL;
 	psl__po.max_id = 0;

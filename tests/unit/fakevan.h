@@ -138,10 +138,10 @@ static inline void node_up_as(int role, int my_id, int S, int W)
 	assert_non_null(psl__po.peers);
 	psl__po.peers[1].known = true;
 	for (id = 8; id <= psl__po.max_id; id++)
-		psl__po.peers[id].known = psl__group_has(PSL_GROUP_SERVERS | PSL_GROUP_WORKERS, id);
+		psl__po.peers[id].known = psl__group_has(psl__cur, PSL_GROUP_SERVERS | PSL_GROUP_WORKERS, id);
 	psl__po.lib.ops = &fake_ops;
 	psl__po.van = (struct psl_van *)&g_fake_van;
-	psl__host_init(&psl__po.host);
+	psl__host_init(psl__cur, &psl__po.host);
 	psl__po.state = PSL__READY;
 	g_nsent = g_released = g_delivered = g_nconn = 0;
 	g_fail_len = 0;
@@ -167,7 +167,7 @@ static int node_down(void **state)
 	psl__po.peers = NULL;
 	psl__po.max_id = 0;
 	psl__po.cfg.num_servers = psl__po.cfg.server_groups = 0;
-	psl__customer_drop_held(); /* as finalize: the next test's timestamps start at 0 */
+	psl__customer_drop_held(psl__cur); /* as finalize: the next test's timestamps start at 0 */
 	assert_int_equal(g_released, g_delivered);
 	return 0;
 }

@@ -58,7 +58,7 @@ static void scheduler_up(int S, int W)
 
 static int scheduler_down(void **state)
 {
-	psl__control_reset();
+	psl__control_reset(psl__cur);
 	psl__po.got_node_list = false;
 	psl__po.start_err = 0;
 	return node_down(state);
@@ -316,8 +316,8 @@ static void test_instance_barrier(void **state)
 	{
 		unsigned gen;
 		assert_int_equal(
-			psl__control_barrier_arrive(0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER, &gen), 0);
-		assert_int_equal(psl__control_barrier_wait(PSL_GROUP_ALL, gen), 0);
+			psl__control_barrier_arrive(psl__cur, 0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER, &gen), 0);
+		assert_int_equal(psl__control_barrier_wait(psl__cur, PSL_GROUP_ALL, gen), 0);
 	}
 	assert_int_equal(g_nsent, 4);
 	for (i = 0; i < 4; i++) {
@@ -416,7 +416,7 @@ static void test_barrier_node_lost(void **state)
 	arrive(9, PSL_CMD_BARRIER, PSL_GROUP_WORKERS, 0);
 	assert_int_equal(g_nsent, 0);
 	capture_start(&c);
-	psl__node_lost(11, -ECONNRESET, "test");
+	psl__node_lost(psl__cur, 11, -ECONNRESET, "test");
 	log = capture_end(&c);
 	assert_contains(log, "lost worker 1 (id 11");
 	free(log);
@@ -670,7 +670,7 @@ static void test_node_list_undeliverable(void **state)
 	assert_contains(psl__po.start_msg, "cannot send the node list (5 nodes, 2872 bytes) to "
 					   "worker 1 (id 11");
 	clear_sent();
-	psl__control_abort_nodes(psl__po.start_err, psl__po.start_msg);
+	psl__control_abort_nodes(psl__cur, psl__po.start_err, psl__po.start_msg);
 	for (i = 0; i < g_nsent; i++) {
 		const struct sent *s = &g_sent[i];
 		assert_int_equal(s->m.cmd, PSL_CMD_TERMINATE);
@@ -701,7 +701,7 @@ static void test_release_undeliverable(void **state)
 	arrive(9, PSL_CMD_INSTANCE_BARRIER, 7, 0);
 	arrive(10, PSL_CMD_INSTANCE_BARRIER, 7, 0);
 	capture_start(&c);
-	assert_int_equal(psl__control_barrier_arrive(0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER, &gen),
+	assert_int_equal(psl__control_barrier_arrive(psl__cur, 0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER, &gen),
 			 0);
 	log = capture_end(&c);
 	assert_contains(log, "ERROR: cannot send the release of a barrier (INSTANCE_BARRIER) to worker 0 "
@@ -712,7 +712,7 @@ static void test_release_undeliverable(void **state)
 	g_fail_len = 0;
 	clear_sent();
 	capture_start(&c);
-	psl__control_undeliv_tick();
+	psl__control_undeliv_tick(psl__cur);
 	log = capture_end(&c);
 	assert_contains(log, "lost worker 0 (id 9");
 	assert_contains(log, "cannot send it the release of a barrier (INSTANCE_BARRIER): Broken pipe");
@@ -763,7 +763,7 @@ static void test_node_takes_abort(void **state)
 	send_abort_to_me("pslite-abort: nonsense");
 	assert_int_equal(psl__po.barrier_err, -ECONNABORTED);
 	assert_true(psl__po.peers[1].dead);
-	assert_int_equal(psl__control_barrier_wait(PSL_GROUP_ALL, psl__po.barrier_gen),
+	assert_int_equal(psl__control_barrier_wait(psl__cur, PSL_GROUP_ALL, psl__po.barrier_gen),
 			 -ECONNABORTED);
 	log = capture_end(&c);
 	assert_contains(log, "barrier (group 7) failed: the scheduler stopped the job: nonsense");
@@ -796,9 +796,9 @@ static void test_barrier_request_undeliverable(void **state)
 	g_fail_len = 1;
 	g_fail_rc = -EMSGSIZE;
 	capture_start(&c);
-	assert_int_equal(psl__control_barrier_arrive(0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER, &gen),
+	assert_int_equal(psl__control_barrier_arrive(psl__cur, 0, PSL_GROUP_ALL, PSL_CMD_INSTANCE_BARRIER, &gen),
 			 -EMSGSIZE);
-	assert_int_equal(psl__control_barrier_wait(PSL_GROUP_ALL, gen), -ECONNABORTED);
+	assert_int_equal(psl__control_barrier_wait(psl__cur, PSL_GROUP_ALL, gen), -ECONNABORTED);
 	log = capture_end(&c);
 	assert_contains(log, "ERROR: cannot send a barrier request (INSTANCE_BARRIER, group 7) to "
 			     "the scheduler");
@@ -836,7 +836,7 @@ static void test_recovery_takes_place(void **state)
 	recovery_job_up();
 	reg_pslite("10.0.0.7", 4100, PSL_SERVER, 1); /* nobody lost yet: it waits */
 	assert_int_equal(g_nsent, 0);
-	psl__node_lost(10, -ECONNRESET, "test");
+	psl__node_lost(psl__cur, 10, -ECONNRESET, "test");
 	for (i = 0; i < g_nsent; i++) {
 		if (g_sent[i].m.cmd != PSL_CMD_ADD_NODE)
 			continue;
@@ -903,7 +903,7 @@ static void test_ghost_refused(void **state)
 	recovery_job_up();
 	heartbeat_from(10, "10.0.0.2", 4001); /* alive: answered */
 	assert_int_equal(count_sent(PSL_CMD_HEARTBEAT, 10), 1);
-	psl__node_lost(10, -ETIMEDOUT, "test");
+	psl__node_lost(psl__cur, 10, -ETIMEDOUT, "test");
 	clear_sent();
 	capture_start(&c);
 	heartbeat_from(10, "10.0.0.2", 4001);
@@ -951,7 +951,7 @@ static void test_recovery_cxx_server_news(void **state)
 
 	recovery_job_up();
 	psl__po.cfg.heartbeat_interval = 1;
-	psl__node_lost(10, -ECONNRESET, "test");
+	psl__node_lost(psl__cur, 10, -ECONNRESET, "test");
 	clear_sent();
 	reg("10.0.0.7", 4100, PSL_SERVER, -1);
 	s = add_node_to(10);
@@ -979,7 +979,7 @@ static void test_recovery_worker_news_first(void **state)
 	(void)state;
 
 	recovery_job_up();
-	psl__node_lost(9, -ECONNRESET, "test");
+	psl__node_lost(psl__cur, 9, -ECONNRESET, "test");
 	clear_sent();
 	reg_pslite("10.0.0.9", 5100, PSL_WORKER, -1);
 	for (i = 0; i < g_nsent; i++) {
@@ -1013,7 +1013,7 @@ static void test_dead_nodes(void **state)
 	assert_int_equal(psl_dead_nodes(5, ids, 4), 0);
 	assert_int_equal(psl_dead_nodes(-1, ids, 4), -EINVAL);
 	assert_int_equal(psl_dead_nodes(5, NULL, 4), -EINVAL);
-	psl__node_lost(10, -ECONNRESET, "test");
+	psl__node_lost(psl__cur, 10, -ECONNRESET, "test");
 	assert_int_equal(psl_dead_nodes(5, ids, 4), 1);
 	assert_int_equal(ids[0], 10);
 	assert_int_equal(psl_dead_nodes(0, ids, 4), 0); /* as ps-lite */

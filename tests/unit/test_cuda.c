@@ -334,19 +334,19 @@ static void test_direct_resend(void **state)
 	psl__po.caps.flags |= PSL_VAN_CAP_MEM_CUDA;
 	psl__po.cfg.resend = true;
 	atomic_store(&psl__po.resend_live, true);
-	assert_int_equal(psl__resender_init(10, false), 0);
+	assert_int_equal(psl__resender_init(psl__cur, 10, false), 0);
 	d = dev_copy_of(v, sizeof(v));
 	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
 	kv = (struct psl_kv){&key, 1, d, 4, NULL, PSL_MEM_CUDA, 0};
 	ts = psl_kv_zpush(w, &kv, 0, NULL, NULL);
 	assert_true(ts >= 0);
 	assert_int_equal(g_sent[0].mem[1], PSL_MEM_CUDA);
-	assert_int_equal(psl__resender_pending(), 1);
-	psl__resender_tick(INT64_MAX / 2); /* long past its timeout: resent */
+	assert_int_equal(psl__resender_pending(psl__cur), 1);
+	psl__resender_tick(psl__cur, INT64_MAX / 2); /* long past its timeout: resent */
 	assert_int_equal(g_nsent, 2);
 	assert_int_equal(g_sent[1].mem[1], PSL_MEM_HOST);
 	assert_memory_equal(g_sent[1].seg[1], v, sizeof(v));
-	psl__resender_fini();
+	psl__resender_fini(psl__cur);
 	psl__po.cfg.resend = false;
 	atomic_store(&psl__po.resend_live, false);
 	reply(&g_sent[0], 0, NULL, NULL);

@@ -205,7 +205,7 @@ static void test_node_lost(void **state)
 	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
 	reply(&g_sent[0], 0, 0, NULL, NULL);
 	capture_start(&c);
-	psl__node_lost(g_sent[1].to, -ECONNRESET, "test");
+	psl__node_lost(psl__cur, g_sent[1].to, -ECONNRESET, "test");
 	log = capture_end(&c);
 	assert_contains(log, "ERROR: lost server 1 (id 10");
 	free(log);
@@ -225,7 +225,7 @@ static void test_node_lost(void **state)
  * pull's state after the failure freed it), then completes once. */
 static void fail_all(void)
 {
-	psl__customers_node_lost(0, -ENOLINK);
+	psl__customers_node_lost(psl__cur, 0, -ENOLINK);
 }
 
 static void test_fail_all_while_sending(void **state)
@@ -345,7 +345,7 @@ static void test_pull_in_place(void **state)
 	g_pp_calls = 0;
 	ts = psl_kv_zpull(w, keys, 1, &o, 0, pp_cb, NULL);
 	assert_int_equal(lend(&g_sent[g_nsent - 1], 1, 6, &d), 0);
-	psl__customers_node_lost(8, -ECONNRESET);
+	psl__customers_node_lost(psl__cur, 8, -ECONNRESET);
 	assert_int_equal(g_pp_calls, 0);
 	psl__po.host.recv_dest_put(psl__po.host.ctx, d.loan, -ECANCELED);
 	assert_int_equal(g_pp_calls, 1);
@@ -846,7 +846,7 @@ static void test_held_bound(void **state)
 	assert_int_equal(count_lines_with(log, "more than 65536 messages or 1024 MiB are held"), 2);
 	free(log);
 	capture_start(&c);
-	psl__customer_drop_held();
+	psl__customer_drop_held(psl__cur);
 	log = capture_end(&c);
 	assert_contains(log, "65536 message(s) never found their customer");
 	free(log);
@@ -875,9 +875,9 @@ static void test_held_fails_back(void **state)
 	len = psl__meta_encode(&m, buf);
 	deliver_raw(9, buf, len, 0, NULL, NULL);
 	capture_start(&c);
-	psl__customers_tick(t0 + 1000);
-	psl__customers_tick(t0 + 6000);
-	psl__customers_tick(t0 + 7000);
+	psl__customers_tick(psl__cur, t0 + 1000);
+	psl__customers_tick(psl__cur, t0 + 6000);
+	psl__customers_tick(psl__cur, t0 + 7000);
 	log = capture_end(&c);
 	assert_int_equal(count_lines_with(log, "this node has no KV server for app 7"), 1);
 	assert_contains(log, "create a KV server for app 7 on this node (psl_kv_server_new)");
@@ -885,7 +885,7 @@ static void test_held_fails_back(void **state)
 	free(log);
 	assert_int_equal(g_nsent, 0);
 	capture_start(&c);
-	psl__customers_tick(t0 + 31000);
+	psl__customers_tick(psl__cur, t0 + 31000);
 	log = capture_end(&c);
 	assert_contains(log, "request 21 from worker 0 (id 9");
 	assert_contains(log, "fails with ENXIO");
@@ -951,11 +951,11 @@ static void test_request_deadline(void **state)
 	assert_int_equal(psl_kv_worker_set_timeout(w, -1), -EINVAL);
 	assert_int_equal(psl_kv_worker_set_timeout(w, 2000), 0);
 	ts = psl_kv_push(w, &kv, 0, count_cb, NULL);
-	psl__customers_tick(psl__now_ms() + 1000);
+	psl__customers_tick(psl__cur, psl__now_ms() + 1000);
 	assert_int_equal(psl_kv_wait_timeout(w, ts, 0), -ETIMEDOUT); /* still pending */
 	assert_int_equal(g_cb_calls[ts], 0);
 	capture_start(&c);
-	psl__customers_tick(psl__now_ms() + 2100);
+	psl__customers_tick(psl__cur, psl__now_ms() + 2100);
 	log = capture_end(&c);
 	assert_contains(log, "got no answer from server 0 (id 8");
 	assert_contains(log, "within 2000 ms");
@@ -1221,7 +1221,7 @@ static void test_zero_copy_waits_for_van(void **state)
 	assert_true(tz >= 0 && tc >= 0);
 	assert_int_equal(g_ncookie, 4);
 	capture_start(&c);
-	psl__customers_tick(psl__now_ms() + 1100);
+	psl__customers_tick(psl__cur, psl__now_ms() + 1100);
 	free(capture_end(&c));
 	assert_int_equal(g_cb_calls[tc], 1);
 	assert_int_equal(g_cb_status[tc], -ETIMEDOUT);
