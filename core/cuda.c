@@ -1,5 +1,6 @@
-/* The core's CUDA work: checks of GPU buffers, copies, and marks of the
- * caller's streams (the runtime: cuda_lib.c; pinned buffers: cuda_pool.c).
+/* The core's CUDA work: checks of GPU buffers and copies (the runtime:
+ * cuda_lib.c; devices and marks of the caller's streams: cuda_dev.c;
+ * pinned buffers: cuda_pool.c).
  *
  * Ordering with the caller's CUDA work: a GPU buffer belongs to a stream
  * of the caller's (the legacy default stream unless the caller said
@@ -38,17 +39,12 @@
 #include "pslite.h"
 #include "pslite/van.h"
 
-/* Per device: the events that mark points of callers' streams and of the
- * core's (kept for reuse, under mu), and two core streams, one for each
- * direction of copy (a GPU has a copy engine for each), each queued under
- * its own lock: a copy to the GPU that waits for a caller's slow work does
- * not hold up a copy from it. Lock order: a stream's, then mu. */
-#define EV_KEEP 32
+/* Per device: two core streams, one for each direction of copy (a GPU has
+ * a copy engine for each), each queued under its own lock: a copy to the
+ * GPU that waits for a caller's slow work does not hold up a copy from it.
+ * Lock order: a stream's, then the device's (cuda_dev.c). */
 enum { Q_TO_GPU, Q_FROM_GPU, NQ }; /* (device to device: Q_FROM_GPU) */
 static struct {
-	pthread_mutex_t mu;
-	int nev;
-	cu_event ev[EV_KEEP];
 	struct {
 		pthread_mutex_t mu;
 		cu_stream s;
@@ -61,49 +57,9 @@ static void streams_init(void)
 {
 	int i, q;
 	for (i = 0; i < PSL__CU_MAX_DEV; i++) {
-		pthread_mutex_init(&streams[i].mu, NULL);
 		for (q = 0; q < NQ; q++)
 			pthread_mutex_init(&streams[i].q[q].mu, NULL);
 	}
-}
-
-/* dev is a device of this machine (the runtime loaded) */
-bool psl__cu_dev_ok(int dev)
-{
-	return dev >= 0 && dev < psl__cu.ndev && dev < PSL__CU_MAX_DEV;
-}
-
-/* The calling thread's device, -1 if it has none (no current context:
- * it never chose one, and giving it one of device 0 back would create a
- * context there). */
-static int thread_device(void)
-{
-	void *ctx = NULL;
-	int d;
-	if (psl__cu.ctx_current && (psl__cu.ctx_current(&ctx) != 0 || !ctx))
-		return -1;
-	if (psl__cu.get_device(&d)) {
-		psl__cu_clear();
-		return -1;
-	}
-	return d;
-}
-
-/* Makes dev the thread's device (*prev: what to give back, -1 nothing). */
-static int dev_enter(int dev, int *prev)
-{
-	int e;
-	*prev = thread_device();
-	if (*prev == dev || !(e = psl__cu.set_device(dev)))
-		return 0;
-	*prev = -1;
-	return psl__cu_fail("cannot make the buffer's GPU the current device", e);
-}
-
-static void dev_leave(int dev, int prev)
-{
-	if (prev >= 0 && prev != dev && psl__cu.set_device(prev))
-		psl__cu_clear();
 }
 
 int psl__cuda_check(const char *what, const void *ptr, size_t len, int32_t mem, int32_t dev)
@@ -129,11 +85,11 @@ int psl__cuda_check(const char *what, const void *ptr, size_t len, int32_t mem, 
 	if (!len)
 		return 0;
 	memset(&a, 0, sizeof(a));
-	if ((rc = dev_enter(dev, &prev)))
+	if ((rc = psl__cu_dev_set(dev, &prev)))
 		return rc;
 	if ((e = psl__cu.ptr_attr(&a, ptr)))
 		psl__cu_clear();
-	dev_leave(dev, prev);
+	psl__cu_dev_restore(dev, prev);
 	if (e || (a.type != CU_MEMTYPE_DEVICE && a.type != CU_MEMTYPE_MANAGED)) {
 		return PSL_FAIL(-EINVAL, PSL_LOG_WARN,
 				"%s (%p) is said to be CUDA memory of device %d, but the CUDA "
@@ -149,24 +105,6 @@ int psl__cuda_check(const char *what, const void *ptr, size_t len, int32_t mem, 
 	return 0;
 }
 
-/* Device dev's lock held and the calling thread's current device set to
- * dev (*prev: what it was, -1 if nothing is to be given back). */
-int psl__cu_dev_enter(int dev, int *prev)
-{
-	int rc;
-	pthread_once(&streams_once, streams_init);
-	pthread_mutex_lock(&streams[dev].mu);
-	if ((rc = dev_enter(dev, prev)))
-		pthread_mutex_unlock(&streams[dev].mu);
-	return rc;
-}
-
-void psl__cu_dev_leave(int dev, int prev)
-{
-	dev_leave(dev, prev);
-	pthread_mutex_unlock(&streams[dev].mu);
-}
-
 /* Core stream q of device dev, created on first use, with its lock held and
  * the thread's device set to dev (*prev as above). 0 or -errno. */
 static int queue_enter(int dev, int q, int *prev)
@@ -174,11 +112,11 @@ static int queue_enter(int dev, int q, int *prev)
 	int e, rc;
 	pthread_once(&streams_once, streams_init);
 	pthread_mutex_lock(&streams[dev].q[q].mu);
-	if ((rc = dev_enter(dev, prev)))
+	if ((rc = psl__cu_dev_set(dev, prev)))
 		goto fail;
 	if (!streams[dev].q[q].made) {
 		if ((e = psl__cu.stream_create(&streams[dev].q[q].s, CU_STREAM_NON_BLOCKING))) {
-			dev_leave(dev, *prev);
+			psl__cu_dev_restore(dev, *prev);
 			rc = psl__cu_fail("cannot set up the core's CUDA stream", e);
 			goto fail;
 		}
@@ -190,91 +128,11 @@ fail:
 	return rc;
 }
 
-/* An event of device dev (its lock held): a kept one, or new. */
-static int ev_get_locked(int dev, cu_event *ev)
-{
-	if (streams[dev].nev > 0) {
-		*ev = streams[dev].ev[--streams[dev].nev];
-		return 0;
-	}
-	return psl__cu.event_create(ev, CU_EVENT_DISABLE_TIMING);
-}
-
-static void ev_put_locked(int dev, cu_event ev)
-{
-	if (streams[dev].nev < EV_KEEP)
-		streams[dev].ev[streams[dev].nev++] = ev;
-	else
-		psl__cu.event_destroy(ev);
-}
-
 /* A stream handle that names a stream from any thread (not "none", not
  * the calling thread's per-thread default stream). */
 static bool nameable(void *stream)
 {
 	return stream != PSL_CUDA_STREAM_NONE && stream != PSL_CUDA_STREAM_PER_THREAD;
-}
-
-int psl__cuda_mark(void *stream, int dev, void **mark)
-{
-	cu_event ev = NULL;
-	int rc, prev, e;
-
-	*mark = NULL;
-	if (stream == PSL_CUDA_STREAM_NONE)
-		return 0;
-	if ((rc = psl__cu_load()))
-		return rc;
-	if (!psl__cu_dev_ok(dev))
-		return -ENODEV;
-	if ((rc = psl__cu_dev_enter(dev, &prev)))
-		return rc;
-	if (!(e = ev_get_locked(dev, &ev)) && (e = psl__cu.event_record(ev, stream)))
-		ev_put_locked(dev, ev);
-	psl__cu_dev_leave(dev, prev);
-	if (e) {
-		PSL_WARN("cannot order a GPU buffer of device %d after the work queued on CUDA "
-			 "stream %p (set the stream of the device's buffers with "
-			 "psl_kv_worker_set_cuda_stream or psl_kv_server_set_cuda_stream)",
-			 dev, stream);
-		return psl__cu_fail("cudaEventRecord", e);
-	}
-	*mark = ev;
-	return 0;
-}
-
-void psl__cuda_mark_put(int dev, void *mark)
-{
-	if (!mark || !psl__cu_dev_ok(dev))
-		return;
-	pthread_mutex_lock(&streams[dev].mu);
-	ev_put_locked(dev, mark);
-	pthread_mutex_unlock(&streams[dev].mu);
-}
-
-bool psl__cuda_mark_ready(void *mark)
-{
-	return !mark || psl__cu.event_query(mark) == CU_OK;
-}
-
-int psl__cuda_mark_wait(void *mark)
-{
-	int e;
-	if (!mark || !(e = psl__cu.event_sync(mark)))
-		return 0;
-	return psl__cu_fail("waiting for the caller's CUDA work", e);
-}
-
-/* An event of device dev for the core's own marks (NULL on failure). CUDA
- * error or 0. */
-static int ev_get(int dev, cu_event *ev)
-{
-	int e;
-	pthread_mutex_lock(&streams[dev].mu);
-	if ((e = ev_get_locked(dev, ev)))
-		*ev = NULL;
-	pthread_mutex_unlock(&streams[dev].mu);
-	return e;
 }
 
 /* On core stream s of dev (its lock held): wait for after, copy, record
@@ -292,7 +150,7 @@ static int enqueue_copy_locked(int dev, cu_stream s, void *dst, const void *src,
 		return e;
 	if ((e = psl__cu.memcpy_async(dst, src, len, kind, s)))
 		return e;
-	if ((e = ev_get(dev, &ev)) || (e = psl__cu.event_record(ev, s))) {
+	if ((e = psl__cu_ev_get(dev, &ev)) || (e = psl__cu.event_record(ev, s))) {
 		psl__cuda_mark_put(dev, ev);
 		if (psl__cu.stream_sync(s)) /* (the copy is queued: wait for it so) */
 			psl__cu_clear();
@@ -337,7 +195,7 @@ int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *s
 	pthread_mutex_unlock(&streams[dev].q[q].mu);
 	if (done && (rc = psl__cu.event_sync(done)) && !e)
 		e = rc;
-	dev_leave(dev, prev);
+	psl__cu_dev_restore(dev, prev);
 	psl__cuda_mark_put(dev, done);
 	return e ? psl__cu_fail(copy_what(kind), e) : 0;
 }
@@ -376,7 +234,7 @@ int psl__cuda_copy_in(void *dst, int32_t dev, const void *src, size_t len, void 
 	pthread_mutex_unlock(&streams[dev].q[Q_TO_GPU].mu);
 	if (e && done && psl__cu.event_sync(done))
 		psl__cu_clear();
-	dev_leave(dev, prev);
+	psl__cu_dev_restore(dev, prev);
 	if (e) {
 		psl__cuda_mark_put(dev, done);
 		psl__cuda_stage_put(buf);
@@ -422,7 +280,7 @@ bool psl__cuda_direct(void)
 	return d && (psl__po.caps.flags & PSL_VAN_CAP_MEM_CUDA) != 0;
 }
 
-void psl__cu_streams_reset(void)
+static void streams_reset(void)
 {
 	int i, q;
 	pthread_once(&streams_once, streams_init);
@@ -433,12 +291,17 @@ void psl__cu_streams_reset(void)
 				psl__cu.stream_destroy(streams[i].q[q].s);
 			streams[i].q[q].made = false;
 		}
-		while (streams[i].nev > 0)
-			psl__cu.event_destroy(streams[i].ev[--streams[i].nev]);
 	}
+	psl__cu_events_reset();
 	psl__cu_unload_locked();
 	atomic_store(&direct_env, -1);
 	pthread_mutex_unlock(&psl__cu.mu);
+}
+
+void psl__cuda_reset(void)
+{
+	psl__cuda_pool_drain(); /* (its buffers first: the runtime frees them) */
+	streams_reset();
 }
 
 /* ------------------------------------------------------- public calls -- */

@@ -64,14 +64,25 @@ void psl__cu_clear(void);
 /* Logs what failed with CUDA error e, clears it: -ENOMEM or -EIO. */
 int psl__cu_fail(const char *what, int e);
 
-/* cuda.c: dev is a device of this machine (the runtime loaded). */
+/* cuda_dev.c: dev is a device of this machine (the runtime loaded). */
 bool psl__cu_dev_ok(int dev);
-/* cuda.c: makes dev the thread's device and takes the device's lock
+/* cuda_dev.c: makes dev the thread's device and takes the device's lock
  * (*prev: the device to give back, -1 none); 0 or -errno. Then leave. */
 int psl__cu_dev_enter(int dev, int *prev);
 void psl__cu_dev_leave(int dev, int prev);
-/* cuda.c: destroys the core's streams and events and unloads the runtime
- * (psl__cuda_reset, after the pool's buffers are freed). */
-void psl__cu_streams_reset(void);
+/* cuda_dev.c: the same without the lock: set, then restore. */
+int psl__cu_dev_set(int dev, int *prev);
+void psl__cu_dev_restore(int dev, int prev);
+/* cuda_dev.c: an event of device dev, kept or new (its lock held, or
+ * taken by psl__cu_ev_get, which leaves *ev NULL on failure); CUDA error
+ * or 0. Put it back for reuse with the lock held. */
+int psl__cu_ev_get_locked(int dev, cu_event *ev);
+int psl__cu_ev_get(int dev, cu_event *ev);
+void psl__cu_ev_put_locked(int dev, cu_event ev);
+/* cuda_dev.c: destroys the events kept for reuse (psl__cuda_reset). */
+void psl__cu_events_reset(void);
+/* cuda_pool.c: frees the pool's buffers, waiting for those a copy still
+ * reads (psl__cuda_reset, before the runtime goes). */
+void psl__cuda_pool_drain(void);
 
 #endif

@@ -171,7 +171,7 @@ size_t psl__cuda_stage_bytes(size_t *in_use)
 	return b;
 }
 
-static void pool_drain(void)
+void psl__cuda_pool_drain(void)
 {
 	struct stage_hdr *h;
 	int i;
@@ -193,10 +193,4 @@ static void pool_drain(void)
 		}
 	}
 	pthread_mutex_unlock(&pool.mu);
-}
-
-void psl__cuda_reset(void)
-{
-	pool_drain();
-	psl__cu_streams_reset();
 }
