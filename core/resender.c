@@ -110,7 +110,7 @@ void psl__resender_fini(struct psl__office *o)
 	pthread_mutex_unlock(&S.mu);
 }
 
-void psl__resender_on_send(struct psl__office *o, const struct psl__meta *m, const void *meta,
+bool psl__resender_on_send(struct psl__office *o, const struct psl__meta *m, const void *meta,
 			   size_t meta_len, const struct psl_van_seg *segs, uint32_t nseg)
 {
 	uint64_t sig = psl__msg_sig(m->app_id, o->my_id, m->recver, m->timestamp, m->request);
@@ -124,19 +124,19 @@ void psl__resender_on_send(struct psl__office *o, const struct psl__meta *m, con
 	pthread_mutex_lock(&S.mu);
 	if (!S.on) {
 		pthread_mutex_unlock(&S.mu);
-		return;
+		return false;
 	}
 	for (e = S.table[b]; e; e = e->next)
 		if (e->sig == sig) { /* a resend of a message already kept */
 			pthread_mutex_unlock(&S.mu);
-			return;
+			return true;
 		}
 	pthread_mutex_unlock(&S.mu);
 
 	off = (sizeof(*e) + meta_len + 7) & ~(size_t)7;
 	e = malloc(off + nseg * sizeof(struct psl_van_seg) + data);
 	if (!e)
-		return;
+		return false;
 	e->ref.done = entry_sent;
 	atomic_init(&e->refs, 1);
 	e->sig = sig;
@@ -162,7 +162,7 @@ void psl__resender_on_send(struct psl__office *o, const struct psl__meta *m, con
 		    psl__cuda_copy(p, PSL_MEM_HOST, -1, segs[i].data, segs[i].mem_type,
 				   segs[i].dev_id, segs[i].len)) {
 			free(e); /* not kept: a loss of it is not repaired */
-			return;
+			return false;
 		}
 		p += (segs[i].len + 7) & ~(size_t)7;
 	}
@@ -170,6 +170,7 @@ void psl__resender_on_send(struct psl__office *o, const struct psl__meta *m, con
 	e->next = S.table[b];
 	S.table[b] = e;
 	pthread_mutex_unlock(&S.mu);
+	return true;
 }
 
 static bool seen_check_add(struct psl__office *o, uint64_t sig)

@@ -15,8 +15,9 @@ struct psl__office;
  * can get it again (psl__resender_hold). */
 int psl__resender_init(struct psl__office *o, int timeout_ms, bool keep_asked);
 void psl__resender_fini(struct psl__office *o);
-/* Keeps a copy of an outgoing message until it is ACKed. */
-void psl__resender_on_send(struct psl__office *o, const struct psl__meta *m, const void *meta,
+/* Keeps a copy of an outgoing message until it is ACKed; whether it did
+ * (or had one already). */
+bool psl__resender_on_send(struct psl__office *o, const struct psl__meta *m, const void *meta,
 			   size_t meta_len, const struct psl_van_seg *segs, uint32_t nseg);
 /* For a received message: handles an ACK, or says in *ack (an initialised
  * meta; its cmd becomes PSL_CMD_ACK) the ACK the caller must send for it.

@@ -115,6 +115,25 @@ static int loopback(struct psl__office *o, const void *meta, size_t meta_len,
 
 /* ---------------------------------------------------------------- send -- */
 
+/* A data request the resender kept, whose send failed because its
+ * receiver (a server or worker) is gone, with PS_RECOVERY: it waits for the
+ * node that takes the receiver's place, as those in flight at the loss do
+ * (the loss holds it, the replacement gets it, recovery_resend.c; if none
+ * comes, the request fails with the loss). Its send had raced the loss:
+ * the van had dropped the receiver before the core knew it was lost. */
+static bool resent_later(struct psl__office *o, const struct psl__meta *m, int rc)
+{
+	bool gone = rc == -EHOSTUNREACH || rc == -ECONNRESET || rc == -ENOTCONN ||
+		    rc == -EPIPE || rc == -ECONNREFUSED || rc == -EHOSTDOWN;
+	if (!gone || !o->cfg.recovery || o->role == PSL_SCHEDULER || m->recver < 8 ||
+	    !m->request || m->cmd != PSL_CMD_EMPTY)
+		return false;
+	PSL_DBG("request %d of app %d to node %d: the send failed (%s); kept to be sent again "
+		"to the node that takes its place (PS_RESEND, PS_RECOVERY)",
+		m->timestamp, m->app_id, m->recver, psl_strerror(rc));
+	return true;
+}
+
 int psl__send(struct psl__office *o, struct psl__meta *m, const struct psl_van_seg *segs,
 	      uint32_t nseg, struct psl__sendref *ref)
 {
@@ -124,7 +143,7 @@ int psl__send(struct psl__office *o, struct psl__meta *m, const struct psl_van_s
 	uint32_t i;
 	int rc;
 	struct psl_van_seg ipc_seg;
-	bool copied = false;
+	bool copied = false, kept = false;
 
 	if (!o->van) {
 		rc = -ESHUTDOWN;
@@ -151,7 +170,7 @@ int psl__send(struct psl__office *o, struct psl__meta *m, const struct psl_van_s
 		psl__trace_msg("to", m, nseg, m->recver);
 	if (o->cfg.resend && atomic_load(&o->resend_live) && m->cmd != PSL_CMD_ACK &&
 	    m->cmd != PSL_CMD_TERMINATE) /* (only to refused nodes, which do not ack) */
-		psl__resender_on_send(o, m, buf, len, segs, nseg);
+		kept = psl__resender_on_send(o, m, buf, len, segs, nseg);
 	if (m->recver == o->my_id && o->my_id != PSL_EMPTY) {
 		rc = loopback(o, buf, len, segs, nseg);
 		if (ref)
@@ -162,6 +181,11 @@ int psl__send(struct psl__office *o, struct psl__meta *m, const struct psl_van_s
 	}
 	rc = o->lib.ops->send(o->van, m->recver, buf, len, segs, nseg,
 				   copied ? NULL : ref);
+	if (rc && kept && !copied && resent_later(o, m, rc)) {
+		rc = 0;
+		if (ref) /* (the kept copy is what goes again) */
+			ref->done(ref, 0);
+	}
 	if (copied) { /* (the caller's buffers were copied: done with them now) */
 		m->body = NULL;
 		m->body_size = 0;

@@ -29,6 +29,7 @@
 #include "message.h"
 #include "postoffice.h"
 #include "pslite.h"
+#include "resender.h"
 #include "van_host.h"
 #include "testutil.h"
 #include "fakevan.h"
@@ -217,6 +218,47 @@ static void test_node_lost(void **state)
 	reply(&g_sent[2], 0, 0, NULL, NULL);
 	assert_int_equal(psl_kv_wait(w, ts), -EHOSTDOWN);
 	psl_kv_worker_free(w);
+}
+
+/* PS_RESEND with PS_RECOVERY: a push whose send fails because the van has
+ * already dropped its server (the loss not yet known to the core) is kept
+ * for the server's replacement, as one in flight at the loss is: it does
+ * not fail with the van's error, the resender sends it again, and its
+ * answer completes it. Without PS_RECOVERY it fails as before. */
+static void test_send_races_loss(void **state)
+{
+	struct psl_kv_worker *w;
+	uint64_t keys[1] = {1};
+	uint8_t v[1] = {7};
+	struct psl_kv kv = {keys, 1, v, 1, NULL, PSL_MEM_HOST, 0};
+	int ts;
+	(void)state;
+
+	node_up(1);
+	psl__po.cfg.resend = psl__po.cfg.recovery = true;
+	assert_int_equal(psl__resender_init(psl__cur, 1000, true), 0);
+	atomic_store(&psl__po.resend_live, true);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_UINT8, &w), 0);
+	g_fail_len = 1, g_fail_rc = -EHOSTUNREACH, g_fail_to = 8;
+	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
+	assert_true(ts >= 0);
+	assert_int_equal(psl_kv_wait_timeout(w, ts, 20), -ETIMEDOUT); /* waits */
+	assert_int_equal(psl__resender_pending(psl__cur), 1);
+	g_fail_len = 0; /* the replacement is there: the resender's tick sends it */
+	psl__resender_tick(psl__cur, psl__now_ms() + 5000);
+	assert_int_equal(g_nsent, 1);
+	assert_int_equal(g_sent[0].to, 8);
+	reply(&g_sent[0], 0, 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	/* without PS_RECOVERY: the van's error */
+	psl__po.cfg.recovery = false;
+	g_fail_len = 1;
+	ts = psl_kv_push(w, &kv, 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, ts), -EHOSTUNREACH);
+	g_fail_len = 0, g_fail_rc = g_fail_to = 0;
+	psl_kv_worker_free(w);
+	psl__resender_fini(psl__cur);
+	psl__po.cfg.resend = false;
 }
 
 /* Every request fails at once (the scheduler is lost, or the node shuts
@@ -1244,7 +1286,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_many_in_flight),	    T(test_pushpull),
-		T(test_node_lost),	    T(test_fail_all_while_sending),
+		T(test_node_lost), T(test_send_races_loss),	    T(test_fail_all_while_sending),
 		T(test_pull_in_place),	    T(test_server_held_request),
 		T(test_server_frame_checks), T(test_server_responses),
 		T(test_simple_app),	    T(test_held_bound),
