@@ -1107,6 +1107,24 @@ static int param_int(struct psl_van *v, const char *name, long def, long min, lo
 	return rc;
 }
 
+/* PS_BUSY_POLL (0, 1, or auto: vans ucx and fabric's window sized from the
+ * gaps between messages, which this van has not: it sleeps between
+ * messages, as with 0, and says so) and PS_BUSY_POLL_US. */
+static int param_busy(struct psl_van *v, int *busy, int *spin_us)
+{
+	int mode, rc;
+	int64_t ns;
+	if ((rc = psl_van_busy_poll_settings(v->host, "van_zmq", &mode, &ns)))
+		return rc;
+	if (mode == 2)
+		psl_van_log(v->host, PSL_VAN_LOG_INFO, "van_zmq",
+			    "PS_BUSY_POLL=auto: van zmq has no automatic poll window (vans ucx and "
+			    "fabric have); it sleeps between messages, as with PS_BUSY_POLL=0");
+	*busy = mode == 1;
+	*spin_us = (int)(ns / 1000);
+	return 0;
+}
+
 /* PS_ZMQ_MAX_MSG_MB: MiB, a fraction allowed (0.01 for 10 KiB), from 1 KiB
  * to 1 TiB; into bytes. */
 static int param_max_msg(struct psl_van *v, int64_t *out)
@@ -1143,9 +1161,7 @@ static int zinit(const struct psl_van_host *host, struct psl_van **out)
 			    &v->io_threads)) ||
 	    (rc = param_int(v, "BYTEPS_ZMQ_MAX_SOCKET", 1024, 1, 1 << 20, "a number of sockets",
 			    &maxs)) ||
-	    (rc = param_int(v, "PS_BUSY_POLL", 0, 0, 1, NULL, &busy)) ||
-	    (rc = param_int(v, "PS_BUSY_POLL_US", PSL_VAN_BUSY_POLL_US_DEFAULT, 0, 1000000,
-			    "microseconds", &spin_us)) ||
+	    (rc = param_busy(v, &busy, &spin_us)) ||
 	    (rc = param_int(v, "PS_ZMQ_LINGER_MS", 500, -1, 3600000, "milliseconds (-1: for ever)",
 			    &v->linger_ms)) ||
 	    (rc = param_int(v, "PS_ZMQ_RCVHWM", 10000, 1, 100000000, "a number of messages",

@@ -160,7 +160,7 @@ for prog in "$bench" "$node"; do
 	base; export PS_BUSY_POLL_US=abc
 	expect "$p: PS_BUSY_POLL_US=abc" 10 "PS_BUSY_POLL_US=abc" "expected microseconds" -- "$prog"
 	base; export PS_BUSY_POLL=2
-	expect "$p: PS_BUSY_POLL=2" 10 "PS_BUSY_POLL=2" "expected 0 or 1" -- "$prog"
+	expect "$p: PS_BUSY_POLL=2" 10 "PS_BUSY_POLL=2" "expected 0, 1 or auto" -- "$prog"
 	unset PS_BUSY_POLL_US PS_BUSY_POLL
 	base; export PS_MALLOC_TUNE=yes
 	expect "$p: PS_MALLOC_TUNE=yes" 10 "PS_MALLOC_TUNE=yes" "expected an integer from 0 to 1" -- "$prog"
