@@ -269,7 +269,7 @@ int psl__cuda_copy(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
 
 static atomic_int direct_env = -1; /* PS_CUDA_DIRECT: -1 not read yet */
 
-bool psl__cuda_direct(void)
+bool psl__cuda_direct(const struct psl__office *o)
 {
 	int d = atomic_load(&direct_env);
 	if (d < 0) {
@@ -277,7 +277,7 @@ bool psl__cuda_direct(void)
 		d = !(v && !strcmp(v, "0"));
 		atomic_store(&direct_env, d);
 	}
-	return d && (psl__po.caps.flags & PSL_VAN_CAP_MEM_CUDA) != 0;
+	return d && (o->caps.flags & PSL_VAN_CAP_MEM_CUDA) != 0;
 }
 
 static void streams_reset(void)

@@ -55,10 +55,11 @@ bool psl__cuda_mark_ready(void *mark);
 /* Waits (the host) until it is. 0 or -EIO. */
 int psl__cuda_mark_wait(void *mark);
 
-/* True when segments in CUDA memory go to the van as they are (the van
- * declares PSL_VAN_CAP_MEM_CUDA and PS_CUDA_DIRECT is not 0); else the core
- * stages them through pinned host buffers. */
-bool psl__cuda_direct(void);
+/* True when segments in CUDA memory go to node o's van as they are (the
+ * van declares PSL_VAN_CAP_MEM_CUDA and PS_CUDA_DIRECT is not 0); else the
+ * core stages them through pinned host buffers. */
+struct psl__office;
+bool psl__cuda_direct(const struct psl__office *o);
 
 /* A pinned host buffer of at least len bytes from the pool (NULL and
  * *err set if the runtime cannot give one), and its return. Buffers come in

@@ -174,7 +174,7 @@ static int stage_pushes(struct psl_kv_worker *w, struct kvb *q)
 		const struct psl_kv_tensor *t = &q->b->push[i];
 		if (t->mem != PSL_MEM_CUDA || !t->len)
 			continue;
-		if (psl__cuda_direct()) {
+		if (psl__cuda_direct(w->c.office)) {
 			if (t->dev != ready_dev && (rc = psl__kv_cuda_ready(q->stream, t->dev)))
 				return rc;
 			ready_dev = t->dev;
@@ -536,7 +536,7 @@ int psl__kvb_recv_dest_locked(struct psl_kv_worker *w, struct psl__req *r,
 		return -ENOENT;
 	t = tensor_of(q, g->t, &push);
 	if (push || !t->vals || len > t->len * w->esz ||
-	    (t->mem == PSL_MEM_CUDA && (!psl__cuda_direct() || !psl__cuda_mark_ready(q->mark))))
+	    (t->mem == PSL_MEM_CUDA && (!psl__cuda_direct(w->c.office) || !psl__cuda_mark_ready(q->mark))))
 		return -ENOENT;
 	g->lent = true;
 	r->loans++;

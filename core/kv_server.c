@@ -178,7 +178,8 @@ static int kvs_recv_dest(struct psl__customer *c, const struct psl__meta *m, uin
 		return -ENOMEM;
 	pthread_mutex_lock(&t->mu);
 	r = reg_find_locked(t, rank, m->key);
-	if (!r || r->lent || len > r->len || (r->mem == PSL_MEM_CUDA && !psl__cuda_direct())) {
+	if (!r || r->lent || len > r->len ||
+	    (r->mem == PSL_MEM_CUDA && !psl__cuda_direct(c->office))) {
 		pthread_mutex_unlock(&t->mu);
 		free(l);
 		return -ENOENT;
@@ -355,7 +356,7 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 		}
 		/* CUDA values the van cannot take (or that the caller does not
 		 * keep: psl_kv_respond) are staged in pinned memory */
-		if (vmem == PSL_MEM_CUDA && vb && !copy && psl__cuda_direct() &&
+		if (vmem == PSL_MEM_CUDA && vb && !copy && psl__cuda_direct(q->office) &&
 		    (rc = psl__kv_cuda_ready(q->stream, res->dev))) {
 			/* (the van reads it itself: after the caller's work) */
 			if (done && (!cp || cp->user_done != done))
@@ -364,7 +365,7 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 			psl_kv_respond_error(&q->pub, rc);
 			return rc;
 		}
-		if (vmem == PSL_MEM_CUDA && vb && (copy || !psl__cuda_direct())) {
+		if (vmem == PSL_MEM_CUDA && vb && (copy || !psl__cuda_direct(q->office))) {
 			rc = psl__kv_stage(&cp, vals, res->dev, vb, q->stream, &vals);
 			if (rc) {
 				if (!copy && done && (!cp || cp->user_done != done))

@@ -400,7 +400,8 @@ static int do_request(struct psl_kv_worker *w, const struct psl_kv *kv, const ui
 	 * caller keeps them (z-forms); else they are staged in pinned memory:
 	 * the one copy a push makes anyway (and then its keys are copied too:
 	 * a request's data is all copied, or all the caller's) */
-	stage = j.mo.send_mem == PSL_MEM_CUDA && j.nkeys && j.nvals && (copy || !psl__cuda_direct());
+	stage = j.mo.send_mem == PSL_MEM_CUDA && j.nkeys && j.nvals &&
+		(copy || !psl__cuda_direct(w->c.office));
 	if ((copy || stage) && j.nkeys && (rc = copy_job(&j, (ops & OP_PUSH) != 0)))
 		return rc;
 	if (stage) {

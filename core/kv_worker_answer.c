@@ -279,7 +279,7 @@ int psl__kvw_recv_dest(struct psl__customer *c, const struct psl__meta *m, uint3
 	    len > p->out->cap * w->esz || !p->out->vals)
 		goto out;
 	if (p->mo.out_mem == PSL_MEM_CUDA &&
-	    (!psl__cuda_direct() || !psl__cuda_mark_ready(p->mo.mark))) {
+	    (!psl__cuda_direct(c->office) || !psl__cuda_mark_ready(p->mo.mark))) {
 		/* the GPU buffer cannot be lent (yet): a pinned one, from which
 		 * the ordered copy on completion is a fast one */
 		if ((rc = lend_stage(p, rank, len, dest)))

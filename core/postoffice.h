@@ -149,7 +149,7 @@ extern struct psl__office psl__offices[PSL__OFFICES];
  * the ways in (psl__enter) and kept around user code (PSL__USER_CALL); the
  * core below them reads the office it is handed instead. */
 extern __thread struct psl__office *psl__cur;
-#define psl__po (*psl__cur) /* (core/cuda.c, tests) */
+#define psl__po (*psl__cur) /* (the unit tests) */
 
 /* The node the calling thread works for from now on. */
 static inline void psl__enter(struct psl__office *o)
