@@ -226,6 +226,20 @@ static const char *port_var(struct psl__office *o)
  * listening); finish_start waits for the job. joint_role: the node's role
  * in a DMLC_ROLE=joint process; instance: its index in the group this
  * process runs (psl_start_group), -1 if the process is one instance. */
+/* What node o's log lines say before it has its rank: its role, and in a
+ * process that runs a group its instance ("server instance 1"); once
+ * registered, "server 0.1" (its group's rank, then its instance). */
+static void set_who_early(struct psl__office *o, int instance)
+{
+	char who[48];
+	if (instance < 0 || o->cfg.group_size <= 1 || o->role == PSL_SCHEDULER) {
+		psl__log_set_who(o, psl__role_name(o->role));
+		return;
+	}
+	snprintf(who, sizeof(who), "%s instance %d", psl__role_name(o->role), instance);
+	psl__log_set_who(o, who);
+}
+
 static int start_node(struct psl__office *o, int joint_role, int instance)
 {
 	char err[1024], vc[96];
@@ -241,7 +255,7 @@ static int start_node(struct psl__office *o, int joint_role, int instance)
 	}
 	psl__log_init(o->cfg.verbose);
 	o->role = o->cfg.role;
-	psl__log_set_who(o, psl__role_name(o->role));
+	set_who_early(o, instance);
 	if (o->cfg.malloc_tune && psl__malloc_tune())
 		PSL_DBG("PS_MALLOC_TUNE=1: malloc keeps freed memory for reuse (mmap "
 			"threshold 32 MiB, trim threshold 64 MiB)");
