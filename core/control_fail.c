@@ -160,16 +160,18 @@ static void registration_failed(struct psl__office *o, int status, const char *w
 /* A send nobody waits for any more: the final barrier was released (the
  * peer may have left as soon as it had its release, before the van saw this
  * send complete), or the van cancelled it because this node is closing. A
- * node's request of its final barrier is judged by the barrier's waiting
- * loop instead (barrier.c: its release may be on its way while the
- * scheduler, released, already left). */
+ * node's request of its final barrier, and its heartbeats while it waits
+ * there, are judged by the barrier's waiting loop instead (barrier.c: its
+ * release may be on its way while the scheduler, released, already left;
+ * a scheduler really lost fails the barrier there). */
 static bool shutting_down(struct psl__office *o, const struct psl__ctl_sent *s, int status)
 {
 	bool closing;
 	pthread_mutex_lock(&o->mu);
 	closing = o->final_released ||
-		  (o->leaving && o->role != PSL_SCHEDULER && s->group == PSL_GROUP_ALL &&
-		   s->cmd == PSL_CMD_INSTANCE_BARRIER) ||
+		  (o->leaving && o->role != PSL_SCHEDULER &&
+		   ((s->group == PSL_GROUP_ALL && s->cmd == PSL_CMD_INSTANCE_BARRIER) ||
+		    s->cmd == PSL_CMD_HEARTBEAT)) ||
 		  ((status == -ECANCELED || status == -ESHUTDOWN) &&
 		   (o->state == PSL__FINALIZING || o->state == PSL__STOPPED));
 	pthread_mutex_unlock(&o->mu);
