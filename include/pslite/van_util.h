@@ -414,6 +414,23 @@ static inline int psl_van_busy_poll_settings(const struct psl_van_host *host, co
 	return 0;
 }
 
+/* The same for a van without an automatic window (vans zmq, ibverbs):
+ * PS_BUSY_POLL=auto sleeps between messages as 0 does, and says so at
+ * INFO. *busy: PS_BUSY_POLL=1; *window_ns as above. */
+static inline int psl_van_busy_poll_plain(const struct psl_van_host *host, const char *van,
+					  bool *busy, int64_t *window_ns)
+{
+	int mode, rc = psl_van_busy_poll_settings(host, van, &mode, window_ns);
+	if (rc)
+		return rc;
+	if (mode == 2)
+		psl_van_log(host, PSL_VAN_LOG_INFO, van,
+			    "PS_BUSY_POLL=auto: this van has no automatic poll window (vans ucx and "
+			    "fabric have); it sleeps between messages, as with PS_BUSY_POLL=0");
+	*busy = mode == 1;
+	return 0;
+}
+
 /* mode and window_ns as psl_van_busy_poll_settings gave them (mode 0 where
  * the van never polls). Returns whether the window is auto. */
 static inline bool psl_van_spin_auto_init(struct psl_van_spin *s, struct psl_van_spin_auto *a,

@@ -89,28 +89,12 @@ void ibv_wake(struct psl_van *v)
 
 /* ---------------------------------------------------------------- init -- */
 
-/* PS_BUSY_POLL (0, 1, or auto: vans ucx and fabric's window sized from the
- * gaps between messages, which this van has not: it sleeps between
- * messages, as with 0, and says so) and PS_BUSY_POLL_US. */
-static int param_busy(const struct psl_van_host *h, long *busy, long *us)
-{
-	int mode, rc;
-	int64_t ns;
-	if ((rc = psl_van_busy_poll_settings(h, VAN, &mode, &ns)))
-		return rc;
-	if (mode == 2)
-		psl_van_log(h, PSL_VAN_LOG_INFO, VAN,
-			    "PS_BUSY_POLL=auto: van ibverbs has no automatic poll window (vans ucx "
-			    "and fabric have); it sleeps between messages, as with PS_BUSY_POLL=0");
-	*busy = mode == 1;
-	*us = (long)(ns / 1000);
-	return 0;
-}
-
 static int read_settings(struct psl_van *v)
 {
 	const struct psl_van_host *h = v->host;
-	long busy = 0, us = 0, mrc = 1, lag = 0, ports = 1;
+	long mrc = 1, lag = 0, ports = 1;
+	bool busy = false;
+	int64_t spin_ns = 0;
 	const char *lag_var;
 	int bad = 0;
 
@@ -128,7 +112,7 @@ static int read_settings(struct psl_van *v)
 				  "a number of queue pairs per peer (0 auto, -1 off)", &lag);
 	bad |= psl_van_param_long(h, VAN, "PS_CONNECT_TIMEOUT", 60, 1, 86400, "seconds",
 				  &v->connect_s);
-	bad |= param_busy(h, &busy, &us);
+	bad |= psl_van_busy_poll_plain(h, VAN, &busy, &spin_ns);
 	bad |= psl_van_param_long(h, VAN, "PS_IBV_MR_CACHE", 1, 0, 1, NULL, &mrc);
 	bad |= psl_van_param_long(h, VAN, "BYTEPS_ADDRESS_POOL_SIZE", IBV_CXX_POOL_DEFAULT, 1,
 				  1 << 24, "a number of buffers", &v->cx_pool_max);
@@ -136,8 +120,8 @@ static int read_settings(struct psl_van *v)
 				  "a number of registrations", &v->mr_cache_max);
 	if (bad)
 		return -EINVAL;
-	v->busy_poll = busy != 0;
-	v->spin_ns = us * 1000;
+	v->busy_poll = busy;
+	v->spin_ns = spin_ns;
 	v->mr_cache_on = mrc != 0;
 	v->nports = ports;
 	/* queue pairs per link: DMLC_SPLIT_QP_LAG when set (0: one per active

@@ -1107,24 +1107,6 @@ static int param_int(struct psl_van *v, const char *name, long def, long min, lo
 	return rc;
 }
 
-/* PS_BUSY_POLL (0, 1, or auto: vans ucx and fabric's window sized from the
- * gaps between messages, which this van has not: it sleeps between
- * messages, as with 0, and says so) and PS_BUSY_POLL_US. */
-static int param_busy(struct psl_van *v, int *busy, int *spin_us)
-{
-	int mode, rc;
-	int64_t ns;
-	if ((rc = psl_van_busy_poll_settings(v->host, "van_zmq", &mode, &ns)))
-		return rc;
-	if (mode == 2)
-		psl_van_log(v->host, PSL_VAN_LOG_INFO, "van_zmq",
-			    "PS_BUSY_POLL=auto: van zmq has no automatic poll window (vans ucx and "
-			    "fabric have); it sleeps between messages, as with PS_BUSY_POLL=0");
-	*busy = mode == 1;
-	*spin_us = (int)(ns / 1000);
-	return 0;
-}
-
 /* PS_ZMQ_MAX_MSG_MB: MiB, a fraction allowed (0.01 for 10 KiB), from 1 KiB
  * to 1 TiB; into bytes. */
 static int param_max_msg(struct psl_van *v, int64_t *out)
@@ -1152,7 +1134,9 @@ static int param_max_msg(struct psl_van *v, int64_t *out)
 static int zinit(const struct psl_van_host *host, struct psl_van **out)
 {
 	struct psl_van *v = calloc(1, sizeof(*v));
-	int maxs, busy, spin_us, rc;
+	int maxs, rc;
+	bool busy;
+	int64_t spin_ns;
 	if (!v)
 		return -ENOMEM;
 	v->host = host;
@@ -1161,7 +1145,7 @@ static int zinit(const struct psl_van_host *host, struct psl_van **out)
 			    &v->io_threads)) ||
 	    (rc = param_int(v, "BYTEPS_ZMQ_MAX_SOCKET", 1024, 1, 1 << 20, "a number of sockets",
 			    &maxs)) ||
-	    (rc = param_busy(v, &busy, &spin_us)) ||
+	    (rc = psl_van_busy_poll_plain(v->host, "van_zmq", &busy, &spin_ns)) ||
 	    (rc = param_int(v, "PS_ZMQ_LINGER_MS", 500, -1, 3600000, "milliseconds (-1: for ever)",
 			    &v->linger_ms)) ||
 	    (rc = param_int(v, "PS_ZMQ_RCVHWM", 10000, 1, 100000000, "a number of messages",
@@ -1176,8 +1160,8 @@ static int zinit(const struct psl_van_host *host, struct psl_van **out)
 		uint8_t mac[32];
 		v->secret = host->proof(host->ctx, "", 0, mac) == 0;
 	}
-	v->busy_poll = busy != 0;
-	v->spin_ns = v->busy_poll ? (int64_t)spin_us * 1000 : 0;
+	v->busy_poll = busy;
+	v->spin_ns = v->busy_poll ? spin_ns : 0;
 	v->ctx = zmq_ctx_new();
 	if (!v->ctx) {
 		free(v);
