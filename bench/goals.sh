@@ -74,35 +74,17 @@ done
 [ -n "$STEPS" ] || STEPS=$((SECS * 300))
 
 [ -z "$FROM" ] || REPEAT=0
-[ -n "$FROM" ] || for f in tools/pslite-run tools/pslite-bench tools/pslite-afbench bench/tcp_ref; do
-	[ -x "$B/$f" ] || { echo "bench/goals.sh: $B/$f is missing: build first (make), or set PSL_BUILDDIR" >&2; exit 2; }
-done
-[ -n "$FROM" ] || command -v ucx_perftest >/dev/null || { echo "bench/goals.sh: ucx_perftest is missing (ucx-utils)" >&2; exit 2; }
+ME=bench/goals.sh
+. "$here/goal_lib.sh"
+[ -n "$FROM" ] || goal_need
 if [ -n "$BEFORE" ] && [ -z "$FROM" ]; then
 	if ! [ -x "$BEFORE/tools/pslite-bench" ] || ! [ -f "$BEFORE/plugins/van_zmq/.libs/van_zmq.so" ]; then
 		echo "bench/goals.sh: --before $BEFORE: no pslite-bench or van_zmq.so there" >&2
 		exit 2
 	fi
 fi
-vanpath() { # vanpath BUILDDIR -> PS_VAN_PATH of its plugins
-	p=
-	for d in "$1"/plugins/*/.libs; do [ -d "$d" ] && p=${p:+$p:}$d; done
-	echo "$p"
-}
 VP=$(vanpath "$B")
-
-work=$(mktemp -d "${TMPDIR:-/tmp}/pslite-goals.XXXXXX")
-pids=
-cleanup() {
-	for p in $pids; do kill "$p" 2>/dev/null || true; done
-	rm -rf "$work"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-res=$work/res
-: >"$res"
-n=0
-port() { n=$((n + 1)); echo $((BASE + n % 400)); }
+goal_work pslite-goals
 T=$((SECS * 4 + 60)) # a job's limit
 
 # psl BUILDDIR VAN SIZE KEYS CP [VAR=VALUE ...] -> "p50_us p99_us gbps"
@@ -122,28 +104,10 @@ psl() {
 		echo "- - -"
 	fi
 }
-field() { v=$(echo "$1" | sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p"); echo "${v:--}"; }
-
 # tcpref SIZE WINDOW -> "p50_us p99_us gbps"
 tcpref() {
 	l=$(timeout -k 5 $T "$B/bench/tcp_ref" "$1" "$2" "$SECS" echo --json 2>/dev/null || true)
 	echo "$(field "$l" p50_us) $(field "$l" p99_us) $(field "$l" goodput_gbps)"
-}
-
-# amlat TLS -> ucx_perftest's AM round trip p50 (us): twice its p50, which
-# is half a round trip
-amlat() {
-	p=$(port)
-	UCX_TLS=$1 timeout -k 5 $T ucx_perftest -t ucp_am_lat -s 4096 -n $((SECS * 40000)) -p "$p" >"$work/pt.srv" 2>&1 &
-	spid=$!
-	pids="$pids $spid"
-	sleep 0.5
-	UCX_TLS=$1 timeout -k 5 $T ucx_perftest 127.0.0.1 -t ucp_am_lat -s 4096 -n $((SECS * 40000)) -p "$p" \
-		>"$work/pt.cli" 2>&1 || true
-	wait "$spid" 2>/dev/null || true
-	# "Final: iters p50 average overall ..." (us, one way)
-	v=$(awk '/^Final:/ {printf "%.3f\n", $3 * 2}' "$work/pt.cli")
-	echo "${v:--}"
 }
 
 # af VAN CP -> "p50_us p99_us"
@@ -160,12 +124,7 @@ af() {
 	fi
 }
 
-put() { echo "$1 $r $2" >>"$res"; echo "  round $r $1: $2" >&2; } # put KEY VALUE
 col() { echo "$1" | awk -v c="$2" '{print $c}'; }
-median() { # median KEY [COLUMN] over the rounds, "-" when none
-	awk -v k="$1" -v c="${2:-3}" '$1 == k && $c != "-" && $c != "" {print $c}' "$res" | sort -g |
-		awk '{a[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'
-}
 # offon KEYPREFIX CMD...: runs CMD with CP 0 and 1 (order alternating by
 # round), stores the output as KEYPREFIX:0 and KEYPREFIX:1
 offon() {
@@ -226,11 +185,6 @@ fi
 
 # the table
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "-" || b == "-" || b + 0 == 0) print "-"; else printf "%.2f", a / b}'; }
-pratio() { # pratio KEY_A KEY_B COLUMN: the median over the rounds of A / B
-	awk -v a="$1" -v b="$2" -v c="$3" '($1 == a || $1 == b) && $c != "-" && $c != "" {v[$1, $2] = $c; r[$2] = 1}
-		END {for (i in r) if ((a, i) in v && (b, i) in v && v[b, i] + 0 > 0) print v[a, i] / v[b, i]}' "$res" | sort -g |
-		awk '{x[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) printf "%.2f", x[(NR + 1) / 2]; else printf "%.2f", (x[NR / 2] + x[NR / 2 + 1]) / 2}'
-}
 met() { # met RATIO OP LIMIT
 	awk -v x="$1" -v op="$2" -v l="$3" 'BEGIN {if (x == "-") print "-"; else if ((op == "<=" && x <= l) || (op == ">=" && x >= l)) print "met"; else print "**not met**"}'
 }

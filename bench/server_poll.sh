@@ -35,23 +35,12 @@ while [ $# -gt 0 ]; do
 	esac
 	shift 2
 done
-for f in tools/pslite-run tools/pslite-bench tools/pslite-afbench bench/tcp_ref; do
-	[ -x "$B/$f" ] || { echo "bench/server_poll.sh: $B/$f is missing: build first (make), or set PSL_BUILDDIR" >&2; exit 2; }
-done
-command -v ucx_perftest >/dev/null || { echo "bench/server_poll.sh: ucx_perftest is missing (ucx-utils)" >&2; exit 2; }
-VP=
-for d in "$B"/plugins/*/.libs; do [ -d "$d" ] && VP=${VP:+$VP:}$d; done
-work=$(mktemp -d "${TMPDIR:-/tmp}/pslite-spoll.XXXXXX")
-spid=
-cleanup() { [ -z "$spid" ] || kill "$spid" 2>/dev/null || true; rm -rf "$work"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-res=$work/res
-: >"$res"
-n=0
-port() { n=$((n + 1)); echo $((BASE + n % 400)); }
+ME=bench/server_poll.sh
+. "$here/goal_lib.sh"
+goal_need
+VP=$(vanpath "$B")
+goal_work pslite-spoll
 T=$((SECS * 4 + 60))
-field() { v=$(echo "$1" | sed -n "s/.*\"$2\":\([0-9.]*\).*/\1/p"); echo "${v:--}"; }
 
 # job TOOL VAN MODE [VAR=VALUE...] -> the tool's JSON line ("" on failure)
 job() {
@@ -70,22 +59,9 @@ job() {
 		tail -n 5 "$work/job.out" >&2
 	fi
 }
-put() { echo "$1 $r $2" >>"$res"; echo "  round $r $1: $2" >&2; } # put KEY VALUE
 p50() { l=$(job bench "$@"); field "$l" p50_us; }
 rate() { l=$(job bench "$@"); g=$(field "$l" goodput_gbps); awk -v g="$g" 'BEGIN {if (g == "-") print "-"; else printf "%.0f", g * 1e9 / 8 / 4096}'; }
 afq() { l=$(job af "$@"); a=$(field "$l" p50_us) b=$(field "$l" p99_us); awk -v a="$a" -v b="$b" 'BEGIN {if (a == "-" || b == "-" || a + 0 == 0) print "- - -"; else printf "%s %s %.2f\n", a, b, b / a}'; }
-amlat() {
-	p=$(port)
-	UCX_TLS=$1 timeout -k 5 $T ucx_perftest -t ucp_am_lat -s 4096 -n $((SECS * 40000)) -p "$p" >"$work/pt.srv" 2>&1 &
-	spid=$!
-	sleep 0.5
-	UCX_TLS=$1 timeout -k 5 $T ucx_perftest 127.0.0.1 -t ucp_am_lat -s 4096 -n $((SECS * 40000)) -p "$p" \
-		>"$work/pt.cli" 2>&1 || true
-	wait "$spid" 2>/dev/null || true
-	spid=
-	v=$(awk '/^Final:/ {printf "%.3f\n", $3 * 2}' "$work/pt.cli")
-	echo "${v:--}"
-}
 shm=posix,sysv,cma,self
 echo "bench/server_poll.sh: $R round(s) of ~$SECS s, modes $MODES; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 r=1
@@ -106,13 +82,6 @@ while [ "$r" -le "$R" ]; do
 done
 echo "bench/server_poll.sh: done; load: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
-med() { sort -g | awk '{a[NR] = $1} END {if (NR == 0) print "-"; else if (NR % 2) print a[(NR + 1) / 2]; else print (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
-median() { awk -v k="$1" -v c="${2:-3}" '$1 == k && $c != "-" && $c != "" {print $c}' "$res" | med; }
-pratio() { # median over the rounds of KEY_A / KEY_B (column 3)
-	awk -v a="$1" -v b="$2" '($1 == a || $1 == b) && $3 != "-" {v[$1, $2] = $3; r[$2] = 1}
-		END {for (i in r) if ((a, i) in v && (b, i) in v && v[b, i] + 0 > 0) print v[a, i] / v[b, i]}' "$res" |
-		med | awk '{if ($1 == "-") print; else printf "%.2f\n", $1}'
-}
 echo
 echo "| goal | case | PS_BUSY_POLL | measured | reference | ratio | target |"
 echo "|---|---|---|---|---|---|---|"
