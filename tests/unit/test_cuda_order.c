@@ -782,6 +782,57 @@ static void *answer_in_loan(float v)
 	return dest.data;
 }
 
+/* A worker ordered with a non-blocking stream st on which a slow kernel
+ * copies x (2.0) into y; a pull into x goes next. */
+struct slow_reader {
+	struct psl_kv_worker *w;
+	void *st, *x, *y, *z;
+};
+
+static void slow_reader_up(struct slow_reader *s)
+{
+	node_up(1);
+	use_fake(NULL, NULL);
+	assert_int_equal(((mkstream_fn)fake_sym("cudaStreamCreateWithFlags"))(&s->st, 1), 0);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &s->w), 0);
+	assert_int_equal(psl_kv_worker_set_cuda_stream(s->w, s->st), 0);
+	s->x = dev_floats(2);
+	s->y = dev_floats(0);
+	s->z = dev_floats(0);
+	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(s->y, s->x, NV * 4, 5 * SLOW_US,
+								    s->st),
+			 0);
+}
+
+/* The pull into x that began at t completed: soon (it did not wait for
+ * its copy to the GPU); then work is queued after it, copying x into z. */
+static void slow_reader_pulled(struct slow_reader *s, double t)
+{
+	t = now_s() - t;
+	if (t > 0.25)
+		fail_msg("the pull took %.3f s: it waited for its copy to the GPU", t);
+	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(s->z, s->x, NV * 4, 0, s->st), 0);
+}
+
+/* Once the stream ran: the reader queued before the pull saw the old value
+ * (2.0), x holds the pulled one (1.0), and so did the work queued after. */
+static void slow_reader_check(struct slow_reader *s)
+{
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamSynchronize"))(s->st), 0);
+	expect_dev(s->y, 2.0f);
+	expect_dev(s->x, 1.0f);
+	expect_dev(s->z, 1.0f);
+}
+
+static void slow_reader_down(struct slow_reader *s)
+{
+	psl_kv_worker_free(s->w);
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamDestroy"))(s->st), 0);
+	psl_mem_free(PSL_MEM_CUDA, 0, s->x);
+	psl_mem_free(PSL_MEM_CUDA, 0, s->y);
+	psl_mem_free(PSL_MEM_CUDA, 0, s->z);
+}
+
 /* A pull into GPU memory whose caller named a stream completes without
  * waiting for the copy (queued behind a 0.5 s reader of the tensor on that
  * stream); the reader sees the old value, the stream's later work the
@@ -791,55 +842,36 @@ static void *answer_in_loan(float v)
 static void test_pull_no_wait(void **state)
 {
 	uint64_t key = 1;
-	struct psl_kv_worker *w;
+	struct slow_reader s;
 	struct psl_kv_out out;
-	void *st, *x, *x2, *y, *z;
+	void *x2;
 	size_t in_use;
 	double t;
 	int ts;
 	(void)state;
 
-	node_up(1);
-	use_fake(NULL, NULL);
-	assert_int_equal(((mkstream_fn)fake_sym("cudaStreamCreateWithFlags"))(&st, 1), 0);
-	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
-	assert_int_equal(psl_kv_worker_set_cuda_stream(w, st), 0);
-	x = dev_floats(2);
+	slow_reader_up(&s);
 	x2 = dev_floats(0);
-	y = dev_floats(0);
-	z = dev_floats(0);
-	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(y, x, NV * 4, 5 * SLOW_US, st),
-			 0);
-	out = (struct psl_kv_out){x, NV, 0, NULL, PSL_MEM_CUDA, 0};
+	out = (struct psl_kv_out){s.x, NV, 0, NULL, PSL_MEM_CUDA, 0};
 	t = now_s();
-	ts = psl_kv_zpull(w, &key, 1, &out, 0, NULL, NULL);
+	ts = psl_kv_zpull(s.w, &key, 1, &out, 0, NULL, NULL);
 	answer_in_loan(1.0f);
-	assert_int_equal(psl_kv_wait(w, ts), 0);
-	t = now_s() - t;
-	if (t > 0.25)
-		fail_msg("the pull took %.3f s: it waited for its copy to the GPU", t);
-	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(z, x, NV * 4, 0, st), 0);
+	assert_int_equal(psl_kv_wait(s.w, ts), 0);
+	slow_reader_pulled(&s, t);
 
-	assert_int_equal(psl_kv_worker_set_cuda_stream(w, PSL_CUDA_STREAM_NONE), 0);
+	assert_int_equal(psl_kv_worker_set_cuda_stream(s.w, PSL_CUDA_STREAM_NONE), 0);
 	out = (struct psl_kv_out){x2, NV, 0, NULL, PSL_MEM_CUDA, 0};
-	ts = psl_kv_zpull(w, &key, 1, &out, 0, NULL, NULL);
+	ts = psl_kv_zpull(s.w, &key, 1, &out, 0, NULL, NULL);
 	answer_in_loan(5.0f);
-	assert_int_equal(psl_kv_wait(w, ts), 0);
+	assert_int_equal(psl_kv_wait(s.w, ts), 0);
 	expect_dev(x2, 5.0f); /* (none: done when the pull is) */
 
-	assert_int_equal(((stream_fn)fake_sym("cudaStreamSynchronize"))(st), 0);
-	expect_dev(y, 2.0f); /* the reader queued before: the old value */
-	expect_dev(x, 1.0f); /* the first pull's, not the second's */
-	expect_dev(z, 1.0f); /* work queued after completion: the pulled one */
-	psl_kv_worker_free(w);
+	slow_reader_check(&s); /* (x: the first pull's, not the second's) */
+	slow_reader_down(&s);
 	psl__cuda_stage_put(psl__cuda_stage_get(NV * 4, 0, &ts)); /* (the pool looks) */
 	psl__cuda_stage_bytes(&in_use);
 	assert_int_equal(in_use, 0);
-	assert_int_equal(((stream_fn)fake_sym("cudaStreamDestroy"))(st), 0);
-	psl_mem_free(PSL_MEM_CUDA, 0, x);
 	psl_mem_free(PSL_MEM_CUDA, 0, x2);
-	psl_mem_free(PSL_MEM_CUDA, 0, y);
-	psl_mem_free(PSL_MEM_CUDA, 0, z);
 }
 
 /* The same when the van received the values into its own (pageable)
@@ -849,44 +881,26 @@ static void test_pull_no_wait(void **state)
 static void test_pull_no_wait_van_buffer(void **state)
 {
 	uint64_t key = 1;
-	struct psl_kv_worker *w;
+	struct slow_reader s;
 	struct psl_kv_out out;
-	void *st, *x, *y, *z;
 	long pageable;
 	double t;
 	int ts;
 	(void)state;
 
-	node_up(1);
-	use_fake(NULL, NULL);
-	assert_int_equal(((mkstream_fn)fake_sym("cudaStreamCreateWithFlags"))(&st, 1), 0);
-	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
-	assert_int_equal(psl_kv_worker_set_cuda_stream(w, st), 0);
-	x = dev_floats(2);
-	y = dev_floats(0);
-	z = dev_floats(0);
-	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(y, x, NV * 4, 5 * SLOW_US, st),
-			 0);
+	slow_reader_up(&s);
 	pageable = ((query_fn)fake_sym("fake_cuda_query"))("pageable_copies");
-	out = (struct psl_kv_out){x, NV, 0, NULL, PSL_MEM_CUDA, 0};
+	out = (struct psl_kv_out){s.x, NV, 0, NULL, PSL_MEM_CUDA, 0};
 	t = now_s();
-	ts = psl_kv_pull(w, &key, 1, &out, 0, NULL, NULL);
+	ts = psl_kv_pull(s.w, &key, 1, &out, 0, NULL, NULL);
 	answer_pull(&g_sent[g_nsent - 1]); /* (1.0, in the van's buffer) */
-	assert_int_equal(psl_kv_wait(w, ts), 0);
-	t = now_s() - t;
-	if (t > 0.25)
-		fail_msg("the pull took %.3f s: it waited for its copy to the GPU", t);
-	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(z, x, NV * 4, 0, st), 0);
-	assert_int_equal(((stream_fn)fake_sym("cudaStreamSynchronize"))(st), 0);
+	assert_int_equal(psl_kv_wait(s.w, ts), 0);
+	slow_reader_pulled(&s, t);
+	assert_int_equal(((stream_fn)fake_sym("cudaStreamSynchronize"))(s.st), 0);
+	/* (before the checks' own copies from the GPU) */
 	assert_int_equal(((query_fn)fake_sym("fake_cuda_query"))("pageable_copies"), pageable);
-	expect_dev(y, 2.0f);
-	expect_dev(x, 1.0f);
-	expect_dev(z, 1.0f);
-	psl_kv_worker_free(w);
-	assert_int_equal(((stream_fn)fake_sym("cudaStreamDestroy"))(st), 0);
-	psl_mem_free(PSL_MEM_CUDA, 0, x);
-	psl_mem_free(PSL_MEM_CUDA, 0, y);
-	psl_mem_free(PSL_MEM_CUDA, 0, z);
+	slow_reader_check(&s);
+	slow_reader_down(&s);
 }
 
 int main(void)
