@@ -21,6 +21,8 @@
  *
  * KVTEST_SLOW_S=N: server 0's handler sleeps N s once, at its 20th request
  * (a handler that is slow, not dead: hb_alive.sh).
+ * KVTEST_READY_BARRIER=1: the workers meet in a worker barrier once each has
+ * its KV worker (rawzmq.sh's evil worker answers a request never made).
  *
  * Every worker prints "kvtest worker N: OK" when everything checked out and
  * exits 0; any failure prints what differed and exits 1.
@@ -674,6 +676,8 @@ static int run_worker(void)
 	CHECK(rc == 0, "psl_kv_worker_new: %s", psl_strerror(rc));
 	if (rc)
 		return 1;
+	if (getenv("KVTEST_READY_BARRIER")) /* (every worker has its KV worker) */
+		CHECK(psl_barrier(0, PSL_GROUP_WORKERS) == 0, "workers-ready barrier failed");
 	rng_state ^= (uint64_t)g_rank * 7919u;
 	if (!strcmp(g_scenario, "kill") || !strcmp(g_scenario, "hang") ||
 	    !strcmp(g_scenario, "cut")) {

@@ -11,7 +11,7 @@ log=$(mktemp "${TMPDIR:-/tmp}/pslite-rawzmq.XXXXXX")
 trap 'rm -f "$log"' EXIT
 ulimit -c 0 2>/dev/null
 
-KVTEST_SCENARIO=soak KVTEST_ROUNDS=${KVTEST_ROUNDS:-150} \
+KVTEST_SCENARIO=soak KVTEST_ROUNDS=${KVTEST_ROUNDS:-150} KVTEST_READY_BARRIER=1 \
 timeout -k 10 200 "$b/tools/pslite-run" -s 2 -w 2 --van zmq --timeout 180 -- \
 	sh -c 'if [ "$DMLC_ROLE" = worker ] && [ "$DMLC_RANK" = 1 ]; then exec "$1"; else exec "$2"; fi' \
 	sh "$b/tests/integration/rawzmq" "$b/tests/integration/kvtest" >"$log" 2>&1
