@@ -53,6 +53,7 @@ static struct resender {
 	uint64_t *seen_fifo;
 	uint64_t *seen_set; /* 2*SEEN_WINDOW slots, 0 = empty */
 	uint32_t seen_head, seen_count;
+	bool early; /* some were recorded before this node had its id */
 } resenders[PSL__OFFICES] = {
 	[0 ... PSL__OFFICES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER},
 };
@@ -87,6 +88,7 @@ int psl__resender_init(struct psl__office *o, int t_ms, bool keep_asked)
 	S.seen_fifo = calloc(SEEN_WINDOW, sizeof(uint64_t));
 	S.seen_set = calloc(2 * SEEN_WINDOW, sizeof(uint64_t));
 	S.seen_head = S.seen_count = 0;
+	S.early = false;
 	S.on = S.seen_fifo && S.seen_set;
 	pthread_mutex_unlock(&S.mu);
 	return S.on ? 0 : -ENOMEM;
@@ -173,14 +175,30 @@ bool psl__resender_on_send(struct psl__office *o, const struct psl__meta *m, con
 	return true;
 }
 
+/* The slot of sig in the seen set: where it is, or the empty one that ends
+ * its run. */
+static uint32_t seen_slot(struct psl__office *o, uint64_t key)
+{
+	uint32_t mask = 2 * SEEN_WINDOW - 1, s;
+	for (s = hash(key) & mask; S.seen_set[s] && S.seen_set[s] != key; s = (s + 1) & mask)
+		;
+	return s;
+}
+
+static bool seen_has(struct psl__office *o, uint64_t sig)
+{
+	uint64_t key = sig ? sig : 1; /* 0 marks an empty slot */
+	return S.seen_set[seen_slot(o, key)] == key;
+}
+
 static bool seen_check_add(struct psl__office *o, uint64_t sig)
 {
 	uint32_t mask = 2 * SEEN_WINDOW - 1, s;
 	uint64_t key = sig ? sig : 1; /* 0 marks an empty slot */
 
-	for (s = hash(key) & mask; S.seen_set[s]; s = (s + 1) & mask)
-		if (S.seen_set[s] == key)
-			return true;
+	s = seen_slot(o, key);
+	if (S.seen_set[s] == key)
+		return true;
 	if (S.seen_count == SEEN_WINDOW) {
 		/* evict the oldest, re-inserting the run that follows it */
 		uint64_t old = S.seen_fifo[S.seen_head];
@@ -260,17 +278,25 @@ static struct entry *take_sig(struct psl__office *o, uint64_t sig, bool ack)
 
 /* With S.mu held: whether the message was seen before (and now it is). A
  * node that takes a lost one's place gets the others' resent requests before
- * its node list, by their new connections: it records them under the id the
- * sender gave it, which is its own-to-be, and cannot ACK them yet. */
+ * its node list, by their new connections, and cannot ACK them yet: the
+ * wire does not carry the id their senders gave it, so it records them
+ * under PSL_EMPTY, and once it has its id a message recorded so counts as
+ * seen too (the sender's resend of the request it could not ACK). */
 static bool seen_locked(struct psl__office *o, const struct psl__meta *m)
 {
 	int me = o->my_id;
 	if (!S.on)
 		return false;
-	if (me == PSL_EMPTY && (m->sender < 8 || m->recver < 8))
-		return false;
-	return seen_check_add(o, psl__msg_sig(m->app_id, m->sender, me == PSL_EMPTY ? m->recver : me,
-					   m->timestamp, m->request));
+	if (me == PSL_EMPTY) {
+		if (m->sender < 8)
+			return false;
+		S.early = true;
+	} else if (S.early &&
+		   seen_has(o, psl__msg_sig(m->app_id, m->sender, PSL_EMPTY, m->timestamp,
+					    m->request))) {
+		return true;
+	}
+	return seen_check_add(o, psl__msg_sig(m->app_id, m->sender, me, m->timestamp, m->request));
 }
 
 bool psl__resender_on_recv(struct psl__office *o, const struct psl__meta *m, struct psl__meta *ack)

@@ -261,6 +261,49 @@ static void test_send_races_loss(void **state)
 	psl__po.cfg.resend = false;
 }
 
+/* PS_RESEND with PS_RECOVERY, on the node that takes a lost server's place:
+ * a worker's held request can come before the node list (the node has no id,
+ * so it cannot ACK it), and the worker's resend of it comes after. The
+ * resend is a duplicate, dropped and ACKed: it once passed as a new request
+ * (recorded under PSL_EMPTY, checked under the id), and pslite-server summed
+ * that worker's push twice (server_restart.sh resend's wrong sums). */
+static bool seen_as_dup(int app, int sender, int ts, bool request, int *acked_to)
+{
+	struct psl__meta m, ack;
+	bool dup;
+	psl__meta_init(&m);
+	psl__meta_init(&ack);
+	m.app_id = app, m.sender = sender, m.recver = psl__po.my_id;
+	m.timestamp = ts, m.request = request;
+	dup = psl__resender_on_recv(psl__cur, &m, &ack);
+	*acked_to = ack.cmd == PSL_CMD_ACK ? ack.recver : -1;
+	return dup;
+}
+
+static void test_resend_before_node_list(void **state)
+{
+	int to;
+	(void)state;
+
+	node_up_as(PSL_SERVER, 8, 1, 2);
+	assert_int_equal(psl__resender_init(psl__cur, 1000, true), 0);
+	psl__po.my_id = PSL_EMPTY; /* the replacement, before its node list */
+	assert_false(seen_as_dup(0, 9, 41, true, &to));
+	assert_int_equal(to, -1); /* (no ACK without an id) */
+	assert_false(seen_as_dup(0, 11, 41, true, &to)); /* another worker's */
+	psl__po.my_id = 8; /* the list came */
+	assert_true(seen_as_dup(0, 9, 41, true, &to)); /* worker 0's resend */
+	assert_int_equal(to, 9);
+	assert_true(seen_as_dup(0, 11, 41, true, &to));
+	assert_true(seen_as_dup(0, 9, 41, true, &to)); /* and a third copy */
+	/* new requests still pass, once */
+	assert_false(seen_as_dup(0, 9, 42, true, &to));
+	assert_true(seen_as_dup(0, 9, 42, true, &to));
+	assert_false(seen_as_dup(0, 9, 41, false, &to)); /* (a response is another message) */
+	assert_false(seen_as_dup(1, 9, 41, true, &to));
+	psl__resender_fini(psl__cur);
+}
+
 /* Every request fails at once (the scheduler is lost, or the node shuts
  * down) while a pull is still being sent to its servers: the request waits
  * for its sender to be done with it (the CI found the sender reading the
@@ -1286,7 +1329,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_many_in_flight),	    T(test_pushpull),
-		T(test_node_lost), T(test_send_races_loss),	    T(test_fail_all_while_sending),
+		T(test_node_lost), T(test_send_races_loss), T(test_resend_before_node_list),	    T(test_fail_all_while_sending),
 		T(test_pull_in_place),	    T(test_server_held_request),
 		T(test_server_frame_checks), T(test_server_responses),
 		T(test_simple_app),	    T(test_held_bound),
