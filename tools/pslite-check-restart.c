@@ -52,6 +52,7 @@ struct srv {
 	long resume;	 /* the round from which its keys are used again */
 	long mine;	 /* this worker's proposal */
 	int restarts;
+	bool told;	 /* the first pushes still waited for were printed */
 	double t_lost;	 /* when the failure was seen */
 	struct part ctl; /* the agreement key on this server */
 };
@@ -131,6 +132,7 @@ static void srv_lost(int s, long r, int err)
 	if (v->st != SRV_OK)
 		return;
 	v->st = SRV_LOST;
+	v->told = false;
 	v->lost_round = r;
 	v->t_lost = now();
 	v->restarts++;
@@ -160,6 +162,7 @@ static int wait_part(struct part *q, long r)
 	int st = psl_kv_wait(g_kv, q->ts_pull), pst = st ? st : atomic_load(&q->st_pull);
 
 	q->reinit = true;
+	q->went_on = false;
 	if (pst == 1) {
 		st = psl_kv_wait(g_kv, q->ts_push);
 		if (st || atomic_load(&q->st_push) != 1) {
@@ -181,6 +184,7 @@ static int wait_part(struct part *q, long r)
 	q->skipped = true;
 	srv_lost(q->server, r, pst);
 	q->reinit = !push_went_on(q, pst);
+	q->went_on = !q->reinit;
 	if (q->reinit)
 		psl_kv_wait(g_kv, q->ts_push); /* failed, or answered by the lost server */
 	return 0;
@@ -255,6 +259,30 @@ static int first_push_again(struct part *q)
 	return 0;
 }
 
+#define INIT_TELL_S 5.0
+
+/* INIT, waited for INIT_TELL_S or at the end: which first pushes are not
+ * answered, once (what to look at when a restart does not go on). */
+static void tell_pending(int s, bool now_anyway)
+{
+	struct srv *v = &g_srv[s];
+	size_t i;
+	int n = 0;
+	if (v->told || (!now_anyway && now() - v->t_lost < INIT_TELL_S))
+		return;
+	v->told = true;
+	printf("pslite-check worker %d: server %d: first pushes not answered %.1f s after the "
+	       "failure:", g_me, s, now() - v->t_lost);
+	for (i = 0; i < g_nparts; i++)
+		if (g_parts[i].server == s && atomic_load(&g_parts[i].st_push) == 0)
+			n += printf(" key %" PRIu64 " (ts %d, %s)", g_parts[i].key,
+				    g_parts[i].ts_push,
+				    g_parts[i].went_on ? "the lost round's push" : "pushed again");
+	if (atomic_load(&v->ctl.st_push) == 0)
+		n += printf(" the agreement key (ts %d)", v->ctl.ts_push);
+	printf("%s\n", n ? "" : " none (all answered by now)");
+}
+
 /* INIT: 1 when every first push to server s is answered, 0 while some is
  * pending, -1 if one failed for good. */
 static int first_pushes_done(int s)
@@ -276,6 +304,8 @@ static int srv_propose(int s, long r)
 	size_t i;
 	int rc = first_pushes_done(s);
 
+	if (rc == 0)
+		tell_pending(s, false);
 	if (rc <= 0)
 		return rc;
 	for (i = 0; i < g_nparts; i++) /* answered: collect them */
@@ -348,6 +378,16 @@ int restart_round_start(long r)
 	return rc;
 }
 
+static const char *state_name(enum srv_state st)
+{
+	switch (st) {
+	case SRV_LOST: return "still waiting for the job to be whole";
+	case SRV_INIT: return "waiting for its first pushes' answers";
+	case SRV_AGREE: return "waiting for the agreed round";
+	default: return "using its keys again";
+	}
+}
+
 void restart_finish(long last_round)
 {
 	int s, n = 0, gone = 0;
@@ -358,8 +398,10 @@ void restart_finish(long last_round)
 			continue;
 		gone++;
 		failf("server %d was lost in round %ld, and its keys were not used again by the "
-		      "last round (%ld): no sum after its restart was checked",
-		      s, v->lost_round, last_round);
+		      "last round (%ld): no sum after its restart was checked (%s)",
+		      s, v->lost_round, last_round, state_name(v->st));
+		if (v->st == SRV_INIT)
+			tell_pending(s, true);
 	}
 	if (n && !gone)
 		printf("pslite-check worker %d: %d server restart(s), %ld round(s) of their keys "

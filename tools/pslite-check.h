@@ -26,6 +26,7 @@ struct part {
 	atomic_int st_push, st_pull; /* 0 pending, 1 done, or the error */
 	atomic_long done_push, done_pull; /* the order in which they completed */
 	bool reinit;	 /* --restart-ok: needs a first push to the server again */
+	bool went_on;	 /* --restart-ok: its first push there is the lost round's */
 	bool skipped;	 /* --restart-ok: not pushed or not pulled right this round */
 };
 
