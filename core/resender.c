@@ -191,39 +191,37 @@ static bool seen_has(struct psl__office *o, uint64_t sig)
 	return S.seen_set[seen_slot(o, key)] == key;
 }
 
+/* Takes the oldest signature out of the full window: out of the set (the
+ * run after it re-inserted, so that every probe still finds its key) and
+ * off the FIFO's head. */
+static void seen_evict(struct psl__office *o)
+{
+	uint32_t mask = 2 * SEEN_WINDOW - 1, j;
+	j = seen_slot(o, S.seen_fifo[S.seen_head]);
+	S.seen_set[j] = 0;
+	for (j = (j + 1) & mask; S.seen_set[j]; j = (j + 1) & mask) {
+		uint64_t k = S.seen_set[j];
+		S.seen_set[j] = 0;
+		S.seen_set[seen_slot(o, k)] = k;
+	}
+	S.seen_head = (S.seen_head + 1) % SEEN_WINDOW;
+	S.seen_count--;
+}
+
 static bool seen_check_add(struct psl__office *o, uint64_t sig)
 {
-	uint32_t mask = 2 * SEEN_WINDOW - 1, s;
 	uint64_t key = sig ? sig : 1; /* 0 marks an empty slot */
+	uint32_t s = seen_slot(o, key);
 
-	s = seen_slot(o, key);
 	if (S.seen_set[s] == key)
 		return true;
 	if (S.seen_count == SEEN_WINDOW) {
-		/* evict the oldest, re-inserting the run that follows it */
-		uint64_t old = S.seen_fifo[S.seen_head];
-		uint32_t j;
-		for (j = hash(old) & mask; S.seen_set[j] != old; j = (j + 1) & mask)
-			;
-		S.seen_set[j] = 0;
-		for (j = (j + 1) & mask; S.seen_set[j]; j = (j + 1) & mask) {
-			uint64_t k = S.seen_set[j];
-			uint32_t t;
-			S.seen_set[j] = 0;
-			for (t = hash(k) & mask; S.seen_set[t]; t = (t + 1) & mask)
-				;
-			S.seen_set[t] = k;
-		}
-		S.seen_count--;
-		for (s = hash(key) & mask; S.seen_set[s]; s = (s + 1) & mask)
-			;
+		seen_evict(o);
+		s = seen_slot(o, key);
 	}
 	S.seen_set[s] = key;
 	S.seen_fifo[(S.seen_head + S.seen_count) % SEEN_WINDOW] = key;
-	if (S.seen_count < SEEN_WINDOW)
-		S.seen_count++;
-	else
-		S.seen_head = (S.seen_head + 1) % SEEN_WINDOW;
+	S.seen_count++;
 	return false;
 }
 

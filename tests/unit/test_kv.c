@@ -304,6 +304,26 @@ static void test_resend_before_node_list(void **state)
 	psl__resender_fini(psl__cur);
 }
 
+/* PS_RESEND's de-duplication window holds the last 65536 messages a node
+ * got: past it the oldest are forgotten, the newest still count as seen,
+ * and a node that gets many more goes on (it once evicted a signature it
+ * had already evicted, and looked for it for ever). */
+static void test_seen_window(void **state)
+{
+	const int window = 65536;
+	int to, i;
+	(void)state;
+
+	node_up_as(PSL_SERVER, 8, 1, 2);
+	assert_int_equal(psl__resender_init(psl__cur, 1000, true), 0);
+	for (i = 0; i < 3 * window; i++)
+		assert_false(seen_as_dup(0, 9, i, true, &to));
+	for (i = 3 * window - 100; i < 3 * window; i++)
+		assert_true(seen_as_dup(0, 9, i, true, &to));
+	assert_false(seen_as_dup(0, 9, 2 * window - 200, true, &to)); /* forgotten */
+	psl__resender_fini(psl__cur);
+}
+
 /* Every request fails at once (the scheduler is lost, or the node shuts
  * down) while a pull is still being sent to its servers: the request waits
  * for its sender to be done with it (the CI found the sender reading the
@@ -1329,7 +1349,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		T(test_many_in_flight),	    T(test_pushpull),
-		T(test_node_lost), T(test_send_races_loss), T(test_resend_before_node_list),	    T(test_fail_all_while_sending),
+		T(test_node_lost), T(test_send_races_loss), T(test_resend_before_node_list), T(test_seen_window),	    T(test_fail_all_while_sending),
 		T(test_pull_in_place),	    T(test_server_held_request),
 		T(test_server_frame_checks), T(test_server_responses),
 		T(test_simple_app),	    T(test_held_bound),
