@@ -363,6 +363,11 @@ static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, 
 
 /* Latency histogram: log-spaced buckets, 1% apart, from 100 ns to about
  * 1000 s, so that a run of any length keeps the same small footprint. */
+/* --mem gpu2*: a worker thread's pull buffers are one GPU block, read back
+ * with one copy a turn, when they take at most BATCH_MAX bytes */
+#define STRIDE ((g_len + 255) & ~(size_t)255)
+#define BATCH_MAX ((size_t)1 << 20)
+
 #define LAT_MIN 1e-7
 #define LAT_STEP 1.01
 #define LAT_BUCKETS 2320
@@ -431,6 +436,14 @@ struct wctx {
 	void **dvals, **douts; /* --mem gpu2*: the same on the GPU (vals, outs:
 				* the host reference and where pulls are read
 				* back for checking) */
+	/* --mem gpu2* with at most BATCH_MAX bytes of pull buffers: douts are
+	 * one GPU block (dblock) and the pulls of one turn are read back with
+	 * one copy into rb, then checked (checkme: the keys pulled this turn) */
+	void *dblock;
+	unsigned char *rb;
+	bool *checkme;
+	double check_s; /* time spent reading pulls back from the GPU and checking */
+	long turns;
 	int *lens;
 	int *outlens;
 	struct psl_kv_out *out;
@@ -519,6 +532,31 @@ static int read_back(struct wctx *w, int k, bool full, unsigned turn)
 	return rc;
 }
 
+/* Where verify() finds a pulled key's data: the host buffer itself; outs[k]
+ * holding check()'s samples read back from the GPU; the whole buffer read
+ * back. */
+enum from { FROM_HOST, FROM_GPU_SAMPLES, FROM_GPU_WHOLE };
+
+/* Checks key k's pulled data, at got. */
+static void verify(struct wctx *w, int k, const unsigned char *got, bool full, unsigned turn,
+		   enum from from)
+{
+	size_t bad = w->out[k].num_vals != g_len || w->outlens[k] != (int)g_len
+			     ? g_len
+			     : check(got, w->vals[k], g_len, full, turn);
+	/* the whole buffer, to say what is wrong */
+	if (bad && from == FROM_GPU_SAMPLES && !full && read_back(w, k, true, turn) == 0)
+		full = true;
+	else if (bad && from == FROM_GPU_WHOLE)
+		full = true;
+	if (bad)
+		bad = explain(got, (uint64_t)k, g_len, full, turn, bad);
+	if (bad && w->bad_bytes == 0)
+		fprintf(stderr, "[%d] key %d: pulled data differs from what was pushed\n", w->tid,
+			k);
+	w->bad_bytes += bad;
+}
+
 /* Waits for request ts in slot; records latency, checks pulled data. */
 static void finish(struct wctx *w, int k, int ts, int slot, bool pulled, bool full,
 		   unsigned turn, struct lat *interval)
@@ -541,24 +579,42 @@ static void finish(struct wctx *w, int k, int ts, int slot, bool pulled, bool fu
 	}
 	lat_add(interval, s->lat);
 	lat_add(w->all, s->lat);
-	if (pulled) {
-		size_t bad;
-		if (g_wgpu && read_back(w, k, full, turn)) {
+	if (pulled && w->rb && !full) {
+		w->checkme[k] = true; /* read back with the turn's other pulls */
+	} else if (pulled) {
+		double t = now_s();
+		if (g_wgpu && read_back(w, k, full, turn))
 			w->errors++;
-			return;
-		}
-		bad = w->out[k].num_vals != g_len || w->outlens[k] != (int)g_len
-			      ? g_len
-			      : check(w->outs[k], w->vals[k], g_len, full, turn);
-		if (bad && g_wgpu && !full && read_back(w, k, true, turn) == 0)
-			full = true; /* the whole buffer, to say what is wrong */
-		if (bad)
-			bad = explain(w->outs[k], (uint64_t)k, g_len, full, turn, bad);
-		if (bad && w->bad_bytes == 0)
-			fprintf(stderr, "[%d] key %d: pulled data differs from what was pushed\n",
-				w->tid, k);
-		w->bad_bytes += bad;
+		else
+			verify(w, k, w->outs[k], full, turn, g_wgpu ? FROM_GPU_SAMPLES : FROM_HOST);
+		w->check_s += now_s() - t;
 	}
+}
+
+/* --mem gpu2* with one block of pull buffers: the turn's pulls read back
+ * from the GPU with one copy, then checked. */
+static void verify_turn(struct wctx *w, unsigned turn)
+{
+	double t = now_s();
+	bool any = false;
+	int k, rc;
+	for (k = 0; k < w->nkeys; k++)
+		any |= w->checkme[k];
+	if (!any)
+		return;
+	rc = psl_mem_copy(w->rb, PSL_MEM_HOST, -1, w->dblock, PSL_MEM_CUDA, g_gpu,
+			  (size_t)w->nkeys * STRIDE);
+	if (rc && w->errors < 5)
+		fprintf(stderr, "[%d] cannot read the pulls back from the GPU: %s\n", w->tid,
+			psl_strerror(rc));
+	for (k = 0; k < w->nkeys; k++) {
+		if (w->checkme[k] && rc)
+			w->errors++;
+		else if (w->checkme[k])
+			verify(w, k, w->rb + (size_t)k * STRIDE, false, turn, FROM_GPU_WHOLE);
+		w->checkme[k] = false;
+	}
+	w->check_s += now_s() - t;
 }
 
 static void report(struct wctx *w, double secs, long iters, struct lat *l)
@@ -609,6 +665,8 @@ static void run_loop(struct wctx *w)
 				       interval);
 			}
 		}
+		if (w->rb)
+			verify_turn(w, turn);
 		if (w->cut_off) { /* the job cannot go on: no point in measuring */
 			fprintf(stderr, "[%d] a node of the job is lost: stopping\n", w->tid);
 			break;
@@ -616,6 +674,7 @@ static void run_loop(struct wctx *w)
 		turn++;
 		cnt++;
 		total++;
+		w->turns = total;
 		if (cnt % g_log_every == 0 || (g_seconds > 0 && now_s() - start >= g_seconds)) {
 			double t1 = now_s();
 			report(w, t1 - t0, cnt, interval);
@@ -666,9 +725,13 @@ static void worker_free_buffers(struct wctx *w)
 		free(w->outs[k]);
 		if (w->dvals)
 			psl_mem_free(PSL_MEM_CUDA, g_gpu, w->dvals[k]);
-		if (w->douts)
+		if (w->douts && !w->dblock)
 			psl_mem_free(PSL_MEM_CUDA, g_gpu, w->douts[k]);
 	}
+	if (w->dblock)
+		psl_mem_free(PSL_MEM_CUDA, g_gpu, w->dblock);
+	free(w->rb);
+	free(w->checkme);
 	free(w->dvals);
 	free(w->douts);
 	free(w->keys);
@@ -677,6 +740,26 @@ static void worker_free_buffers(struct wctx *w)
 	free(w->outs);
 	free(w->outlens);
 	free(w->out);
+}
+
+/* --mem gpu2*: key k's pull buffer on the GPU: in the thread's block of
+ * them, allocated with the first, where they all fit in BATCH_MAX bytes */
+static int alloc_dout(struct wctx *w, int k)
+{
+	size_t all = (size_t)w->nkeys * STRIDE;
+	int rc;
+	if (all > BATCH_MAX)
+		return psl_mem_alloc(PSL_MEM_CUDA, g_gpu, g_len, &w->douts[k]);
+	if (!w->dblock) {
+		if ((rc = psl_mem_alloc(PSL_MEM_CUDA, g_gpu, all, &w->dblock)))
+			return rc;
+		w->rb = malloc(all);
+		w->checkme = calloc((size_t)w->nkeys, sizeof(bool));
+		if (!w->rb || !w->checkme)
+			return -ENOMEM;
+	}
+	w->douts[k] = (char *)w->dblock + (size_t)k * STRIDE;
+	return 0;
 }
 
 static void *worker_main(void *arg)
@@ -727,7 +810,7 @@ static void *worker_main(void *arg)
 			}
 			rc = psl_mem_alloc(PSL_MEM_CUDA, g_gpu, g_len, &w->dvals[k]);
 			if (!rc)
-				rc = psl_mem_alloc(PSL_MEM_CUDA, g_gpu, g_len, &w->douts[k]);
+				rc = alloc_dout(w, k);
 			if (!rc)
 				rc = psl_mem_copy(w->dvals[k], PSL_MEM_CUDA, g_gpu, w->vals[k],
 						  PSL_MEM_HOST, -1, g_len);
@@ -1008,6 +1091,8 @@ worker:
 		double gp = 0, p50 = 0, p99 = 0, p999 = 0;
 		long errors = 0, reqs = 0, rss_first = 0, rss_last = 0;
 		size_t bad = 0, nlat = 0;
+		double check_s = 0;
+		long turns = 0;
 		struct lat *all = calloc(1, sizeof(*all));
 
 		if (recv_buffer_barrier())
@@ -1030,6 +1115,8 @@ worker:
 			bad += w[i].bad_bytes;
 			reqs += w[i].requests;
 			nlat += w[i].all ? w[i].all->n : 0;
+			check_s += w[i].check_s;
+			turns += w[i].turns;
 			if (!rss_first)
 				rss_first = w[i].rss_first_kb;
 			rss_last = w[i].rss_last_kb;
@@ -1070,10 +1157,11 @@ worker:
 			       "\"threads\":%d,\"goodput_gbps\":%.4f,\"p50_us\":%.2f,\"p99_us\":%.2f,"
 			       "\"p999_us\":%.2f,\"latency_samples\":%zu,\"requests\":%ld,"
 			       "\"errors\":%ld,\"bad_bytes\":%zu,\"rss_first_kb\":%ld,"
-			       "\"rss_end_kb\":%ld}\n",
+			       "\"rss_end_kb\":%ld,\"check_us_per_turn\":%.2f}\n",
 			       psl_van_name(), g_mem_name, mode_names[g_mode], g_len, w[0].nkeys,
 			       psl_num_servers(), psl_num_workers(), nthread, gp, p50, p99, p999,
-			       nlat, reqs, errors, bad, rss_first, rss_last);
+			       nlat, reqs, errors, bad, rss_first, rss_last,
+			       turns ? check_s * 1e6 / (double)turns : 0.0);
 		free(all);
 		free(th);
 		workers = w;
