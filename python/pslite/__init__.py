@@ -448,6 +448,18 @@ def _cuda_stream(cbufs, need_event=True):
     return ctypes.c_void_p(torch.cuda.current_stream(dev).cuda_stream or None)
 
 
+def _record_stream(cbuf, stream):
+    """A pull into a CUDA tensor completes before its copy into the tensor
+    has run: the copy is ordered before the later work of the stream the
+    pull named. The tensor may be freed then; record_stream keeps PyTorch's
+    allocator from lending its memory to work on another stream (the one it
+    was allocated on, when that is not the current one) until that stream
+    has passed the copy, as torch.distributed does for NCCL."""
+    if isinstance(cbuf, _DevBuf) and stream is not None and stream.value != _STREAM_NONE:
+        import torch
+        cbuf._tensor.record_stream(torch.cuda.current_stream(cbuf.dev))
+
+
 def _with_stream(mu, set_stream, obj, stream, call):
     """call(), with obj's CUDA stream set to stream first when it is not
     None; mu keeps the setting and the call together."""
@@ -537,12 +549,17 @@ class KVWorker:
                _lib().psl_kv_worker_set_timeout(self._w, timeout_ms))
         self._deadline = timeout_ms
 
-    def _ordered(self, cbufs, call, need_event=True):
+    def _ordered(self, cbufs, call, need_event=True, out=None):
         """call() ordered with PyTorch's current stream when a CUDA tensor
         is among cbufs (pslite reads and writes it after the work queued
-        there, and that stream's later work sees what a pull wrote)."""
-        return _with_stream(self._mu, _lib().psl_kv_worker_set_cuda_stream, self._w,
-                            _cuda_stream(cbufs, need_event), call)
+        there, and that stream's later work sees what a pull wrote). out:
+        the view a pull writes into, marked as used on that stream."""
+        stream = _cuda_stream(cbufs, need_event)
+        ret = _with_stream(self._mu, _lib().psl_kv_worker_set_cuda_stream, self._w, stream,
+                           call)
+        if ret >= 0:
+            _record_stream(out, stream)
+        return ret
 
     def _out(self, out):
         cbuf, n = _view(out, self._size, True, self._dtname)
@@ -557,7 +574,7 @@ class KVWorker:
         karr = _keys(keys)
         o, refs = self._out(out)
         ts = _check("pull", self._ordered([refs], lambda: _lib().psl_kv_pull(
-            self._w, karr, len(keys), ctypes.byref(o), cmd, None, None)))
+            self._w, karr, len(keys), ctypes.byref(o), cmd, None, None), out=refs))
         self._held[ts] = (o, refs, out)
         return ts
 
@@ -565,7 +582,7 @@ class KVWorker:
         kv = _make_kv(keys, vals, lens, self._size, self._dtname)
         o, refs = self._out(out)
         ts = _check("pushpull", self._ordered([kv._buf, refs], lambda: _lib().psl_kv_pushpull(
-            self._w, ctypes.byref(kv), ctypes.byref(o), cmd, None, None)))
+            self._w, ctypes.byref(kv), ctypes.byref(o), cmd, None, None), out=refs))
         self._held[ts] = (o, refs, out)
         return ts
 

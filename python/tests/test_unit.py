@@ -78,6 +78,9 @@ class _CudaLike:
     def element_size(self):
         return 4
 
+    def record_stream(self, stream):
+        self.recorded = getattr(self, "recorded", []) + [stream]
+
 
 def test_cuda_tensor_view():
     from pslite import _Kv, _Tensor, _make_kv, _tensors, _vptr, _mem
@@ -129,6 +132,35 @@ def test_cuda_stream():
     assert seen == [("w", 7), "call"]
     seen.clear()
     assert _with_stream(mu, setter, "w", None, lambda: 4) == 4 and seen == []
+
+
+def test_record_stream():
+    """A pull into a CUDA tensor that pslite orders with a stream marks the
+    tensor as used on that stream (record_stream), so that PyTorch does not
+    lend its memory to another stream's work before the queued copy into
+    it has run; nothing is marked for PSL_CUDA_STREAM_NONE (the copy was
+    waited for) or host memory. (A stand-in torch module: no GPU here; the
+    GPU case is gpu_order.py's case 6.)"""
+    from pslite import _record_stream, _STREAM_NONE
+    fake = types.ModuleType("torch")
+    fake.cuda = types.SimpleNamespace(current_stream=lambda dev: ("stream of", dev))
+    saved = sys.modules.get("torch")
+    sys.modules["torch"] = fake
+    try:
+        t = _CudaLike()
+        dbuf, _ = _view(t, 4, True)
+        _record_stream(dbuf, ctypes.c_void_p(None))  # the legacy default stream
+        _record_stream(dbuf, ctypes.c_void_p(0x5001))
+        assert t.recorded == [("stream of", 1)] * 2
+        _record_stream(dbuf, ctypes.c_void_p(_STREAM_NONE))
+        _record_stream(dbuf, None)
+        _record_stream(_view(bytearray(8), 4, True)[0], ctypes.c_void_p(0x5001))
+        assert len(t.recorded) == 2
+    finally:
+        if saved is None:
+            del sys.modules["torch"]
+        else:
+            sys.modules["torch"] = saved
 
 
 def test_fserver_recv_buffer():

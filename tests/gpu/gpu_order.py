@@ -9,7 +9,11 @@ calls pslite at once, without torch.cuda.synchronize().
      the worker gets the kernel's value;
   4. the same with a side stream (torch.cuda.Stream) made current;
   5. an AF batch: its push tensor written by a slow kernel, its pull
-     tensor read by a queued clone.
+     tensor read by a queued clone;
+  6. a pull into a tensor allocated on another stream, freed as soon as
+     the pull completes (its copy still queued behind a slow kernel) and
+     its memory asked for again on that stream: the new tensor keeps what
+     its stream wrote (pslite marks the tensor with record_stream).
 Prints "gpu_order worker: OK" when every case holds. GPU_ORDER_DEVICE=cpu
 runs the same calls on CPU tensors (no kernels, no side stream): a dry run
 of the script itself where there is no GPU."""
@@ -68,6 +72,20 @@ def check(what, t, v):
     print("gpu_order %s: OK" % what, flush=True)
 
 
+def case6(w):
+    a = torch.cuda.Stream()
+    with torch.cuda.stream(a):
+        out = torch.zeros(N, device=DEV)
+    torch.cuda.current_stream().wait_stream(a)
+    slow()
+    w.wait(w.pull([1], out))  # key 1 holds case 4's 4.0
+    del out
+    with torch.cuda.stream(a):
+        again = torch.full((N,), 6.0, device=DEV)
+    torch.cuda.synchronize()  # (the check's; the pull's copy has run now)
+    check("case 6 (a pulled tensor freed at once)", again, 6.0)
+
+
 def worker():
     w = pslite.KVWorker()
     # 1. slow kernel, then push
@@ -101,6 +119,7 @@ def worker():
             back = torch.zeros(N)
             w.wait(w.pull([1], back))
         check("case 4 (a side stream)", back, 4.0)
+        case6(w)
     # 5. an AF batch
     af = pslite.AFWorker(app_id=1)
     p = torch.zeros(1024, device=DEV)

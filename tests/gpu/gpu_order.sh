@@ -1,7 +1,8 @@
 #!/bin/sh
 # Issue 30's ordering cases with PyTorch on a real GPU (tests/gpu/gpu_order.py:
 # a slow kernel then push; a queued reader then pull; a server answering
-# from a tensor a kernel writes; a side stream; an AF batch) and StepMesh's
+# from a tensor a kernel writes; a side stream; an AF batch; a pulled
+# tensor freed at once) and StepMesh's
 # test_fserver.py with CUDA tensors (python/tests/fserver_dtype_job.py
 # cuda), over each van given (default zmq). Skips with one line (exit 77) without torch or a GPU
 # that torch sees, which is every CI machine; with torch but no GPU it
