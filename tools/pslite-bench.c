@@ -443,6 +443,7 @@ struct wctx {
 	unsigned char *rb;
 	bool *checkme;
 	double check_s; /* time spent reading pulls back from the GPU and checking */
+	double issue_s; /* time the thread spent in the calls that issue a turn */
 	long turns;
 	int *lens;
 	int *outlens;
@@ -642,6 +643,7 @@ static void run_loop(struct wctx *w)
 	int k;
 
 	while (total < g_total) {
+		double ti = now_s();
 		for (k = 0; k < w->nkeys; k++) {
 			switch (g_mode) {
 			case PUSH_PULL: /* ZPush then ZPull, as test_benchmark does */
@@ -655,6 +657,7 @@ static void run_loop(struct wctx *w)
 				break;
 			}
 		}
+		w->issue_s += now_s() - ti;
 		for (k = 0; k < w->nkeys; k++) {
 			if (g_mode == PUSH_PULL) {
 				finish(w, k, w->ts[2 * k], 2 * k, false, false, turn, interval);
@@ -1091,7 +1094,7 @@ worker:
 		double gp = 0, p50 = 0, p99 = 0, p999 = 0;
 		long errors = 0, reqs = 0, rss_first = 0, rss_last = 0;
 		size_t bad = 0, nlat = 0;
-		double check_s = 0;
+		double check_s = 0, issue_s = 0;
 		long turns = 0;
 		struct lat *all = calloc(1, sizeof(*all));
 
@@ -1116,6 +1119,7 @@ worker:
 			reqs += w[i].requests;
 			nlat += w[i].all ? w[i].all->n : 0;
 			check_s += w[i].check_s;
+			issue_s += w[i].issue_s;
 			turns += w[i].turns;
 			if (!rss_first)
 				rss_first = w[i].rss_first_kb;
@@ -1157,11 +1161,13 @@ worker:
 			       "\"threads\":%d,\"goodput_gbps\":%.4f,\"p50_us\":%.2f,\"p99_us\":%.2f,"
 			       "\"p999_us\":%.2f,\"latency_samples\":%zu,\"requests\":%ld,"
 			       "\"errors\":%ld,\"bad_bytes\":%zu,\"rss_first_kb\":%ld,"
-			       "\"rss_end_kb\":%ld,\"check_us_per_turn\":%.2f}\n",
+			       "\"rss_end_kb\":%ld,\"check_us_per_turn\":%.2f,"
+			       "\"issue_us_per_turn\":%.2f}\n",
 			       psl_van_name(), g_mem_name, mode_names[g_mode], g_len, w[0].nkeys,
 			       psl_num_servers(), psl_num_workers(), nthread, gp, p50, p99, p999,
 			       nlat, reqs, errors, bad, rss_first, rss_last,
-			       turns ? check_s * 1e6 / (double)turns : 0.0);
+			       turns ? check_s * 1e6 / (double)turns : 0.0,
+			       turns ? issue_s * 1e6 / (double)turns : 0.0);
 		free(all);
 		free(th);
 		workers = w;

@@ -15,10 +15,11 @@
 #    written to FILE too with --out, and issue 30's ratios: the GPU
 #    overhead per request, p50 minus cpu2cpu's, in round trips (goal: at
 #    most 2), and gpu2gpu push-pull goodput over cpu2cpu's (goal: at least
-#    0.5), with what checking the pulls cost the bench a turn (time the
-#    gpu2gpu turns spend reading pulls back from the GPU, with one copy a
-#    turn where the 8 buffers fit in 1 MiB). Reported, not asserted: the
-#    machine's load moves them.
+#    0.5), with where a turn of 8 keys spent the worker's time, gpu2gpu and
+#    cpu2cpu: checking the pulls (reading them back from the GPU, with one
+#    copy a turn where the 8 buffers fit in 1 MiB) and issuing the
+#    requests (the calls; a push from the GPU waits there for its copy).
+#    Reported, not asserted: the machine's load moves them.
 # --mps runs the jobs under CUDA MPS (a daemon of its own, stopped at the
 # end): without it, a worker and a server sharing one GPU pay the driver's
 # switch between their two contexts (~300 us each time the GPU changes
@@ -84,8 +85,9 @@ run() {
 	bad=$(echo "$j" | sed -n 's/.*"bad_bytes":\([0-9]*\).*/\1/p')
 	errs=$(echo "$j" | sed -n 's/.*"errors":\([0-9]*\).*/\1/p')
 	chk=$(echo "$j" | sed -n 's/.*"check_us_per_turn":\([0-9.]*\).*/\1/p')
+	iss=$(echo "$j" | sed -n 's/.*"issue_us_per_turn":\([0-9.]*\).*/\1/p')
 	if [ $rc -eq 0 ] && [ -n "$gbps" ] && [ "${bad:-1}" = 0 ] && [ "${errs:-1}" = 0 ]; then
-		echo "$1 $2 $3 $4 $5 $gbps $p50 ${chk:-0}" >>"$dir/results"
+		echo "$1 $2 $3 $4 $5 $gbps $p50 ${chk:-0} ${iss:-0}" >>"$dir/results"
 		return 0
 	fi
 	[ -z "$j" ] && return 2
@@ -123,7 +125,7 @@ BEGIN {
 }
 {
 	k = $1 " " $2 " " $3
-	if ($5 == 1) p50[k, $4] = $7; else { gbps[k] = $6; chk[k] = $8 }
+	if ($5 == 1) p50[k, $4] = $7; else { gbps[k] = $6; chk[k] = $8; iss[k] = $9 }
 	if (!(($1 " " $2) in seen)) { seen[$1 " " $2] = 1; order[++n] = $1 " " $2 }
 }
 END {
@@ -152,7 +154,7 @@ END {
 		}
 		g = order[i] " gpu2gpu"
 		if ((g in gbps) && gbps[c] > 0)
-			printf "; gpu2gpu/cpu2cpu push-pull goodput, 8 keys: %.2f (goal >= 0.5; the bench checking the pulls: %s and %s us a turn)", gbps[g] / gbps[c], chk[g], chk[c]
+			printf "; gpu2gpu/cpu2cpu push-pull goodput, 8 keys: %.2f (goal >= 0.5); a turn of 8 spent %s and %s us checking the pulls, %s and %s us issuing", gbps[g] / gbps[c], chk[g], chk[c], iss[g], iss[c]
 		printf "\n"
 	}
 }' "$dir/results" >"$dir/table.md"
