@@ -225,11 +225,12 @@ void psl__customer_dispatch(struct psl__office *o, struct psl__meta *m, struct p
 		return;
 	}
 	if (!m->request) {
-		/* a response outlives its customer only when that was freed
-		 * (requests cancelled): nobody can take it */
+		/* a response outlives its customer when that was freed
+		 * (requests cancelled), or answers a request this node never
+		 * made: nobody can take it */
 		pthread_mutex_unlock(&reg_mu);
 		PSL_DBG("dropped a response from node %d for app %d customer %d: no such "
-			"customer on this node (freed)",
+			"customer on this node (freed, or never created here)",
 			m->sender, m->app_id, cid);
 		psl__raw_release(raw);
 		return;
