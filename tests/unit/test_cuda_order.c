@@ -903,6 +903,40 @@ static void test_pull_no_wait_van_buffer(void **state)
 	slow_reader_down(&s);
 }
 
+/* An AF batch's GPU pull tensor, for a caller that named a stream, as a
+ * pull's (test_pull_no_wait_van_buffer): the batch completes without
+ * waiting for the copy queued behind the reader, which sees the old value;
+ * the stream's later work sees the answer. */
+static void test_batch_no_wait(void **state)
+{
+	static float h[NV];
+	struct slow_reader s;
+	struct psl_kv_tensor push, pull;
+	struct psl_kv_batch b;
+	double t;
+	int ts, i;
+	(void)state;
+
+	slow_reader_up(&s);
+	push = (struct psl_kv_tensor){.key = 1, .vals = h, .len = NV};
+	pull = (struct psl_kv_tensor){.key = 2, .vals = s.x, .len = NV, .mem = PSL_MEM_CUDA};
+	b = (struct psl_kv_batch){.push = &push, .npush = 1, .pull = &pull, .npull = 1};
+	t = now_s();
+	ts = psl_kv_batch_pushpull(s.w, &b, 0, 0, NULL, NULL);
+	assert_true(ts >= 0);
+	assert_int_equal(g_nsent, 2);
+	for (i = 0; i < 2; i++) {
+		if (g_sent[i].m.push)
+			reply(&g_sent[i], 0, NULL, NULL);
+		else
+			answer_pull(&g_sent[i]); /* (1.0, in the van's buffer) */
+	}
+	assert_int_equal(psl_kv_wait(s.w, ts), 0);
+	slow_reader_pulled(&s, t);
+	slow_reader_check(&s);
+	slow_reader_down(&s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -910,7 +944,7 @@ int main(void)
 		T(test_stream_api), T(test_server_stream),
 		T(test_device_context), T(test_last_error), T(test_runtime_choice),
 		T(test_copy_own_wait), T(test_copy_directions), T(test_pull_no_wait),
-		T(test_pull_no_wait_van_buffer),
+		T(test_pull_no_wait_van_buffer), T(test_batch_no_wait),
 	};
 	return cmocka_run_group_tests_name("cuda order", tests, NULL, NULL);
 }
