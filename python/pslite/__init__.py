@@ -449,12 +449,13 @@ def _cuda_stream(cbufs, need_event=True):
 
 
 def _record_stream(cbuf, stream):
-    """A pull into a CUDA tensor completes before its copy into the tensor
-    has run: the copy is ordered before the later work of the stream the
-    pull named. The tensor may be freed then; record_stream keeps PyTorch's
-    allocator from lending its memory to work on another stream (the one it
-    was allocated on, when that is not the current one) until that stream
-    has passed the copy, as torch.distributed does for NCCL."""
+    """A pull (or an AF batch) into a CUDA tensor completes before its copy
+    into the tensor has run: the copy is ordered before the later work of
+    the stream the pull named. The tensor may be freed then; record_stream
+    keeps PyTorch's allocator from lending its memory to work on another
+    stream (the one it was allocated on, when that is not the current one)
+    until that stream has passed the copy, as torch.distributed does for
+    NCCL."""
     if isinstance(cbuf, _DevBuf) and stream is not None and stream.value != _STREAM_NONE:
         import torch
         cbuf._tensor.record_stream(torch.cuda.current_stream(cbuf.dev))
@@ -549,16 +550,17 @@ class KVWorker:
                _lib().psl_kv_worker_set_timeout(self._w, timeout_ms))
         self._deadline = timeout_ms
 
-    def _ordered(self, cbufs, call, need_event=True, out=None):
+    def _ordered(self, cbufs, call, need_event=True, out=()):
         """call() ordered with PyTorch's current stream when a CUDA tensor
         is among cbufs (pslite reads and writes it after the work queued
         there, and that stream's later work sees what a pull wrote). out:
-        the view a pull writes into, marked as used on that stream."""
+        the views a pull writes into, marked as used on that stream."""
         stream = _cuda_stream(cbufs, need_event)
         ret = _with_stream(self._mu, _lib().psl_kv_worker_set_cuda_stream, self._w, stream,
                            call)
         if ret >= 0:
-            _record_stream(out, stream)
+            for cbuf in out:
+                _record_stream(cbuf, stream)
         return ret
 
     def _out(self, out):
@@ -574,7 +576,7 @@ class KVWorker:
         karr = _keys(keys)
         o, refs = self._out(out)
         ts = _check("pull", self._ordered([refs], lambda: _lib().psl_kv_pull(
-            self._w, karr, len(keys), ctypes.byref(o), cmd, None, None), out=refs))
+            self._w, karr, len(keys), ctypes.byref(o), cmd, None, None), out=[refs]))
         self._held[ts] = (o, refs, out)
         return ts
 
@@ -582,7 +584,7 @@ class KVWorker:
         kv = _make_kv(keys, vals, lens, self._size, self._dtname)
         o, refs = self._out(out)
         ts = _check("pushpull", self._ordered([kv._buf, refs], lambda: _lib().psl_kv_pushpull(
-            self._w, ctypes.byref(kv), ctypes.byref(o), cmd, None, None), out=refs))
+            self._w, ctypes.byref(kv), ctypes.byref(o), cmd, None, None), out=[refs]))
         self._held[ts] = (o, refs, out)
         return ts
 
@@ -803,7 +805,7 @@ class AFWorker:
         pull, r2 = _tensors(pull_tensors, pull_keys, self._size, True, "pull", self._dtname)
         b = _Batch(push, len(push_keys), pull, len(pull_keys))
         ts = _check("push_pull", self._kv._ordered(r1 + r2, lambda: _lib().psl_kv_batch_pushpull(
-            self._kv._w, ctypes.byref(b), cmd, self._flags, None, None), need_event))
+            self._kv._w, ctypes.byref(b), cmd, self._flags, None, None), need_event, r2))
         self._held[ts] = (b, push, pull, r1, r2, push_tensors, pull_tensors)
         return ts
 
