@@ -200,6 +200,54 @@ int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *s
 	return e ? psl__cu_fail(copy_what(kind), e) : 0;
 }
 
+int psl__cuda_copy_out(void *dst, const void *src, int32_t dev, size_t len, void *stream,
+		       void **done)
+{
+	int prev, rc, e;
+	void *mark = NULL;
+	cu_event ev;
+
+	*done = NULL;
+	if (!len)
+		return 0;
+	if ((rc = psl__cu_load()))
+		return rc;
+	if (!psl__cu_dev_ok(dev))
+		return -ENODEV;
+	if ((rc = psl__cuda_mark(stream, dev, &mark)))
+		return rc;
+	if ((rc = queue_enter(dev, Q_FROM_GPU, &prev))) {
+		psl__cuda_mark_put(dev, mark);
+		return rc;
+	}
+	/* (no stream waits for it: e is set only before the event is) */
+	e = enqueue_copy_locked(dev, streams[dev].q[Q_FROM_GPU].s, dst, src, len, CU_D2H, mark,
+				PSL_CUDA_STREAM_NONE, &ev);
+	pthread_mutex_unlock(&streams[dev].q[Q_FROM_GPU].mu);
+	psl__cu_dev_restore(dev, prev);
+	psl__cuda_mark_put(dev, mark); /* (the copy's wait for it is queued) */
+	if (e)
+		return psl__cu_fail(copy_what(CU_D2H), e);
+	*done = ev;
+	return 0;
+}
+
+int psl__cuda_done_wait(int dev, void *done)
+{
+	int prev, e;
+	bool set;
+	if (!done)
+		return 0;
+	/* on the copy's device: a thread that never chose one (pslite's)
+	 * keeps it, and gets no context on device 0 */
+	set = psl__cu_dev_set(dev, &prev) == 0;
+	e = psl__cu.event_sync(done); /* (the copy is over, even without the device) */
+	if (set)
+		psl__cu_dev_restore(dev, prev);
+	psl__cuda_mark_put(dev, done);
+	return e ? psl__cu_fail(copy_what(CU_D2H), e) : 0;
+}
+
 /* A pinned buffer from the pool holding a copy of len bytes of host memory
  * src (the van's own receive buffer), NULL if the pool has none (or would
  * allocate one for this value alone: larger than those it keeps). */

@@ -40,6 +40,16 @@ int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *s
  * psl__cuda_copy_on, *stage left alone. 0 or -errno. */
 int psl__cuda_copy_in(void *dst, int32_t dev, const void *src, size_t len, void *after,
 		      void *then, void **stage);
+/* A pushed value's copy from device memory src of device dev to host
+ * memory dst (pinned), after the work queued so far on the caller's stream,
+ * that is not waited for: *done is the copy's completion, to give to
+ * psl__cuda_done_wait before dst is read or given back (NULL: the copy
+ * was done here). 0 or -errno (nothing queued). */
+int psl__cuda_copy_out(void *dst, const void *src, int32_t dev, size_t len, void *stream,
+		       void **done);
+/* Waits for a copy's completion done of device dev (on that device; NULL:
+ * nothing) and gives the event back. 0 or -errno (logged). */
+int psl__cuda_done_wait(int dev, void *done);
 /* A copy that reads or writes the GPU only after the work queued so far on
  * the caller's stream (a mark recorded there first). */
 int psl__cuda_copy_after(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,

@@ -91,7 +91,7 @@ void psl__kv_meta_dev(struct psl__meta *m, bool src, int mem, int dev)
 }
 
 int psl__kv_stage(struct psl__kv_copy **cp, const void *src, int dev, size_t len, void *stream,
-		  const void **out)
+		  const void **out, void **done)
 {
 	void *buf;
 	int rc;
@@ -103,7 +103,9 @@ int psl__kv_stage(struct psl__kv_copy **cp, const void *src, int dev, size_t len
 	buf = psl__cuda_stage_get(len, dev, &rc);
 	if (!buf)
 		return rc;
-	rc = psl__cuda_copy_after(buf, PSL_MEM_HOST, -1, src, PSL_MEM_CUDA, dev, len, stream);
+	rc = done ? psl__cuda_copy_out(buf, src, dev, len, stream, done)
+		  : psl__cuda_copy_after(buf, PSL_MEM_HOST, -1, src, PSL_MEM_CUDA, dev, len,
+					 stream);
 	if (rc) {
 		psl__cuda_stage_put(buf);
 		return rc;

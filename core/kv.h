@@ -45,6 +45,7 @@ struct psl_kv_worker {
 	enum psl_dtype dt;
 	size_t esz;
 	_Atomic(void *) cuda_stream; /* the caller's stream of its GPU buffers */
+	atomic_int deferred; /* requests whose sends wait for a copy (kv_worker.c) */
 };
 
 /* What a worker request's priv is (its first int). */
@@ -67,10 +68,12 @@ void psl__kv_meta_data(struct psl__meta *m, enum psl_dtype dt, bool keys, bool l
 void psl__kv_meta_dev(struct psl__meta *m, bool src, int mem, int dev);
 /* Copies len bytes of CUDA memory (device dev) into a pinned buffer that
  * *cp (created if NULL: refs 1, no data) owns from then on, after the work
- * queued so far on the caller's stream; *out is where they now are. 0 or
- * -errno (logged). */
+ * queued so far on the caller's stream; *out is where they now are. With
+ * done NULL the copy is done on return; else it is queued and *done is its
+ * completion (psl__cuda_copy_out). 0 or -errno (logged). */
 int psl__kv_stage(struct psl__kv_copy **cp, const void *src, int dev, size_t len, void *stream,
-		  const void **out);
+		  const void **out,
+		  void **done);
 /* Waits (the host) for the work queued so far on the caller's stream of
  * device dev: before a van reads a GPU buffer directly. 0 or -errno. */
 int psl__kv_cuda_ready(void *stream, int dev);

@@ -366,7 +366,7 @@ static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
 			return rc;
 		}
 		if (vmem == PSL_MEM_CUDA && vb && (copy || !psl__cuda_direct(q->office))) {
-			rc = psl__kv_stage(&cp, vals, res->dev, vb, q->stream, &vals);
+			rc = psl__kv_stage(&cp, vals, res->dev, vb, q->stream, &vals, NULL);
 			if (rc) {
 				if (!copy && done && (!cp || cp->user_done != done))
 					PSL__USER_CALL(done(done_arg));

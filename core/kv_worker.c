@@ -10,6 +10,7 @@
 
 #include "control.h"
 #include "cuda.h"
+#include "cuda_after.h"
 #include "kv.h"
 #include "kv_worker.h"
 #include "log.h"
@@ -118,6 +119,7 @@ struct job {
 	int cmd;
 	struct psl__kv_copy *cp; /* copy of keys/vals/lens, or NULL */
 	struct mem_of mo;
+	void *ev; /* the staging copy of a z-form push, queued, not waited for */
 };
 
 /* zref: the push's hold for each slice (the caller's data), or NULL. */
@@ -159,6 +161,135 @@ static struct pull *pull_new(const struct job *j, const struct slice *sl, int S)
 	return p;
 }
 
+/* What submit sends once the request is registered. */
+struct sends {
+	bool push, pull;
+	int push_ts, ts;
+	struct pull *p;
+	struct psl__req *rq; /* the pull, held open until its slices are sent */
+	struct psl__sendref *zp, *zq;
+};
+
+/* Each slice of a request that was not sent: its copy failed (err). */
+static void fail_slices(struct psl_kv_worker *w, int ts, const struct slice *sl, int S, int err)
+{
+	int r;
+	for (r = 0; r < S; r++)
+		if (sl[r].k1 > sl[r].k0)
+			psl__kvw_send_failed(w, ts, r, err);
+}
+
+/* The sends (or, err != 0, the failures) of a registered request. zp and
+ * zq are NULL when err can be set: a staged request's data is copied. */
+static void run_sends(struct job *j, const struct sends *s, const struct slice *sl, int S,
+		      int err)
+{
+	struct psl__customer *c = &j->w->c;
+	bool done;
+	if (s->push && err)
+		fail_slices(j->w, s->push_ts, sl, S, err);
+	else if (s->push)
+		send_pushes(j, s->push_ts, sl, S, s->zp);
+	if (!s->pull)
+		return;
+	if (err)
+		fail_slices(j->w, s->ts, sl, S, err);
+	else
+		psl__kvw_send_pulls(j->w, s->p, s->ts, s->zq);
+	pthread_mutex_lock(&c->mu);
+	done = psl__req_unhold_locked(c, s->rq, 0);
+	pthread_mutex_unlock(&c->mu);
+	if (done)
+		psl__req_finish(c, s->rq);
+}
+
+/* A worker's requests whose sends wait for a z-form push's staging copy
+ * (the caller does not): sent in order on the core's CUDA thread
+ * (cuda_after.c), and so are the worker's requests made meanwhile, so that
+ * none overtakes another (a push, then a pull of its key). */
+struct tail {
+	struct psl__cuda_after a;
+	struct job j;
+	struct sends s;
+	int S;
+	struct slice sl[];
+};
+
+static pthread_mutex_t defer_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t defer_cv = PTHREAD_COND_INITIALIZER;
+
+/* Until none of w's requests waits to be sent (then w may be freed). */
+static void defer_wait_idle(struct psl_kv_worker *w)
+{
+	pthread_mutex_lock(&defer_mu);
+	while (atomic_load(&w->deferred))
+		pthread_cond_wait(&defer_cv, &defer_mu);
+	pthread_mutex_unlock(&defer_mu);
+}
+
+static void tail_run(struct psl__cuda_after *a, int err)
+{
+	struct tail *t = (struct tail *)(void *)a;
+	struct psl_kv_worker *w = t->j.w;
+	psl__enter(w->c.office);
+	run_sends(&t->j, &t->s, t->sl, t->S, err);
+	if (t->j.cp)
+		psl__kv_copy_put(t->j.cp); /* (the submitter's reference) */
+	free(t);
+	pthread_mutex_lock(&defer_mu);
+	atomic_fetch_sub(&w->deferred, 1);
+	pthread_cond_broadcast(&defer_cv);
+	pthread_mutex_unlock(&defer_mu);
+}
+
+/* Queues the sends behind the copy j->ev (and behind w's earlier queued
+ * requests); 0, the tail owning j->cp's reference and j->ev. */
+static int defer(struct job *j, const struct sends *s, const struct slice *sl, int S)
+{
+	struct tail *t = malloc(sizeof(*t) + (size_t)S * sizeof(*sl));
+	if (!t)
+		return -ENOMEM;
+	t->a.dev = j->mo.user_dev;
+	t->a.ev = j->ev;
+	t->a.run = tail_run;
+	t->j = *j;
+	t->s = *s;
+	t->S = S;
+	memcpy(t->sl, sl, (size_t)S * sizeof(*sl));
+	atomic_fetch_add(&j->w->deferred, 1);
+	if (psl__cuda_after(&t->a) == 0)
+		return 0;
+	atomic_fetch_sub(&j->w->deferred, 1);
+	free(t);
+	return -EAGAIN;
+}
+
+/* Sends s now, or queues them (see struct tail). Returns true if queued. */
+static bool send_or_defer(struct job *j, const struct sends *s, const struct slice *sl, int S)
+{
+	int err = 0;
+	if (!s->push && !s->pull)
+		return false;
+	if ((j->ev || atomic_load(&j->w->deferred)) && defer(j, s, sl, S) == 0)
+		return true;
+	if (j->ev) { /* (could not queue: wait here, after w's queued ones) */
+		defer_wait_idle(j->w);
+		err = psl__cuda_done_wait(j->mo.user_dev, j->ev);
+		j->ev = NULL;
+	}
+	run_sends(j, s, sl, S, err);
+	return false;
+}
+
+/* A job's queued staging copy, waited for before its buffer goes back
+ * (the request was not made). */
+static void job_drop_ev(struct job *j)
+{
+	if (j->ev && psl__cuda_done_wait(j->mo.user_dev, j->ev))
+		psl__clear_error();
+	j->ev = NULL;
+}
+
 /* Registers the request(s) and sends them. Returns the timestamp. */
 static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 {
@@ -169,6 +300,8 @@ static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 	struct psl__req *rp = NULL, *rq = NULL, *fin[2] = {NULL, NULL};
 	struct psl__sendref *zp = NULL, *zq = NULL; /* (sends of the caller's data) */
 	struct trigger *trig = NULL;
+	struct sends s;
+	bool queued;
 	int rc;
 
 	/* (on the stack for the usual few servers: no allocation per request) */
@@ -267,24 +400,18 @@ static int submit(struct job *j, int ops, psl_kv_cb cb, void *arg)
 		zq = psl__req_hold_sends_locked(rq, psl__kvw_pull_slices(p));
 	pthread_mutex_unlock(&c->mu);
 
-	if (rp && !fin[0])
-		send_pushes(j, push_ts, sl, S, zp);
-	if (rq && !fin[1] && !trig) {
-		bool done;
-		psl__kvw_send_pulls(j->w, p, ts, zq);
-		pthread_mutex_lock(&c->mu);
-		done = psl__req_unhold_locked(c, rq, 0);
-		pthread_mutex_unlock(&c->mu);
-		if (done)
-			psl__req_finish(c, rq);
-	}
+	s = (struct sends){.push = rp && !fin[0], .pull = rq && !fin[1] && !trig,
+			   .push_ts = push_ts, .ts = ts, .p = p, .rq = rq, .zp = zp, .zq = zq};
+	queued = send_or_defer(j, &s, sl, S);
 	if (fin[0])
 		psl__req_finish(c, fin[0]);
 	if (fin[1])
 		psl__req_finish(c, fin[1]);
 	if (sl != sl_stack)
 		free(sl);
-	if (j->cp)
+	if (!queued)
+		job_drop_ev(j); /* (nothing to send: no slice) */
+	if (j->cp && !queued)
 		psl__kv_copy_put(j->cp); /* the submitter's own reference */
 	return ts;
 
@@ -306,6 +433,7 @@ out:
 	psl__kvw_pull_free(p);
 	if (sl != sl_stack)
 		free(sl);
+	job_drop_ev(j);
 	if (j->cp)
 		psl__kv_copy_put(j->cp);
 	return rc;
@@ -405,8 +533,10 @@ static int do_request(struct psl_kv_worker *w, const struct psl_kv *kv, const ui
 	if ((copy || stage) && j.nkeys && (rc = copy_job(&j, (ops & OP_PUSH) != 0)))
 		return rc;
 	if (stage) {
+		/* a z-form's caller keeps its buffer until completion: its
+		 * copy is not waited for here (struct tail) */
 		rc = psl__kv_stage(&j.cp, j.vals, j.mo.user_dev, j.nvals * w->esz, j.mo.stream,
-				   &j.vals);
+				   &j.vals, copy ? NULL : &j.ev);
 		j.mo.send_mem = PSL_MEM_HOST;
 	} else if (j.mo.send_mem == PSL_MEM_CUDA && j.nkeys && j.nvals) {
 		/* the van reads the GPU buffer itself: once the caller's work is done */
@@ -415,6 +545,7 @@ static int do_request(struct psl_kv_worker *w, const struct psl_kv *kv, const ui
 	if (!rc && j.mo.out_mem == PSL_MEM_CUDA && j.nkeys)
 		rc = psl__cuda_mark(j.mo.stream, j.mo.out_dev, &j.mo.mark);
 	if (rc) {
+		job_drop_ev(&j);
 		psl__kv_copy_put(j.cp);
 		return rc;
 	}
@@ -576,6 +707,7 @@ void psl_kv_worker_free(struct psl_kv_worker *w)
 {
 	if (!w)
 		return;
+	defer_wait_idle(w); /* (its queued sends use it) */
 	psl__customer_remove(w->c.office, &w->c);
 	free(w);
 }

@@ -9,6 +9,19 @@
 #error "FAKE_CUDART: the path of the fake runtime, from the Makefile"
 #endif
 
+#include "kv.h"
+
+/* Until w's z-form pushes from GPU memory, whose sends wait for their
+ * staging copy on the core's thread (kv_worker.c), and its requests made
+ * after them are sent (at most 5 s). */
+static inline void sends_done(struct psl_kv_worker *w)
+{
+	int i;
+	for (i = 0; i < 5000 && atomic_load(&w->deferred); i++)
+		usleep(1000);
+	assert_int_equal(atomic_load(&w->deferred), 0);
+}
+
 /* Use the fake runtime, with FAKE_CUDA_* settings fail (NULL: none). */
 static inline void use_fake(const char *fail, const char *devices)
 {

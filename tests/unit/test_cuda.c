@@ -159,7 +159,9 @@ static void test_push_staged(void **state)
 	for (z = 0; z < 2; z++) {
 		struct psl_kv kv = {keys, 2, d, 6, NULL, PSL_MEM_CUDA, 0};
 		int ts = z ? psl_kv_zpush(w, &kv, 0, NULL, NULL) : psl_kv_push(w, &kv, 0, NULL, NULL);
-		const struct sent *s = &g_sent[g_nsent - 1];
+		const struct sent *s;
+		sends_done(w); /* (zpush: sent once its copy is done) */
+		s = &g_sent[g_nsent - 1];
 		assert_true(ts >= 0);
 		assert_int_equal(s->nseg, 2);
 		assert_int_equal(s->mem[1], PSL_MEM_HOST);
@@ -307,6 +309,7 @@ static void test_direct(void **state)
 	d = dev_copy_of(v, sizeof(v));
 	kv.vals = d;
 	ts = psl_kv_zpush(w, &kv, 0, NULL, NULL);
+	sends_done(w); /* (staged: sent once its copy is done) */
 	assert_int_equal(g_sent[g_nsent - 1].mem[1], PSL_MEM_HOST);
 	assert_memory_equal(g_sent[g_nsent - 1].seg[1], v, sizeof(v));
 	reply(&g_sent[g_nsent - 1], 0, NULL, NULL);

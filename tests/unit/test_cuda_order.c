@@ -104,6 +104,7 @@ static void test_order_push(void **state)
 				 0);
 		ts = z ? psl_kv_zpush(w, &kv, 0, NULL, NULL) : psl_kv_push(w, &kv, 0, NULL, NULL);
 		assert_true(ts >= 0);
+		sends_done(w); /* (zpush: sent once its copy is done) */
 		expect_seg(&g_sent[g_nsent - 1], 1, z ? 2.0f : 1.0f);
 		reply(&g_sent[g_nsent - 1], 0, NULL, NULL);
 		assert_int_equal(psl_kv_wait(w, ts), 0);
@@ -937,6 +938,90 @@ static void test_batch_no_wait(void **state)
 	slow_reader_down(&s);
 }
 
+/* A z-form push from GPU memory (its caller keeps the buffer until
+ * completion) does not wait for its staging copy, queued behind a 0.5 s
+ * kernel that writes the buffer: it returns at once and is sent once the
+ * copy is done, with the kernel's values; a pull of its key made right
+ * after it is sent after it. */
+static void test_zpush_no_wait(void **state)
+{
+	uint64_t key = 1;
+	static float h[NV];
+	struct psl_kv_worker *w;
+	struct psl_kv_out out = {h, NV, 0, NULL, PSL_MEM_HOST, 0};
+	struct psl_kv kv;
+	int ts, tq;
+	double t;
+	void *d;
+	(void)state;
+
+	node_up(1);
+	use_fake(NULL, NULL);
+	d = dev_floats(0);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
+	kv = (struct psl_kv){&key, 1, d, NV, NULL, PSL_MEM_CUDA, 0};
+	assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, F5, NV, 5 * SLOW_US, NULL), 0);
+	t = now_s();
+	ts = psl_kv_zpush(w, &kv, 0, NULL, NULL);
+	tq = psl_kv_zpull(w, &key, 1, &out, 0, NULL, NULL);
+	t = now_s() - t;
+	assert_true(ts >= 0 && tq >= 0);
+	if (t > 0.25)
+		fail_msg("the push took %.3f s: it waited for its copy from the GPU", t);
+	sends_done(w);
+	assert_int_equal(g_nsent, 2);
+	assert_true(g_sent[0].m.push && !g_sent[1].m.push);
+	expect_seg(&g_sent[0], 1, 5.0f);
+	reply(&g_sent[0], 0, NULL, NULL);
+	answer_pull(&g_sent[1]);
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	assert_int_equal(psl_kv_wait(w, tq), 0);
+	assert_int_equal(out.num_vals, NV);
+	assert_int_equal(((query_fn)fake_sym("fake_cuda_query"))("device_syncs"), 0);
+	psl_kv_worker_free(w);
+	psl_mem_free(PSL_MEM_CUDA, 0, d);
+}
+
+/* A z-form push whose copy from the GPU fails after it was queued (the
+ * wait for it reports the error): the push fails with EIO, nothing is
+ * sent, and a push-pull's pull fails with it; a worker freed with a push
+ * not yet sent sends it first. */
+static void test_zpush_copy_fails(void **state)
+{
+	uint64_t key = 1;
+	static float h[NV];
+	struct psl_kv_worker *w;
+	struct psl_kv_out out = {h, NV, 0, NULL, PSL_MEM_HOST, 0};
+	struct psl_kv kv;
+	int ts, tq;
+	void *d;
+	(void)state;
+
+	node_up(1);
+	use_fake("sync@1+", NULL);
+	d = dev_floats(0);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
+	kv = (struct psl_kv){&key, 1, d, NV, NULL, PSL_MEM_CUDA, 0};
+	ts = psl_kv_zpush(w, &kv, 0, NULL, NULL);
+	tq = psl_kv_zpushpull(w, &kv, &out, 0, NULL, NULL);
+	assert_true(ts >= 0 && tq >= 0);
+	assert_int_equal(psl_kv_wait(w, ts), -EIO);
+	assert_int_equal(psl_kv_wait(w, tq), -EIO);
+	sends_done(w);
+	assert_int_equal(g_nsent, 0);
+	use_fake(NULL, NULL);
+	psl_mem_free(PSL_MEM_CUDA, 0, d); /* (a new runtime: a new buffer) */
+	d = dev_floats(0);
+	kv.vals = d;
+	assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, F5, NV, SLOW_US, NULL), 0);
+	assert_int_equal(psl_kv_worker_set_timeout(w, 300), 0); /* (nobody answers) */
+	ts = psl_kv_zpush(w, &kv, 0, NULL, NULL);
+	assert_true(ts >= 0);
+	psl_kv_worker_free(w); /* (its push is sent first, then fails by its deadline) */
+	assert_int_equal(g_nsent, 1);
+	psl_mem_free(PSL_MEM_CUDA, 0, d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -944,7 +1029,8 @@ int main(void)
 		T(test_stream_api), T(test_server_stream),
 		T(test_device_context), T(test_last_error), T(test_runtime_choice),
 		T(test_copy_own_wait), T(test_copy_directions), T(test_pull_no_wait),
-		T(test_pull_no_wait_van_buffer), T(test_batch_no_wait),
+		T(test_pull_no_wait_van_buffer), T(test_batch_no_wait), T(test_zpush_no_wait),
+		T(test_zpush_copy_fails),
 	};
 	return cmocka_run_group_tests_name("cuda order", tests, NULL, NULL);
 }

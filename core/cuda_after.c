@@ -1,0 +1,73 @@
+/* The core's thread that runs work once a copy on a GPU is done, in the
+ * order it was queued (cuda_after.h). One per process, started with the
+ * first work and kept: it sleeps when there is none. */
+#include "config.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdbool.h>
+
+#include "cuda.h"
+#include "cuda_after.h"
+
+static struct {
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	struct psl__cuda_after *head, **tail;
+	bool started;
+} q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, &q.head, false};
+
+static void *after_main(void *arg)
+{
+	(void)arg;
+	pthread_mutex_lock(&q.mu);
+	for (;;) {
+		struct psl__cuda_after *a;
+		while (!q.head)
+			pthread_cond_wait(&q.cv, &q.mu);
+		a = q.head;
+		q.head = a->next;
+		if (!q.head)
+			q.tail = &q.head;
+		pthread_mutex_unlock(&q.mu);
+		a->run(a, psl__cuda_done_wait(a->dev, a->ev));
+		pthread_mutex_lock(&q.mu);
+	}
+	return NULL;
+}
+
+/* The thread, detached, with signals blocked (the process's handlers run
+ * on its own threads). */
+static int start_locked(void)
+{
+	pthread_attr_t at;
+	pthread_t t;
+	sigset_t all, old;
+	int rc;
+	pthread_attr_init(&at);
+	pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	rc = pthread_create(&t, &at, after_main, NULL);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	pthread_attr_destroy(&at);
+	q.started = rc == 0;
+	return -rc;
+}
+
+int psl__cuda_after(struct psl__cuda_after *a)
+{
+	int rc = 0;
+	pthread_mutex_lock(&q.mu);
+	if (!q.started && (rc = start_locked())) {
+		pthread_mutex_unlock(&q.mu);
+		return rc;
+	}
+	a->next = NULL;
+	*q.tail = a;
+	q.tail = &a->next;
+	pthread_cond_signal(&q.cv);
+	pthread_mutex_unlock(&q.mu);
+	return 0;
+}

@@ -1,0 +1,20 @@
+/* Work that must wait for a copy of the core's on a GPU, run in the order
+ * it was queued, on one thread of the core's (cuda_after.c): a KV worker's
+ * sends after its push's staging copy, whose caller does not wait for it. */
+#ifndef PSL_CORE_CUDA_AFTER_H
+#define PSL_CORE_CUDA_AFTER_H
+
+struct psl__cuda_after {
+	struct psl__cuda_after *next; /* (the queue's) */
+	int dev;		      /* the device of ev */
+	void *ev;		      /* the copy's completion (psl__cuda_copy_out), or NULL */
+	/* run on that thread once ev is done (or at once for NULL): err 0, or
+	 * the -errno of a failed copy (logged); ev has been given back */
+	void (*run)(struct psl__cuda_after *a, int err);
+};
+
+/* Queues a (its thread is started on first use). 0, or -errno when that
+ * thread cannot be started (a not queued). */
+int psl__cuda_after(struct psl__cuda_after *a);
+
+#endif
