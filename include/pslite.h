@@ -283,7 +283,13 @@ enum psl_mem_type {
  * PSL_CUDA_STREAM_PER_THREAD is the calling thread's per-thread default
  * stream (cudaStreamPerThread); PSL_CUDA_STREAM_NONE orders nothing: the
  * caller promises the data is ready (StepMesh's need_event = false). A
- * stream must be of the buffer's device.
+ * stream must be of the buffer's device. Who waits: a copying push
+ * (psl_kv_push, psl_kv_pushpull) returns once its copy of the GPU buffer
+ * is made; a z-form push returns at once (its buffer stays the caller's
+ * until completion), and its messages, with the worker's requests made
+ * after it, are sent by a pslite thread once that copy is done; a pull
+ * into GPU memory with a stream named completes before its copy has run,
+ * ordered before that stream's later work (docs/gpu.md, "Who waits").
  */
 #define PSL_CUDA_STREAM_LEGACY ((void *)0)
 #define PSL_CUDA_STREAM_PER_THREAD ((void *)2)
