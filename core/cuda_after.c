@@ -18,9 +18,17 @@ static struct {
 	bool started;
 } q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, &q.head, false};
 
+static __thread bool on_after_thread;
+
+bool psl__cuda_after_self(void)
+{
+	return on_after_thread;
+}
+
 static void *after_main(void *arg)
 {
 	(void)arg;
+	on_after_thread = true;
 	pthread_mutex_lock(&q.mu);
 	for (;;) {
 		struct psl__cuda_after *a;

@@ -4,6 +4,8 @@
 #ifndef PSL_CORE_CUDA_AFTER_H
 #define PSL_CORE_CUDA_AFTER_H
 
+#include <stdbool.h>
+
 struct psl__cuda_after {
 	struct psl__cuda_after *next; /* (the queue's) */
 	int dev;		      /* the device of ev */
@@ -16,5 +18,7 @@ struct psl__cuda_after {
 /* Queues a (its thread is started on first use). 0, or -errno when that
  * thread cannot be started (a not queued). */
 int psl__cuda_after(struct psl__cuda_after *a);
+/* Whether the calling thread is that thread (a callback of its work). */
+bool psl__cuda_after_self(void);
 
 #endif

@@ -270,10 +270,15 @@ static bool send_or_defer(struct job *j, const struct sends *s, const struct sli
 	int err = 0;
 	if (!s->push && !s->pull)
 		return false;
-	if ((j->ev || atomic_load(&j->w->deferred)) && defer(j, s, sl, S) == 0)
-		return true;
-	if (j->ev) { /* (could not queue: wait here, after w's queued ones) */
-		defer_wait_idle(j->w);
+	if (j->ev || atomic_load(&j->w->deferred)) {
+		if (defer(j, s, sl, S) == 0)
+			return true;
+		/* (could not queue: sent here, after w's queued ones; on that
+		 * thread itself, from a callback, they wait for this one) */
+		if (!psl__cuda_after_self())
+			defer_wait_idle(j->w);
+	}
+	if (j->ev) {
 		err = psl__cuda_done_wait(j->mo.user_dev, j->ev);
 		j->ev = NULL;
 	}
