@@ -167,12 +167,17 @@ static const char *copy_what(int kind)
 				: "copy between GPU buffers";
 }
 
-int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
-		      int32_t src_mem, int32_t src_dev, size_t len, void *after, void *then)
+/* psl__cuda_copy_on; with out, not waited for: *out is the copy's
+ * completion (NULL: nothing was queued, or it was waited for here). */
+static int copy_queued(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
+		       int32_t src_mem, int32_t src_dev, size_t len, void *after, void *then,
+		       void **out)
 {
 	int kind, dev, prev, rc, e, q;
 	cu_event done;
 
+	if (out)
+		*out = NULL;
 	if (!len)
 		return 0;
 	if (dst_mem == PSL_MEM_HOST && src_mem == PSL_MEM_HOST) {
@@ -193,43 +198,21 @@ int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *s
 	 * for this copy only: other threads queue theirs meanwhile, and this
 	 * one does not wait for them */
 	pthread_mutex_unlock(&streams[dev].q[q].mu);
-	if (done && (rc = psl__cu.event_sync(done)) && !e)
+	if (out && !e) {
+		*out = done; /* (the caller's to wait for: psl__cuda_done_wait) */
+		done = NULL;
+	} else if (done && (rc = psl__cu.event_sync(done)) && !e) {
 		e = rc;
+	}
 	psl__cu_dev_restore(dev, prev);
 	psl__cuda_mark_put(dev, done);
 	return e ? psl__cu_fail(copy_what(kind), e) : 0;
 }
 
-int psl__cuda_copy_out(void *dst, const void *src, int32_t dev, size_t len, void *stream,
-		       void **done)
+int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
+		      int32_t src_mem, int32_t src_dev, size_t len, void *after, void *then)
 {
-	int prev, rc, e;
-	void *mark = NULL;
-	cu_event ev;
-
-	*done = NULL;
-	if (!len)
-		return 0;
-	if ((rc = psl__cu_load()))
-		return rc;
-	if (!psl__cu_dev_ok(dev))
-		return -ENODEV;
-	if ((rc = psl__cuda_mark(stream, dev, &mark)))
-		return rc;
-	if ((rc = queue_enter(dev, Q_FROM_GPU, &prev))) {
-		psl__cuda_mark_put(dev, mark);
-		return rc;
-	}
-	/* (no stream waits for it: e is set only before the event is) */
-	e = enqueue_copy_locked(dev, streams[dev].q[Q_FROM_GPU].s, dst, src, len, CU_D2H, mark,
-				PSL_CUDA_STREAM_NONE, &ev);
-	pthread_mutex_unlock(&streams[dev].q[Q_FROM_GPU].mu);
-	psl__cu_dev_restore(dev, prev);
-	psl__cuda_mark_put(dev, mark); /* (the copy's wait for it is queued) */
-	if (e)
-		return psl__cu_fail(copy_what(CU_D2H), e);
-	*done = ev;
-	return 0;
+	return copy_queued(dst, dst_mem, dst_dev, src, src_mem, src_dev, len, after, then, NULL);
 }
 
 int psl__cuda_done_wait(int dev, void *done)
@@ -294,18 +277,43 @@ int psl__cuda_copy_in(void *dst, int32_t dev, const void *src, size_t len, void 
 	return 0;
 }
 
-int psl__cuda_copy_after(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
-			 int32_t src_mem, int32_t src_dev, size_t len, void *stream)
+int psl__cuda_copy_answer(void *dst, int32_t dst_mem, int32_t dst_dev,
+			  const struct psl_van_rseg *v, void *after, void *then, void **stage)
+{
+	if (dst_mem == PSL_MEM_CUDA && v->mem_type == PSL_MEM_HOST)
+		return psl__cuda_copy_in(dst, dst_dev, v->data, v->len, after, then, stage);
+	return psl__cuda_copy_on(dst, dst_mem, dst_dev, v->data, v->mem_type, v->dev_id, v->len,
+				 after, then);
+}
+
+/* psl__cuda_copy_after; with out, not waited for (copy_queued). */
+static int copy_marked(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
+		       int32_t src_mem, int32_t src_dev, size_t len, void *stream, void **out)
 {
 	int dev = src_mem == PSL_MEM_CUDA ? src_dev : dst_dev, rc;
 	void *mark = NULL;
+	if (out)
+		*out = NULL;
 	if (len && (src_mem == PSL_MEM_CUDA || dst_mem == PSL_MEM_CUDA) &&
 	    (rc = psl__cuda_mark(stream, dev, &mark)))
 		return rc;
-	rc = psl__cuda_copy_on(dst, dst_mem, dst_dev, src, src_mem, src_dev, len, mark,
-			       PSL_CUDA_STREAM_NONE);
+	/* (a queued copy's wait for the mark is queued too: it goes back now) */
+	rc = copy_queued(dst, dst_mem, dst_dev, src, src_mem, src_dev, len, mark,
+			 PSL_CUDA_STREAM_NONE, out);
 	psl__cuda_mark_put(dev, mark);
 	return rc;
+}
+
+int psl__cuda_copy_after(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,
+			 int32_t src_mem, int32_t src_dev, size_t len, void *stream)
+{
+	return copy_marked(dst, dst_mem, dst_dev, src, src_mem, src_dev, len, stream, NULL);
+}
+
+int psl__cuda_copy_out(void *dst, const void *src, int32_t dev, size_t len, void *stream,
+		       void **done)
+{
+	return copy_marked(dst, PSL_MEM_HOST, -1, src, PSL_MEM_CUDA, dev, len, stream, done);
 }
 
 int psl__cuda_copy(void *dst, int32_t dst_mem, int32_t dst_dev, const void *src,

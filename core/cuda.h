@@ -40,6 +40,12 @@ int psl__cuda_copy_on(void *dst, int32_t dst_mem, int32_t dst_dev, const void *s
  * psl__cuda_copy_on, *stage left alone. 0 or -errno. */
 int psl__cuda_copy_in(void *dst, int32_t dev, const void *src, size_t len, void *after,
 		      void *then, void **stage);
+/* An answer's received values v into dst (memory dst_mem of device
+ * dst_dev): from host memory into GPU memory as psl__cuda_copy_in (stage:
+ * the pinned buffer v was received in, or NULL), else psl__cuda_copy_on. */
+struct psl_van_rseg;
+int psl__cuda_copy_answer(void *dst, int32_t dst_mem, int32_t dst_dev,
+			  const struct psl_van_rseg *v, void *after, void *then, void **stage);
 /* A pushed value's copy from device memory src of device dev to host
  * memory dst (pinned), after the work queued so far on the caller's stream,
  * that is not waited for: *done is the copy's completion, to give to

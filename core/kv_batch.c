@@ -552,21 +552,6 @@ void psl__kvb_loan_back_locked(struct psl__req *r, int idx)
 	q->msg[idx].lent = false;
 }
 
-/* Copies a pull tensor's answer v into t. Into GPU memory of a caller that
- * named a stream, the copy is queued and not waited for, as a KV pull's
- * (kv_worker_answer.c): the values go through a pinned buffer, and the
- * stream's later work comes after the copy. */
-static int answer_copy(const struct kvb *q, const struct psl_kv_tensor *t,
-		       const struct psl_van_rseg *v)
-{
-	void *stage = NULL;
-	if (t->mem == PSL_MEM_CUDA && v->mem_type == PSL_MEM_HOST)
-		return psl__cuda_copy_in(t->vals, t->dev, v->data, v->len, q->mark, q->stream,
-					 &stage);
-	return psl__cuda_copy_on(t->vals, t->mem, t->dev, v->data, v->mem_type, v->dev_id,
-				 v->len, q->mark, q->stream);
-}
-
 void psl__kvb_on_complete(struct psl_kv_worker *w, struct psl__req *r)
 {
 	struct kvb *q = r->priv;
@@ -580,7 +565,9 @@ void psl__kvb_on_complete(struct psl_kv_worker *w, struct psl__req *r)
 		t = &q->b->pull[g->t - q->b->npush];
 		/* (the van may have received the values in place) */
 		if (!r->status && g->raw->segs[1].len && g->raw->segs[1].data != t->vals) {
-			int rc = answer_copy(q, t, &g->raw->segs[1]);
+			void *stage = NULL; /* (in the van's own buffer) */
+			int rc = psl__cuda_copy_answer(t->vals, t->mem, t->dev, &g->raw->segs[1],
+						       q->mark, q->stream, &stage);
 			if (rc)
 				r->status = rc;
 		}

@@ -140,12 +140,8 @@ void psl__kvw_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_va
  * buffer goes back to the pool once the copy has read it). */
 static int copy_part(struct pull *p, int rank, const struct psl_van_rmsg *raw, void *dst)
 {
-	const struct psl_van_rseg *v = &raw->segs[1];
-	if (p->mo.out_mem == PSL_MEM_CUDA && v->mem_type == PSL_MEM_HOST)
-		return psl__cuda_copy_in(dst, p->mo.out_dev, v->data, v->len, p->mo.mark,
-					 p->mo.stream, &p->part[rank].stage);
-	return psl__cuda_copy_on(dst, p->mo.out_mem, p->mo.out_dev, v->data, v->mem_type,
-				 v->dev_id, v->len, p->mo.mark, p->mo.stream);
+	return psl__cuda_copy_answer(dst, p->mo.out_mem, p->mo.out_dev, &raw->segs[1], p->mo.mark,
+				     p->mo.stream, &p->part[rank].stage);
 }
 
 void psl__kvw_on_complete(struct psl__customer *c, struct psl__req *r)
