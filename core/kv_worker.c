@@ -264,10 +264,24 @@ static int defer(struct job *j, const struct sends *s, const struct slice *sl, i
 	return -EAGAIN;
 }
 
+/* Waits for a job's queued staging copy, if any: 0 or -errno (logged). */
+static int job_wait_ev(struct job *j)
+{
+	int err = psl__cuda_done_wait(j->mo.user_dev, j->ev);
+	j->ev = NULL;
+	return err;
+}
+
+/* The same before its buffer goes back (the request was not made). */
+static void job_drop_ev(struct job *j)
+{
+	if (job_wait_ev(j))
+		psl__clear_error();
+}
+
 /* Sends s now, or queues them (see struct tail). Returns true if queued. */
 static bool send_or_defer(struct job *j, const struct sends *s, const struct slice *sl, int S)
 {
-	int err = 0;
 	if (!s->push && !s->pull)
 		return false;
 	if (j->ev || atomic_load(&j->w->deferred)) {
@@ -278,21 +292,8 @@ static bool send_or_defer(struct job *j, const struct sends *s, const struct sli
 		if (!psl__cuda_after_self())
 			defer_wait_idle(j->w);
 	}
-	if (j->ev) {
-		err = psl__cuda_done_wait(j->mo.user_dev, j->ev);
-		j->ev = NULL;
-	}
-	run_sends(j, s, sl, S, err);
+	run_sends(j, s, sl, S, job_wait_ev(j));
 	return false;
-}
-
-/* A job's queued staging copy, waited for before its buffer goes back
- * (the request was not made). */
-static void job_drop_ev(struct job *j)
-{
-	if (j->ev && psl__cuda_done_wait(j->mo.user_dev, j->ev))
-		psl__clear_error();
-	j->ev = NULL;
 }
 
 /* Registers the request(s) and sends them. Returns the timestamp. */
