@@ -361,13 +361,13 @@ static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, 
 
 /* ---------------------------------------------------------------- worker -- */
 
-/* Latency histogram: log-spaced buckets, 1% apart, from 100 ns to about
- * 1000 s, so that a run of any length keeps the same small footprint. */
 /* --mem gpu2*: a worker thread's pull buffers are one GPU block, read back
  * with one copy a turn, when they take at most BATCH_MAX bytes */
 #define STRIDE ((g_len + 255) & ~(size_t)255)
 #define BATCH_MAX ((size_t)1 << 20)
 
+/* Latency histogram: log-spaced buckets, 1% apart, from 100 ns to about
+ * 1000 s, so that a run of any length keeps the same small footprint. */
 #define LAT_MIN 1e-7
 #define LAT_STEP 1.01
 #define LAT_BUCKETS 2320
@@ -677,7 +677,6 @@ static void run_loop(struct wctx *w)
 		turn++;
 		cnt++;
 		total++;
-		w->turns = total;
 		if (cnt % g_log_every == 0 || (g_seconds > 0 && now_s() - start >= g_seconds)) {
 			double t1 = now_s();
 			report(w, t1 - t0, cnt, interval);
@@ -689,6 +688,7 @@ static void run_loop(struct wctx *w)
 				break;
 		}
 	}
+	w->turns = total;
 	free(ip);
 }
 
