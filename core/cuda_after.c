@@ -13,10 +13,12 @@
 
 static struct {
 	pthread_mutex_t mu;
-	pthread_cond_t cv;
+	pthread_cond_t cv, idle;
 	struct psl__cuda_after *head, **tail;
+	int pending; /* queued or running */
 	bool started;
-} q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, NULL, &q.head, false};
+} q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
+       NULL, &q.head, 0, false};
 
 static __thread bool on_after_thread;
 
@@ -41,6 +43,8 @@ static void *after_main(void *arg)
 		pthread_mutex_unlock(&q.mu);
 		a->run(a, psl__cuda_done_wait(a->dev, a->ev));
 		pthread_mutex_lock(&q.mu);
+		if (--q.pending == 0)
+			pthread_cond_broadcast(&q.idle);
 	}
 	return NULL;
 }
@@ -73,9 +77,20 @@ int psl__cuda_after(struct psl__cuda_after *a)
 		return rc;
 	}
 	a->next = NULL;
+	q.pending++;
 	*q.tail = a;
 	q.tail = &a->next;
 	pthread_cond_signal(&q.cv);
 	pthread_mutex_unlock(&q.mu);
 	return 0;
+}
+
+void psl__cuda_after_idle(void)
+{
+	if (on_after_thread)
+		return; /* (its own work: the caller's turn comes after) */
+	pthread_mutex_lock(&q.mu);
+	while (q.pending)
+		pthread_cond_wait(&q.idle, &q.mu);
+	pthread_mutex_unlock(&q.mu);
 }

@@ -1,5 +1,5 @@
-/* KV server: ps-lite's KVServer<Val>: checks each request, hands it to the
- * application's handler, and sends its response. */
+/* KV server: ps-lite's KVServer<Val>: checks each request and hands it to the
+ * application's handler (the answers: kv_respond.c). */
 #include "config.h"
 
 #include <errno.h>
@@ -13,6 +13,7 @@
 #include "cuda.h"
 #include "customer.h"
 #include "kv.h"
+#include "kv_request.h"
 #include "kv_tensor.h"
 #include "log.h"
 #include "postoffice.h"
@@ -198,210 +199,6 @@ static int kvs_recv_dest(struct psl__customer *c, const struct psl__meta *m, uin
 }
 
 
-/* A request as the handler sees it, with what answering it needs. */
-struct kv_req {
-	struct psl_kv_request pub;
-	struct psl_van_rmsg *raw;
-	void *aligned; /* copies of frames that were not aligned */
-	int app_id;
-	enum psl_dtype dt;
-	size_t esz;
-	int sid;
-	int reply_to; /* the sender's id (pub.meta.sender names its group) */
-	struct psl__office *office; /* the server node it came to */
-	atomic_int refs; /* 1, plus one per psl_kv_request_hold */
-	void *stream; /* the server's CUDA stream when it came */
-	struct psl__tdesc in;	/* what the meta said of the values */
-	struct psl_kv_tensor out; /* dtype and shape its answer says (batches) */
-};
-
-/* Request records are kept for reuse (at most 256, process-wide): steady
- * traffic allocates none. */
-static struct psl_van_cache req_pool = PSL_VAN_CACHE_INIT(256, sizeof(struct kv_req));
-
-static struct kv_req *req_new(void)
-{
-	struct kv_req *q = psl_van_cache_get(&req_pool, sizeof(*q));
-	if (q)
-		memset(q, 0, sizeof(*q));
-	return q;
-}
-
-static void req_free(struct kv_req *q)
-{
-	if (atomic_fetch_sub(&q->refs, 1) != 1)
-		return; /* held: psl_kv_request_release frees it */
-	psl__raw_release(q->raw);
-	free(q->aligned);
-	psl_van_cache_put(&req_pool, q, sizeof(*q));
-}
-
-void psl__kv_request_tdesc(const struct psl_kv_request *req, struct psl__tdesc *d)
-{
-	*d = ((const struct kv_req *)req)->in;
-}
-
-void psl__kv_request_answer_tdesc(struct psl_kv_request *req, const struct psl_kv_tensor *t)
-{
-	struct kv_req *q = (struct kv_req *)req;
-	q->out.dtype = t->dtype;
-	q->out.ndim = t->ndim;
-	memcpy(q->out.shape, t->shape, sizeof(q->out.shape));
-}
-
-static void response_meta(const struct kv_req *q, struct psl__meta *m)
-{
-	psl__kv_response_meta(m, &q->pub.meta, q->app_id, q->sid, q->reply_to);
-}
-
-/* Fails request q back to its worker with err (psl_kv_respond_error). */
-static int respond_error(struct kv_req *q, int err)
-{
-	struct psl__meta m;
-	int rc;
-
-	psl__enter(q->office);
-	response_meta(q, &m);
-	psl__kv_error_meta(&m, err); /* a pslite worker fails the request with it */
-	rc = psl__send(q->office, &m, NULL, 0, NULL);
-	req_free(q);
-	return rc;
-}
-
-static int check_res(const struct kv_req *q, const struct psl_kv *res)
-{
-	if (!res || !res->num_keys)
-		return 0;
-	if (!res->keys || (res->num_vals && !res->vals))
-		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_respond: res has %zu keys but its %s "
-				"is NULL", res->num_keys, !res->keys ? "keys" : "vals");
-	if (res->lens) {
-		size_t i, sum = 0;
-		for (i = 0; i < res->num_keys; i++) {
-			if (res->lens[i] < 0)
-				return PSL_FAIL(-EINVAL, PSL_LOG_WARN,
-						"psl_kv_respond: res->lens[%zu]=%d is negative", i,
-						res->lens[i]);
-			sum += (size_t)res->lens[i];
-		}
-		if (sum != res->num_vals)
-			return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_respond: lens add up to %zu "
-					"values but %zu were given", sum, res->num_vals);
-	}
-	return psl__cuda_check("psl_kv_respond: res->vals", res->vals, res->num_vals * q->esz,
-			       res->mem, res->dev);
-}
-
-static int respond(struct kv_req *q, const struct psl_kv *res, bool copy,
-		   void (*done)(void *), void *done_arg)
-{
-	struct psl__meta m;
-	struct psl_van_seg segs[3];
-	char shape[PSL__TDESC_BODY];
-	struct psl__kv_copy *cp = NULL;
-	uint32_t n = 0;
-	int rc, vmem = PSL_MEM_HOST;
-	const void *keys = NULL, *vals = NULL, *lens = NULL;
-	size_t kb = 0, vb = 0, lb = 0;
-
-	psl__enter(q->office);
-	rc = check_res(q, res);
-	if (rc) {
-		if (done)
-			PSL__USER_CALL(done(done_arg));
-		/* the worker still gets an answer, or its request waits for ever */
-		respond_error(q, rc);
-		return rc;
-	}
-	response_meta(q, &m);
-	if (res && res->num_keys) {
-		keys = res->keys;
-		vals = res->vals;
-		lens = res->lens;
-		kb = res->num_keys * 8;
-		vb = res->num_vals * q->esz;
-		lb = res->lens ? res->num_keys * 4 : 0;
-		vmem = res->mem;
-		if (copy) {
-			char *d;
-			/* CUDA values: staged in pinned memory below, not here */
-			cp = psl__kv_copy_new(kb + (vmem == PSL_MEM_HOST ? vb : 0) + lb + 8, 1);
-			if (!cp) {
-				psl_kv_respond_error(&q->pub, -ENOMEM);
-				return -ENOMEM;
-			}
-			d = psl__kv_copy_data(cp);
-			memcpy(d, keys, kb);
-			keys = d;
-			if (vmem == PSL_MEM_HOST) {
-				memcpy(d + kb, vals, vb);
-				vals = d + kb;
-			}
-			if (lb) {
-				char *l = (char *)(((uintptr_t)(d + kb + (vmem == PSL_MEM_HOST ? vb : 0)) +
-						    3) &
-						   ~(uintptr_t)3);
-				memcpy(l, lens, lb);
-				lens = l;
-			}
-		} else if (done) {
-			cp = psl__kv_copy_new(0, 1);
-			if (!cp) {
-				PSL__USER_CALL(done(done_arg));
-				psl_kv_respond_error(&q->pub, -ENOMEM);
-				return -ENOMEM;
-			}
-			cp->user_done = done;
-			cp->user_arg = done_arg;
-		}
-		/* CUDA values the van cannot take (or that the caller does not
-		 * keep: psl_kv_respond) are staged in pinned memory */
-		if (vmem == PSL_MEM_CUDA && vb && !copy && psl__cuda_direct(q->office) &&
-		    (rc = psl__kv_cuda_ready(q->stream, res->dev))) {
-			/* (the van reads it itself: after the caller's work) */
-			if (done && (!cp || cp->user_done != done))
-				PSL__USER_CALL(done(done_arg));
-			psl__kv_copy_put(cp); /* (calls done if it holds it) */
-			psl_kv_respond_error(&q->pub, rc);
-			return rc;
-		}
-		if (vmem == PSL_MEM_CUDA && vb && (copy || !psl__cuda_direct(q->office))) {
-			rc = psl__kv_stage(&cp, vals, res->dev, vb, q->stream, &vals, NULL);
-			if (rc) {
-				if (!copy && done && (!cp || cp->user_done != done))
-					PSL__USER_CALL(done(done_arg));
-				psl__kv_copy_put(cp);
-				psl_kv_respond_error(&q->pub, rc);
-				return rc;
-			}
-			/* (a zero-copy response's keys and lens still go as
-			 * they are: its done waits for the van all the same) */
-			vmem = PSL_MEM_HOST;
-		}
-		if (!vb)
-			vmem = PSL_MEM_HOST; /* nothing of the GPU's is sent */
-		psl__kv_meta_data(&m, q->dt, true, lb != 0);
-		if (!lb)
-			psl__tdesc_put(&m, q->dt, &q->out, shape);
-		psl__kv_meta_dev(&m, true, res->mem, res->dev);
-		segs[n++] = (struct psl_van_seg){keys, kb, PSL_MEM_HOST, -1, NULL};
-		segs[n++] = (struct psl_van_seg){vals, vb, vmem, vmem ? res->dev : -1, NULL};
-		if (lb)
-			segs[n++] = (struct psl_van_seg){lens, lb, PSL_MEM_HOST, -1, NULL};
-	} else if (done) {
-		PSL__USER_CALL(done(done_arg)); /* nothing of the caller's is sent */
-	}
-	rc = psl__send(q->office, &m, segs, n, cp ? &cp->ref : NULL);
-	if (rc) {
-		char d[96];
-		rc = PSL_FAIL(rc, PSL_LOG_WARN, "cannot answer request %d of %s: %s",
-			      q->pub.meta.timestamp,
-			      psl__node_desc(q->office, q->pub.meta.sender, d, sizeof(d)), psl_strerror(rc));
-	}
-	req_free(q);
-	return rc;
-}
-
 int psl_kv_server_set_cuda_stream(struct psl_kv_server *s, void *stream)
 {
 	psl__clear_error();
@@ -409,46 +206,6 @@ int psl_kv_server_set_cuda_stream(struct psl_kv_server *s, void *stream)
 		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_server_set_cuda_stream: s is NULL");
 	atomic_store(&s->cuda_stream, stream);
 	return 0;
-}
-
-int psl_kv_respond(struct psl_kv_request *req, const struct psl_kv *res)
-{
-	psl__clear_error();
-	if (!req)
-		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_respond: req is NULL");
-	return respond((struct kv_req *)req, res, true, NULL, NULL);
-}
-
-int psl_kv_zrespond(struct psl_kv_request *req, const struct psl_kv *res,
-		    void (*done)(void *done_arg), void *done_arg)
-{
-	psl__clear_error();
-	if (!req)
-		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_zrespond: req is NULL");
-	return respond((struct kv_req *)req, res, false, done, done_arg);
-}
-
-int psl_kv_request_hold(struct psl_kv_request *req)
-{
-	psl__clear_error();
-	if (!req)
-		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_request_hold: req is NULL");
-	atomic_fetch_add(&((struct kv_req *)req)->refs, 1);
-	return 0;
-}
-
-void psl_kv_request_release(struct psl_kv_request *req)
-{
-	if (req)
-		req_free((struct kv_req *)req);
-}
-
-int psl_kv_respond_error(struct psl_kv_request *req, int err)
-{
-	psl__clear_error();
-	if (!req)
-		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_respond_error: req is NULL");
-	return psl__ret("psl_kv_respond_error", respond_error((struct kv_req *)req, err));
 }
 
 /* Frame i of raw, as a pointer aligned for its element type (copied into
@@ -540,7 +297,7 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 		psl__raw_release(raw);
 		return;
 	}
-	q = req_new();
+	q = psl__kv_req_new();
 	if (!q) {
 		psl__raw_release(raw);
 		return;
@@ -607,7 +364,7 @@ static void kvs_on_msg(struct psl__customer *c, struct psl__meta *m, struct psl_
 		if (((uintptr_t)raw->segs[i].data & 7) && raw->segs[i].mem_type == PSL_MEM_HOST)
 			need += (raw->segs[i].len + 7) & ~(size_t)7;
 	if (need && !(q->aligned = malloc(need))) {
-		req_free(q);
+		psl__kv_req_free(q);
 		return;
 	}
 	if (raw->nseg >= 2) {

@@ -119,7 +119,8 @@ struct job {
 	int cmd;
 	struct psl__kv_copy *cp; /* copy of keys/vals/lens, or NULL */
 	struct mem_of mo;
-	void *ev; /* the staging copy of a z-form push, queued, not waited for */
+	void *ev; /* what a z-form push from GPU waits for before it is sent (its
+		   * staging copy, or the caller's work): queued, not waited for */
 };
 
 /* zref: the push's hold for each slice (the caller's data), or NULL. */
@@ -203,7 +204,7 @@ static void run_sends(struct job *j, const struct sends *s, const struct slice *
 		psl__req_finish(c, s->rq);
 }
 
-/* A worker's requests whose sends wait for a z-form push's staging copy
+/* A worker's requests whose sends wait for a z-form push's GPU data
  * (the caller does not): sent in order on the core's CUDA thread
  * (cuda_after.c), and so are the worker's requests made meanwhile, so that
  * none overtakes another (a push, then a pull of its key). */
@@ -545,8 +546,9 @@ static int do_request(struct psl_kv_worker *w, const struct psl_kv *kv, const ui
 				   &j.vals, copy ? NULL : &j.ev);
 		j.mo.send_mem = PSL_MEM_HOST;
 	} else if (j.mo.send_mem == PSL_MEM_CUDA && j.nkeys && j.nvals) {
-		/* the van reads the GPU buffer itself: once the caller's work is done */
-		rc = psl__kv_cuda_ready(j.mo.stream, j.mo.user_dev);
+		/* the van reads the GPU buffer itself, once the caller's work
+		 * is done: sent then, not waited for here either */
+		rc = psl__cuda_mark(j.mo.stream, j.mo.user_dev, &j.ev);
 	}
 	if (!rc && j.mo.out_mem == PSL_MEM_CUDA && j.nkeys)
 		rc = psl__cuda_mark(j.mo.stream, j.mo.out_dev, &j.mo.mark);

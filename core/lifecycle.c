@@ -12,6 +12,7 @@
 
 #include "control.h"
 #include "control_int.h"
+#include "cuda_after.h"
 #include "customer.h"
 #include "log.h"
 #include "ipc.h"
@@ -565,6 +566,9 @@ int psl_finalize(int customer_id, bool do_barrier)
 		if (o->state == PSL__READY)
 			psl__customers_finalize(o);
 	}
+	/* the sends still waiting for a GPU (z-form pushes and responses,
+	 * those of the finalize callbacks too) go before the vans stop */
+	psl__cuda_after_idle();
 	for (i = n - 1; i >= 0; i--) {
 		o = &psl__offices[i];
 		psl__enter(o);

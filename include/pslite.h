@@ -287,7 +287,10 @@ enum psl_mem_type {
  * (psl_kv_push, psl_kv_pushpull) returns once its copy of the GPU buffer
  * is made; a z-form push returns at once (its buffer stays the caller's
  * until completion), and its messages, with the worker's requests made
- * after it, are sent by a pslite thread once that copy is done; a pull
+ * after it, are sent by a pslite thread once its data is ready (copied
+ * to pinned memory, or, for a van that reads GPU memory itself, the
+ * caller's work done); so is a z-form response (psl_kv_zrespond,
+ * psl_kv_batch_zrespond), while the handler goes on; a pull
  * into GPU memory with a stream named completes before its copy has run,
  * ordered before that stream's later work (docs/gpu.md, "Who waits").
  */

@@ -9,6 +9,7 @@
 #error "FAKE_CUDART: the path of the fake runtime, from the Makefile"
 #endif
 
+#include "cuda_after.h"
 #include "kv.h"
 
 /* Until w's z-form pushes from GPU memory, whose sends wait for their
@@ -20,6 +21,13 @@ static inline void sends_done(struct psl_kv_worker *w)
 	for (i = 0; i < 5000 && atomic_load(&w->deferred); i++)
 		usleep(1000);
 	assert_int_equal(atomic_load(&w->deferred), 0);
+}
+
+/* Until the core's CUDA thread ran all its work (a server's z-form
+ * responses from GPU memory, kv_server.c). */
+static inline void after_done(void)
+{
+	psl__cuda_after_idle();
 }
 
 /* Use the fake runtime, with FAKE_CUDA_* settings fail (NULL: none). */

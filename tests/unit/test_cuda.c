@@ -272,6 +272,7 @@ static void test_direct(void **state)
 	kv = (struct psl_kv){&key, 1, d, 4, NULL, PSL_MEM_CUDA, 0};
 	ts = psl_kv_zpush(w, &kv, 0, NULL, NULL);
 	assert_true(ts >= 0);
+	sends_done(w); /* (sent once the caller's CUDA work is done) */
 	assert_int_equal(g_sent[0].mem[1], PSL_MEM_CUDA);
 	assert_memory_equal(g_sent[0].seg[1], v, sizeof(v));
 	reply(&g_sent[0], 0, NULL, NULL);
@@ -343,6 +344,7 @@ static void test_direct_resend(void **state)
 	kv = (struct psl_kv){&key, 1, d, 4, NULL, PSL_MEM_CUDA, 0};
 	ts = psl_kv_zpush(w, &kv, 0, NULL, NULL);
 	assert_true(ts >= 0);
+	sends_done(w);
 	assert_int_equal(g_sent[0].mem[1], PSL_MEM_CUDA);
 	assert_int_equal(psl__resender_pending(psl__cur), 1);
 	psl__resender_tick(psl__cur, INT64_MAX / 2); /* long past its timeout: resent */
@@ -469,6 +471,7 @@ static void test_server_respond(void **state)
 		assert_int_equal(g_sent[g_nsent - 1].mem[1], PSL_MEM_HOST);
 		assert_int_equal(g_sent[g_nsent - 1].m.src_dev_type, PSL_DEV_GPU);
 		assert_int_equal(psl_kv_zrespond(g_req[1], &res, done_cb, NULL), 0);
+		after_done(); /* (sent once its copy is done) */
 		assert_int_equal(g_done, 1);
 		assert_memory_equal(g_sent[g_nsent - 1].seg[1], v, sizeof(v));
 		/* a host buffer said to be CUDA: the worker gets an error answer */

@@ -46,6 +46,13 @@
 #define F2 0x40000000u	      /* 2.0f */
 #define F5 0x40a00000u	      /* 5.0f */
 
+static double now_s(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
 /* A device buffer of NV floats, each v (a synchronous copy). */
 static void *dev_floats(float v)
 {
@@ -179,17 +186,36 @@ static void test_order_pull(void **state)
 	psl_mem_free(PSL_MEM_CUDA, 0, src);
 }
 
-/* A server answers from a GPU buffer that a slow kernel on its stream has
- * just been asked to write: the worker gets the kernel's value
- * (psl_kv_respond and psl_kv_zrespond). */
-static void test_order_respond(void **state)
+/* A pull request of key 3, timestamp ts, from worker 9 to the server. */
+static void deliver_pull(int ts)
 {
-	struct psl_kv_server *srv;
-	struct psl__meta m;
-	uint64_t key = 3;
+	static uint64_t key = 3;
 	const void *data[2] = {&key, NULL};
 	size_t l[2] = {8, 0};
+	struct psl__meta m;
+	uint8_t buf[512];
+	size_t n;
+	psl__meta_init(&m);
+	m.app_id = 0;
+	m.timestamp = ts;
+	m.request = true;
+	m.src_dev_type = m.dst_dev_type = PSL_DEV_CPU;
+	n = psl__meta_encode(&m, buf);
+	deliver_raw(9, buf, n, 2, data, l);
+}
+
+/* A server answers from a GPU buffer that a slow kernel on its stream has
+ * just been asked to write: the worker gets the kernel's value
+ * (psl_kv_respond; psl_kv_zrespond, staged or with a van that takes GPU
+ * memory). A z-form response does not wait for the kernel: its handler
+ * goes on, the response is sent once the GPU is done. */
+static void test_order_respond(void **state)
+{
+	static const uint32_t fill[3] = {F5, F2, F1};
+	struct psl_kv_server *srv;
+	uint64_t key = 3;
 	void *d;
+	double t;
 	int i;
 	(void)state;
 
@@ -198,29 +224,32 @@ static void test_order_respond(void **state)
 	d = dev_floats(0);
 	g_nreq = g_done = 0;
 	assert_int_equal(psl_kv_server_new(0, PSL_FLOAT32, keep_handler, NULL, &srv), 0);
-	for (i = 0; i < 2; i++) {
-		uint8_t buf[512];
-		size_t n;
-		psl__meta_init(&m);
-		m.app_id = 0;
-		m.timestamp = 70 + i;
-		m.request = true;
-		m.src_dev_type = m.dst_dev_type = PSL_DEV_CPU;
-		n = psl__meta_encode(&m, buf);
-		deliver_raw(9, buf, n, 2, data, l);
-	}
-	assert_int_equal(g_nreq, 2);
-	for (i = 0; i < 2; i++) {
+	for (i = 0; i < 3; i++)
+		deliver_pull(70 + i);
+	assert_int_equal(g_nreq, 3);
+	for (i = 0; i < 3; i++) {
 		struct psl_kv res = {&key, 1, d, NV, NULL, PSL_MEM_CUDA, 0};
-		assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, i ? F2 : F5, NV,
-									  SLOW_US, NULL),
+		assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, fill[i], NV,
+									  i ? 5 * SLOW_US : SLOW_US,
+									  NULL),
 				 0);
+		if (i == 2)
+			psl__po.caps.flags |= PSL_VAN_CAP_MEM_CUDA;
+		t = now_s();
 		if (i)
 			assert_int_equal(psl_kv_zrespond(g_req[i], &res, done_cb, NULL), 0);
 		else
 			assert_int_equal(psl_kv_respond(g_req[i], &res), 0);
-		expect_seg(&g_sent[g_nsent - 1], 1, i ? 2.0f : 5.0f);
+		t = now_s() - t;
+		if (i && t > 0.25)
+			fail_msg("response %d took %.3f s: it waited for the kernel", i, t);
+		after_done();
+		assert_int_equal(g_nsent, i + 1);
+		assert_int_equal(g_sent[i].mem[1], i == 2 ? PSL_MEM_CUDA : PSL_MEM_HOST);
+		expect_seg(&g_sent[i], 1, i == 0 ? 5.0f : i == 1 ? 2.0f : 1.0f);
 	}
+	assert_int_equal(g_done, 2);
+	assert_int_equal(((query_fn)fake_sym("fake_cuda_query"))("device_syncs"), 0);
 	psl_kv_server_free(srv);
 	psl_mem_free(PSL_MEM_CUDA, 0, d);
 }
@@ -323,6 +352,7 @@ static void test_stream_api(void **state)
 	psl__po.caps.flags |= PSL_VAN_CAP_MEM_CUDA;
 	assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, F1, NV, SLOW_US, st), 0);
 	ts = psl_kv_zpush(w, &kv, 0, NULL, NULL);
+	sends_done(w);
 	assert_int_equal(g_sent[g_nsent - 1].mem[1], PSL_MEM_CUDA);
 	expect_seg(&g_sent[g_nsent - 1], 1, 1.0f);
 	reply(&g_sent[g_nsent - 1], 0, NULL, NULL);
@@ -359,12 +389,7 @@ static void test_stream_api(void **state)
 static void test_server_stream(void **state)
 {
 	struct psl_kv_server *srv;
-	struct psl__meta m;
 	uint64_t key = 3;
-	const void *data[2] = {&key, NULL};
-	size_t l[2] = {8, 0};
-	uint8_t buf[512];
-	size_t n;
 	void *st, *d;
 	(void)state;
 
@@ -376,13 +401,7 @@ static void test_server_stream(void **state)
 	assert_int_equal(psl_kv_server_new(0, PSL_FLOAT32, keep_handler, NULL, &srv), 0);
 	assert_int_equal(psl_kv_server_set_cuda_stream(NULL, st), -EINVAL);
 	assert_int_equal(psl_kv_server_set_cuda_stream(srv, st), 0);
-	psl__meta_init(&m);
-	m.app_id = 0;
-	m.timestamp = 80;
-	m.request = true;
-	m.src_dev_type = m.dst_dev_type = PSL_DEV_CPU;
-	n = psl__meta_encode(&m, buf);
-	deliver_raw(9, buf, n, 2, data, l);
+	deliver_pull(80);
 	assert_int_equal(g_nreq, 1);
 	{
 		struct psl_kv res = {&key, 1, d, NV, NULL, PSL_MEM_CUDA, 0};
@@ -606,13 +625,6 @@ static void test_runtime_choice(void **state)
 /* ------------------------------------ copies that do not wait for others -- */
 
 typedef void (*setdelay_fn)(long);
-
-static double now_s(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
 
 /* One staging copy of NV floats between host and device 0, in a thread. */
 struct copy_job {
@@ -1022,6 +1034,37 @@ static void test_zpush_copy_fails(void **state)
 	psl_mem_free(PSL_MEM_CUDA, 0, d);
 }
 
+/* A z-form response whose copy from the GPU fails after it was queued:
+ * the worker gets the error (EIO) as its answer, the caller's done is
+ * called once. */
+static void test_zrespond_copy_fails(void **state)
+{
+	struct psl_kv_server *srv;
+	uint64_t key = 3;
+	void *d;
+	(void)state;
+
+	node_up_as(PSL_SERVER, 8, 1, 1);
+	use_fake("sync@1+", NULL);
+	d = dev_floats(0);
+	g_nreq = g_done = 0;
+	assert_int_equal(psl_kv_server_new(0, PSL_FLOAT32, keep_handler, NULL, &srv), 0);
+	deliver_pull(90);
+	assert_int_equal(g_nreq, 1);
+	{
+		struct psl_kv res = {&key, 1, d, NV, NULL, PSL_MEM_CUDA, 0};
+		assert_int_equal(psl_kv_zrespond(g_req[0], &res, done_cb, NULL), 0);
+	}
+	after_done();
+	assert_int_equal(g_done, 1);
+	assert_int_equal(g_nsent, 1);
+	assert_int_equal(g_sent[0].nseg, 0);
+	assert_int_equal(g_sent[0].m.option, -EIO);
+	psl_kv_server_free(srv);
+	use_fake(NULL, NULL);
+	psl_mem_free(PSL_MEM_CUDA, 0, d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1030,7 +1073,7 @@ int main(void)
 		T(test_device_context), T(test_last_error), T(test_runtime_choice),
 		T(test_copy_own_wait), T(test_copy_directions), T(test_pull_no_wait),
 		T(test_pull_no_wait_van_buffer), T(test_batch_no_wait), T(test_zpush_no_wait),
-		T(test_zpush_copy_fails),
+		T(test_zpush_copy_fails), T(test_zrespond_copy_fails),
 	};
 	return cmocka_run_group_tests_name("cuda order", tests, NULL, NULL);
 }
