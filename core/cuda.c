@@ -228,7 +228,10 @@ int psl__cuda_done_wait(int dev, void *done)
 	if (set)
 		psl__cu_dev_restore(dev, prev);
 	psl__cuda_mark_put(dev, done);
-	return e ? psl__cu_fail(copy_what(CU_D2H), e) : 0;
+	if (!e)
+		return 0;
+	return psl__cu_fail("waiting for the GPU before a send (a copy from it, or the "
+			    "caller's work)", e);
 }
 
 /* A pinned buffer from the pool holding a copy of len bytes of host memory

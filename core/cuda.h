@@ -53,8 +53,9 @@ int psl__cuda_copy_answer(void *dst, int32_t dst_mem, int32_t dst_dev,
  * was done here). 0 or -errno (nothing queued). */
 int psl__cuda_copy_out(void *dst, const void *src, int32_t dev, size_t len, void *stream,
 		       void **done);
-/* Waits for a copy's completion done of device dev (on that device; NULL:
- * nothing) and gives the event back. 0 or -errno (logged). */
+/* Waits for a copy's completion done of device dev (or a mark,
+ * psl__cuda_mark; on that device; NULL: nothing) and gives the event back.
+ * 0 or -errno (logged). */
 int psl__cuda_done_wait(int dev, void *done);
 /* A copy that reads or writes the GPU only after the work queued so far on
  * the caller's stream (a mark recorded there first). */
