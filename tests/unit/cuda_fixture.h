@@ -12,22 +12,15 @@
 #include "cuda_after.h"
 #include "kv.h"
 
-/* Until w's z-form pushes from GPU memory, whose sends wait for their
- * staging copy on the core's thread (kv_worker.c), and its requests made
- * after them are sent (at most 5 s). */
+/* Until the core's CUDA thread ran all its work (psl__cuda_after_idle,
+ * which a server's z-form responses from GPU memory wait for directly):
+ * w's z-form pushes from GPU memory, whose sends wait there for their
+ * data, and its requests made after them; its lock orders what that thread
+ * did before what the test reads next. */
 static inline void sends_done(struct psl_kv_worker *w)
 {
-	int i;
-	for (i = 0; i < 5000 && atomic_load(&w->deferred); i++)
-		usleep(1000);
-	assert_int_equal(atomic_load(&w->deferred), 0);
-}
-
-/* Until the core's CUDA thread ran all its work (a server's z-form
- * responses from GPU memory, kv_server.c). */
-static inline void after_done(void)
-{
 	psl__cuda_after_idle();
+	assert_int_equal(atomic_load(&w->deferred), 0);
 }
 
 /* Use the fake runtime, with FAKE_CUDA_* settings fail (NULL: none). */

@@ -471,7 +471,7 @@ static void test_server_respond(void **state)
 		assert_int_equal(g_sent[g_nsent - 1].mem[1], PSL_MEM_HOST);
 		assert_int_equal(g_sent[g_nsent - 1].m.src_dev_type, PSL_DEV_GPU);
 		assert_int_equal(psl_kv_zrespond(g_req[1], &res, done_cb, NULL), 0);
-		after_done(); /* (sent once its copy is done) */
+		psl__cuda_after_idle(); /* (sent once its copy is done) */
 		assert_int_equal(g_done, 1);
 		assert_memory_equal(g_sent[g_nsent - 1].seg[1], v, sizeof(v));
 		/* a host buffer said to be CUDA: the worker gets an error answer */

@@ -243,7 +243,7 @@ static void test_order_respond(void **state)
 		t = now_s() - t;
 		if (i && t > 0.25)
 			fail_msg("response %d took %.3f s: it waited for the kernel", i, t);
-		after_done();
+		psl__cuda_after_idle();
 		assert_int_equal(g_nsent, i + 1);
 		assert_int_equal(g_sent[i].mem[1], i == 2 ? PSL_MEM_CUDA : PSL_MEM_HOST);
 		expect_seg(&g_sent[i], 1, i == 0 ? 5.0f : i == 1 ? 2.0f : 1.0f);
@@ -1055,7 +1055,7 @@ static void test_zrespond_copy_fails(void **state)
 		struct psl_kv res = {&key, 1, d, NV, NULL, PSL_MEM_CUDA, 0};
 		assert_int_equal(psl_kv_zrespond(g_req[0], &res, done_cb, NULL), 0);
 	}
-	after_done();
+	psl__cuda_after_idle();
 	assert_int_equal(g_done, 1);
 	assert_int_equal(g_nsent, 1);
 	assert_int_equal(g_sent[0].nseg, 0);
