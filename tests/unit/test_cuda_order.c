@@ -994,6 +994,14 @@ static void test_zpush_no_wait(void **state)
 	psl_mem_free(PSL_MEM_CUDA, 0, d);
 }
 
+/* Until the fake's streams of device 0 ran what was queued on them: a
+ * wait that the fake fails (FAKE_CUDA_FAIL sync@) leaves the copy queued,
+ * and a reset frees the pinned buffers it writes. */
+static void fake_idle(void)
+{
+	assert_int_equal(((int (*)(void))fake_sym("cudaDeviceSynchronize"))(), 0);
+}
+
 /* A z-form push whose copy from the GPU fails after it was queued (the
  * wait for it reports the error): the push fails with EIO, nothing is
  * sent, and a push-pull's pull fails with it; a worker freed with a push
@@ -1021,6 +1029,7 @@ static void test_zpush_copy_fails(void **state)
 	assert_int_equal(psl_kv_wait(w, tq), -EIO);
 	sends_done(w);
 	assert_int_equal(g_nsent, 0);
+	fake_idle(); /* (the failed waits did not wait for the copies) */
 	use_fake(NULL, NULL);
 	psl_mem_free(PSL_MEM_CUDA, 0, d); /* (a new runtime: a new buffer) */
 	d = dev_floats(0);
@@ -1061,6 +1070,7 @@ static void test_zrespond_copy_fails(void **state)
 	assert_int_equal(g_sent[0].nseg, 0);
 	assert_int_equal(g_sent[0].m.option, -EIO);
 	psl_kv_server_free(srv);
+	fake_idle(); /* (the failed wait did not wait for the copy) */
 	use_fake(NULL, NULL);
 	psl_mem_free(PSL_MEM_CUDA, 0, d);
 }
