@@ -22,11 +22,6 @@ static struct {
 
 static __thread bool on_after_thread;
 
-bool psl__cuda_after_self(void)
-{
-	return on_after_thread;
-}
-
 static void *after_main(void *arg)
 {
 	(void)arg;

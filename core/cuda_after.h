@@ -5,7 +5,6 @@
 #ifndef PSL_CORE_CUDA_AFTER_H
 #define PSL_CORE_CUDA_AFTER_H
 
-#include <stdbool.h>
 
 struct psl__cuda_after {
 	struct psl__cuda_after *next; /* (the queue's) */
@@ -21,7 +20,5 @@ struct psl__cuda_after {
 int psl__cuda_after(struct psl__cuda_after *a);
 /* Until all the work queued so far has run (at once on that thread). */
 void psl__cuda_after_idle(void);
-/* Whether the calling thread is that thread (a callback of its work). */
-bool psl__cuda_after_self(void);
 
 #endif

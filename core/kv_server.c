@@ -198,7 +198,6 @@ static int kvs_recv_dest(struct psl__customer *c, const struct psl__meta *m, uin
 	return 0;
 }
 
-
 int psl_kv_server_set_cuda_stream(struct psl_kv_server *s, void *stream)
 {
 	psl__clear_error();

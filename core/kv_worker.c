@@ -216,18 +216,6 @@ struct tail {
 	struct slice sl[];
 };
 
-static pthread_mutex_t defer_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_cond_t defer_cv = PTHREAD_COND_INITIALIZER;
-
-/* Until none of w's requests waits to be sent (then w may be freed). */
-static void defer_wait_idle(struct psl_kv_worker *w)
-{
-	pthread_mutex_lock(&defer_mu);
-	while (atomic_load(&w->deferred))
-		pthread_cond_wait(&defer_cv, &defer_mu);
-	pthread_mutex_unlock(&defer_mu);
-}
-
 static void tail_run(struct psl__cuda_after *a, int err)
 {
 	struct tail *t = (struct tail *)(void *)a;
@@ -237,10 +225,7 @@ static void tail_run(struct psl__cuda_after *a, int err)
 	if (t->j.cp)
 		psl__kv_copy_put(t->j.cp); /* (the submitter's reference) */
 	free(t);
-	pthread_mutex_lock(&defer_mu);
 	atomic_fetch_sub(&w->deferred, 1);
-	pthread_cond_broadcast(&defer_cv);
-	pthread_mutex_unlock(&defer_mu);
 }
 
 /* Queues the sends behind the copy j->ev (and behind w's earlier queued
@@ -290,8 +275,7 @@ static bool send_or_defer(struct job *j, const struct sends *s, const struct sli
 			return true;
 		/* (could not queue: sent here, after w's queued ones; on that
 		 * thread itself, from a callback, they wait for this one) */
-		if (!psl__cuda_after_self())
-			defer_wait_idle(j->w);
+		psl__cuda_after_idle();
 	}
 	run_sends(j, s, sl, S, job_wait_ev(j));
 	return false;
@@ -715,7 +699,7 @@ void psl_kv_worker_free(struct psl_kv_worker *w)
 {
 	if (!w)
 		return;
-	defer_wait_idle(w); /* (its queued sends use it) */
+	psl__cuda_after_idle(); /* (its queued sends use it) */
 	psl__customer_remove(w->c.office, &w->c);
 	free(w);
 }
