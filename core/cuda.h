@@ -69,8 +69,6 @@ int psl__cuda_mark(void *stream, int dev, void **mark);
 void psl__cuda_mark_put(int dev, void *mark);
 /* Whether the marked work is done (true for NULL), without waiting. */
 bool psl__cuda_mark_ready(void *mark);
-/* Waits (the host) until it is. 0 or -EIO. */
-int psl__cuda_mark_wait(void *mark);
 
 /* True when segments in CUDA memory go to node o's van as they are (the
  * van declares PSL_VAN_CAP_MEM_CUDA and PS_CUDA_DIRECT is not 0); else the

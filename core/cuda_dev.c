@@ -160,14 +160,6 @@ bool psl__cuda_mark_ready(void *mark)
 	return !mark || psl__cu.event_query(mark) == CU_OK;
 }
 
-int psl__cuda_mark_wait(void *mark)
-{
-	int e;
-	if (!mark || !(e = psl__cu.event_sync(mark)))
-		return 0;
-	return psl__cu_fail("waiting for the caller's CUDA work", e);
-}
-
 void psl__cu_events_reset(void)
 {
 	pthread_once(&devs_once, devs_init);

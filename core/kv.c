@@ -115,16 +115,6 @@ int psl__kv_stage(struct psl__kv_copy **cp, const void *src, int dev, size_t len
 	return 0;
 }
 
-int psl__kv_cuda_ready(void *stream, int dev)
-{
-	void *mark;
-	int rc = psl__cuda_mark(stream, dev, &mark);
-	if (!rc)
-		rc = psl__cuda_mark_wait(mark);
-	psl__cuda_mark_put(dev, mark);
-	return rc;
-}
-
 struct psl_kv_meta psl__kv_meta_of(const struct psl__meta *m)
 {
 	return (struct psl_kv_meta){

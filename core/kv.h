@@ -74,9 +74,6 @@ void psl__kv_meta_dev(struct psl__meta *m, bool src, int mem, int dev);
 int psl__kv_stage(struct psl__kv_copy **cp, const void *src, int dev, size_t len, void *stream,
 		  const void **out,
 		  void **done);
-/* Waits (the host) for the work queued so far on the caller's stream of
- * device dev: before a van reads a GPU buffer directly. 0 or -errno. */
-int psl__kv_cuda_ready(void *stream, int dev);
 /* What a KV request's meta m says of it to a server (struct psl_kv_meta:
  * the fields its response echoes, docs/wire.md 10.3). */
 struct psl_kv_meta psl__kv_meta_of(const struct psl__meta *m);

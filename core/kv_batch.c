@@ -9,47 +9,15 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cuda.h"
 #include "customer.h"
 #include "kv.h"
+#include "kv_batch.h"
 #include "kv_tensor.h"
 #include "log.h"
 #include "postoffice.h"
 #include "van_host.h"
-
-/* One message of a batch: one tensor to one server. */
-struct bmsg {
-	size_t t;    /* tensor: push index, or npush + pull index */
-	uint64_t key; /* the keys frame (sent from here) */
-	int rank;
-	bool answered;
-	bool lent; /* the van writes the answer into the pull buffer */
-	struct psl_van_rmsg *raw; /* a pull's answer, kept until completion */
-};
-
-/* A batch request's state (the tracker request's priv). */
-struct kvb {
-	int kind; /* PSL__KV_BATCH */
-	struct psl_kv_batch *b;
-	int S;
-	int *first; /* S + 1: server r's messages are msg[first[r] .. first[r+1]) */
-	int *left;  /* S: answers still owed by server r */
-	void **stage; /* NULL, or npush pinned copies of CUDA push tensors */
-	void *stream; /* the caller's CUDA stream */
-	void *mark;   /* GPU pull tensors: the caller's work before the call */
-	int mark_dev;
-	size_t nmsg;
-	struct bmsg msg[];
-};
-
-static uint64_t now_ns(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-}
 
 /* The rank whose key range holds key, or -1. */
 static int rank_of(uint64_t key, int S)
@@ -119,12 +87,6 @@ static void add_msg(void *ctx, int rank, size_t t)
 					       .rank = rank};
 }
 
-static const struct psl_kv_tensor *tensor_of(const struct kvb *q, size_t t, bool *push)
-{
-	*push = t < q->b->npush;
-	return *push ? &q->b->push[t] : &q->b->pull[t - q->b->npush];
-}
-
 static int bad_tensor(const char *what, size_t i, const struct psl_kv_tensor *t)
 {
 	return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "batch rejected: %s[%zu] (key %" PRIu64 ") %s",
@@ -158,50 +120,6 @@ static int check_batch(const struct psl_kv_worker *w, const struct psl_kv_batch 
 					  b->pull[i].vals, b->pull[i].len * w->esz, b->pull[i].mem,
 					  b->pull[i].dev)))
 			return rc;
-	}
-	return 0;
-}
-
-/* Push tensors in CUDA memory that the van cannot take are copied once into
- * pinned buffers, which every server's message of the tensor is sent from,
- * after the caller's work queued on its stream; a van that takes them as
- * they are gets them once that work is done. */
-static int stage_pushes(struct psl_kv_worker *w, struct kvb *q)
-{
-	size_t i;
-	int rc, ready_dev = -1;
-	for (i = 0; i < q->b->npush; i++) {
-		const struct psl_kv_tensor *t = &q->b->push[i];
-		if (t->mem != PSL_MEM_CUDA || !t->len)
-			continue;
-		if (psl__cuda_direct(w->c.office)) {
-			if (t->dev != ready_dev && (rc = psl__kv_cuda_ready(q->stream, t->dev)))
-				return rc;
-			ready_dev = t->dev;
-			continue;
-		}
-		if (!q->stage && !(q->stage = calloc(q->b->npush, sizeof(void *))))
-			return -ENOMEM;
-		if (!(q->stage[i] = psl__cuda_stage_get(t->len * w->esz, t->dev, &rc)))
-			return rc;
-		rc = psl__cuda_copy_after(q->stage[i], PSL_MEM_HOST, -1, t->vals, t->mem, t->dev,
-					  t->len * w->esz, q->stream);
-		if (rc)
-			return rc;
-	}
-	return 0;
-}
-
-/* GPU pull tensors are written after the caller's work queued so far. */
-static int mark_pulls(struct kvb *q)
-{
-	size_t i;
-	for (i = 0; i < q->b->npull; i++) {
-		const struct psl_kv_tensor *t = &q->b->pull[i];
-		if (t->mem == PSL_MEM_CUDA && t->len) {
-			q->mark_dev = t->dev;
-			return psl__cuda_mark(q->stream, t->dev, &q->mark);
-		}
 	}
 	return 0;
 }
@@ -264,67 +182,15 @@ fail:
 	return NULL;
 }
 
-static void kvb_free(struct kvb *q)
-{
-	size_t i;
-	for (i = 0; q->stage && i < q->b->npush; i++)
-		psl__cuda_stage_put(q->stage[i]);
-	free(q->stage);
-	psl__cuda_mark_put(q->mark_dev, q->mark);
-	free(q->first);
-	free(q->left);
-	free(q);
-}
-
-/* ref: a hold of the batch (the caller's tensors and q's keys go out as
- * they are), given back here if the message is not sent. */
-static int send_msg(struct psl_kv_worker *w, struct kvb *q, int ts, size_t i, int cmd,
-		    struct psl__sendref *ref)
-{
-	struct bmsg *g = &q->msg[i];
-	int id = psl__server_id(w->c.office, g->rank), count = q->first[g->rank + 1] - q->first[g->rank];
-	int idx = (int)i - q->first[g->rank];
-	bool push;
-	const struct psl_kv_tensor *t = tensor_of(q, g->t, &push);
-	struct psl_van_seg segs[2];
-	struct psl__meta m;
-	char shape[PSL__TDESC_BODY];
-	int rc = psl__send_check(w->c.office, id);
-
-	if (rc) {
-		ref->done(ref, rc);
-		return rc;
-	}
-	psl__kv_request_meta(w, &m, cmd, ts, push, id);
-	m.key = g->key;
-	m.addr = (uint64_t)(uintptr_t)t->vals;
-	m.val_len = (int)t->len;
-	m.option = PSL_KV_BATCH_OPTION(count, idx);
-	psl__kv_meta_data(&m, w->dt, true, false);
-	if (push)
-		psl__tdesc_put(&m, w->dt, t, shape);
-	psl__kv_meta_dev(&m, push, t->mem, t->dev);
-	segs[0] = (struct psl_van_seg){&g->key, 8, PSL_MEM_HOST, -1, NULL};
-	if (push && q->stage && q->stage[g->t])
-		segs[1] = (struct psl_van_seg){q->stage[g->t], t->len * w->esz, PSL_MEM_HOST, -1,
-					       NULL};
-	else
-		segs[1] = (struct psl_van_seg){push ? t->vals : NULL, push ? t->len * w->esz : 0,
-					       push && t->len ? t->mem : PSL_MEM_HOST,
-					       push && t->len && t->mem ? t->dev : -1, NULL};
-	return psl__send(w->c.office, &m, segs, 2, ref);
-}
-
 static int batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int cmd, int flags,
 			  psl_kv_cb cb, void *arg)
 {
 	struct psl__customer *c;
 	struct psl__req *r;
 	struct kvb *q;
-	int S, rc = 0, ts, rank, maxn = 0;
+	int S, rc = 0, ts, rank;
 	size_t i;
-	bool done;
-	uint64_t t0 = now_ns();
+	uint64_t t0 = psl__kvb_now_ns();
 
 	if (!w || !b || (flags & ~PSL_KV_BATCH_BROADCAST))
 		return PSL_FAIL(-EINVAL, PSL_LOG_WARN, "psl_kv_batch_pushpull: %s",
@@ -346,8 +212,8 @@ static int batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 	if (!q)
 		return rc;
 	q->stream = atomic_load(&w->cuda_stream);
-	if ((rc = stage_pushes(w, q)) || (rc = mark_pulls(q))) {
-		kvb_free(q);
+	if ((rc = psl__kvb_prepare(w, q))) {
+		psl__kvb_free(q);
 		return rc;
 	}
 	memset(&b->times, 0, sizeof(b->times));
@@ -359,56 +225,19 @@ static int batch_pushpull(struct psl_kv_worker *w, struct psl_kv_batch *b, int c
 	r = psl__req_new_locked(c);
 	if (!r) {
 		pthread_mutex_unlock(&c->mu);
-		kvb_free(q);
+		psl__kvb_free(q);
 		return -ENOMEM;
 	}
 	r->priv = q;
 	r->cb = cb;
 	r->arg = arg;
 	ts = r->ts;
-	for (rank = 0; rank < S; rank++) {
+	for (rank = 0; rank < S; rank++)
 		if (q->left[rank])
 			psl__req_expect_locked(c, r, psl__server_id(w->c.office, rank));
-		if (q->left[rank] > maxn)
-			maxn = q->left[rank];
-	}
 	r->holds++; /* q is ours until every message is sent */
 	pthread_mutex_unlock(&c->mu);
-
-	/* one message per server in turn, so that every server starts early */
-	for (i = 0; i < (size_t)maxn; i++) {
-		for (rank = 0; rank < S; rank++) {
-			int id = psl__server_id(w->c.office, rank);
-			struct psl__sendref *ref = NULL;
-			if ((int)i >= q->first[rank + 1] - q->first[rank])
-				continue;
-			pthread_mutex_lock(&c->mu);
-			if (psl__req_awaits_locked(c, r, id))
-				ref = psl__req_hold_sends_locked(r, 1);
-			pthread_mutex_unlock(&c->mu);
-			if (!ref)
-				continue; /* that server already failed the request */
-			rc = send_msg(w, q, ts, (size_t)q->first[rank] + i, cmd, ref);
-			if (rc) {
-				char d[96];
-				PSL_LOG(rc == -EHOSTDOWN || rc == -ENOLINK ? PSL_LOG_DEBUG
-									     : PSL_LOG_WARN,
-					"batch %d of app %d: cannot send to %s: %s", ts,
-					c->app_id, psl__node_desc(w->c.office, id, d, sizeof(d)),
-					psl_strerror(rc));
-				pthread_mutex_lock(&c->mu);
-				done = psl__req_answer_locked(c, r, id, rc);
-				pthread_mutex_unlock(&c->mu);
-				(void)done; /* still held: completes at the unhold */
-			}
-		}
-	}
-	b->times.sent_ns = now_ns();
-	pthread_mutex_lock(&c->mu);
-	done = psl__req_unhold_locked(c, r, 0);
-	pthread_mutex_unlock(&c->mu);
-	if (done)
-		psl__req_finish(c, r);
+	psl__kvb_send(w, q, r, cmd);
 	return ts;
 }
 
@@ -453,7 +282,7 @@ bool psl__kvb_on_answer_locked(struct psl_kv_worker *w, struct psl__req *r,
 	bool push;
 
 	*kept = false;
-	q->b->times.answered_ns = now_ns();
+	q->b->times.answered_ns = psl__kvb_now_ns();
 	if (m->option < 0 && m->option >= -4095 && raw->nseg == 0) {
 		/* the server failed the batch: whatever else it owes is void */
 		PSL_DBG("batch %d: %s answered %s", m->timestamp,
@@ -472,7 +301,7 @@ bool psl__kvb_on_answer_locked(struct psl_kv_worker *w, struct psl__req *r,
 			 psl__node_desc(w->c.office, m->sender, d, sizeof(d)), (int)(g - q->msg), m->timestamp);
 		return false;
 	}
-	t = tensor_of(q, g->t, &push);
+	t = psl__kvb_tensor(q, g->t, &push);
 	if (push != m->push) {
 		snprintf(why, sizeof(why), "a %s answer to a %s", m->push ? "push" : "pull",
 			 push ? "push" : "pull");
@@ -534,7 +363,7 @@ int psl__kvb_recv_dest_locked(struct psl_kv_worker *w, struct psl__req *r,
 	g = msg_of(w->c.office, q, m);
 	if (!g || g->answered || g->lent)
 		return -ENOENT;
-	t = tensor_of(q, g->t, &push);
+	t = psl__kvb_tensor(q, g->t, &push);
 	if (push || !t->vals || len > t->len * w->esz ||
 	    (t->mem == PSL_MEM_CUDA && (!psl__cuda_direct(w->c.office) || !psl__cuda_mark_ready(q->mark))))
 		return -ENOENT;
@@ -573,13 +402,13 @@ void psl__kvb_on_complete(struct psl_kv_worker *w, struct psl__req *r)
 		}
 		psl__raw_release(g->raw);
 	}
-	q->b->times.completed_ns = now_ns();
+	q->b->times.completed_ns = psl__kvb_now_ns();
 	if (!q->b->times.answered_ns)
 		q->b->times.answered_ns = q->b->times.sent_ns ? q->b->times.sent_ns
 							      : q->b->times.completed_ns;
 	if (!q->b->times.sent_ns)
 		q->b->times.sent_ns = q->b->times.answered_ns;
 	(void)w;
-	kvb_free(q);
+	psl__kvb_free(q);
 	r->priv = NULL;
 }

@@ -289,8 +289,9 @@ enum psl_mem_type {
  * until completion), and its messages, with the worker's requests made
  * after it, are sent by a pslite thread once its data is ready (copied
  * to pinned memory, or, for a van that reads GPU memory itself, the
- * caller's work done); so is a z-form response (psl_kv_zrespond,
- * psl_kv_batch_zrespond), while the handler goes on; a pull
+ * caller's work done); so are an AF batch's (psl_kv_batch_pushpull)
+ * and a z-form response (psl_kv_zrespond, psl_kv_batch_zrespond), while
+ * the handler goes on; a pull
  * into GPU memory with a stream named completes before its copy has run,
  * ordered before that stream's later work (docs/gpu.md, "Who waits").
  */

@@ -254,49 +254,77 @@ static void test_order_respond(void **state)
 	psl_mem_free(PSL_MEM_CUDA, 0, d);
 }
 
-/* An AF batch: its GPU push tensor is read after the slow kernel that
- * writes it, its GPU pull tensor written after the queued reader. */
+/* An AF batch, its push tensor staged and then to a van that takes GPU
+ * memory: its GPU push tensor is read after the 0.5 s kernel that writes
+ * it, its GPU pull tensor written after the queued reader. The call does
+ * not wait for the kernel (the tensors are the caller's until completion):
+ * its messages are sent once the GPU is done, and a host push made right
+ * after it is sent after them. */
 static void test_order_batch(void **state)
 {
+	static float h[NV];
+	uint64_t key = 3;
 	void *dp, *dq, *y;
 	struct psl_kv_tensor push = {0}, pull = {0};
 	struct psl_kv_batch b = {0};
+	struct psl_kv kv = {&key, 1, h, NV, NULL, PSL_MEM_HOST, 0};
 	struct psl_kv_worker *w;
-	int ts, i;
+	int ts, tp, i, direct;
+	double t;
 	(void)state;
 
 	node_up(1);
 	use_fake(NULL, NULL);
 	dp = dev_floats(0);
-	dq = dev_floats(2);
 	y = dev_floats(0);
-	push = (struct psl_kv_tensor){.key = 1, .vals = dp, .len = NV, .mem = PSL_MEM_CUDA};
-	pull = (struct psl_kv_tensor){.key = 2, .vals = dq, .len = NV, .mem = PSL_MEM_CUDA};
-	b = (struct psl_kv_batch){.push = &push, .npush = 1, .pull = &pull, .npull = 1};
 	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
-	assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(dp, F5, NV, SLOW_US, NULL), 0);
-	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(y, dq, NV * 4, SLOW_US, NULL),
-			 0);
-	ts = psl_kv_batch_pushpull(w, &b, 0, 0, NULL, NULL);
-	assert_true(ts >= 0);
-	assert_int_equal(g_nsent, 2);
-	for (i = 0; i < 2; i++) {
-		if (g_sent[i].m.push) {
-			expect_seg(&g_sent[i], 1, 5.0f);
-			reply(&g_sent[i], 0, NULL, NULL);
-		} else {
-			answer_pull(&g_sent[i]);
+	for (direct = 0; direct < 2; direct++) {
+		clear_sent();
+		psl__po.caps.flags = direct ? PSL_VAN_CAP_MEM_CUDA : 0;
+		dq = dev_floats(2);
+		push = (struct psl_kv_tensor){.key = 1, .vals = dp, .len = NV,
+					      .mem = PSL_MEM_CUDA};
+		pull = (struct psl_kv_tensor){.key = 2, .vals = dq, .len = NV,
+					      .mem = PSL_MEM_CUDA};
+		b = (struct psl_kv_batch){.push = &push, .npush = 1, .pull = &pull, .npull = 1};
+		assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(dp, direct ? F1 : F5, NV,
+									  5 * SLOW_US, NULL),
+				 0);
+		assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(y, dq, NV * 4,
+									   SLOW_US, NULL),
+				 0);
+		t = now_s();
+		ts = psl_kv_batch_pushpull(w, &b, 0, 0, NULL, NULL);
+		tp = psl_kv_push(w, &kv, 0, NULL, NULL);
+		t = now_s() - t;
+		assert_true(ts >= 0 && tp >= 0);
+		if (t > 0.25)
+			fail_msg("batch %d took %.3f s: it waited for the kernel", direct, t);
+		sends_done(w);
+		assert_int_equal(g_nsent, 3);
+		assert_memory_equal(g_sent[2].seg[0], &key, 8); /* (the host push came last) */
+		for (i = 0; i < 2; i++) {
+			if (g_sent[i].m.push) {
+				assert_int_equal(g_sent[i].mem[1],
+						 direct ? PSL_MEM_CUDA : PSL_MEM_HOST);
+				expect_seg(&g_sent[i], 1, direct ? 1.0f : 5.0f);
+				reply(&g_sent[i], 0, NULL, NULL);
+			} else {
+				answer_pull(&g_sent[i]);
+			}
 		}
+		reply(&g_sent[2], 0, NULL, NULL);
+		assert_int_equal(psl_kv_wait(w, ts), 0);
+		assert_int_equal(psl_kv_wait(w, tp), 0);
+		expect_dev(y, 2.0f);
+		expect_dev(dq, 1.0f);
+		psl_mem_free(PSL_MEM_CUDA, 0, dq);
 	}
-	assert_int_equal(psl_kv_wait(w, ts), 0);
-	expect_dev(y, 2.0f);
-	expect_dev(dq, 1.0f);
+	assert_int_equal(((query_fn)fake_sym("fake_cuda_query"))("device_syncs"), 0);
 	psl_kv_worker_free(w);
 	psl_mem_free(PSL_MEM_CUDA, 0, dp);
-	psl_mem_free(PSL_MEM_CUDA, 0, dq);
 	psl_mem_free(PSL_MEM_CUDA, 0, y);
 }
-
 
 /* The stream set with psl_kv_worker_set_cuda_stream is the one waited
  * for (a non-blocking stream, which the legacy one does not order);
@@ -1002,6 +1030,18 @@ static void fake_idle(void)
 	assert_int_equal(((int (*)(void))fake_sym("cudaDeviceSynchronize"))(), 0);
 }
 
+/* A worker (*w) whose copies from the GPU fail once queued (the wait for
+ * them reports the error), and a GPU buffer of NV floats to push. */
+static void *failing_copies_up(struct psl_kv_worker **w)
+{
+	void *d;
+	node_up(1);
+	use_fake("sync@1+", NULL);
+	d = dev_floats(0);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, w), 0);
+	return d;
+}
+
 /* A z-form push whose copy from the GPU fails after it was queued (the
  * wait for it reports the error): the push fails with EIO, nothing is
  * sent, and a push-pull's pull fails with it; a worker freed with a push
@@ -1014,13 +1054,9 @@ static void test_zpush_copy_fails(void **state)
 	struct psl_kv_out out = {h, NV, 0, NULL, PSL_MEM_HOST, 0};
 	struct psl_kv kv;
 	int ts, tq;
-	void *d;
+	void *d = failing_copies_up(&w);
 	(void)state;
 
-	node_up(1);
-	use_fake("sync@1+", NULL);
-	d = dev_floats(0);
-	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
 	kv = (struct psl_kv){&key, 1, d, NV, NULL, PSL_MEM_CUDA, 0};
 	ts = psl_kv_zpush(w, &kv, 0, NULL, NULL);
 	tq = psl_kv_zpushpull(w, &kv, &out, 0, NULL, NULL);
@@ -1075,6 +1111,30 @@ static void test_zrespond_copy_fails(void **state)
 	psl_mem_free(PSL_MEM_CUDA, 0, d);
 }
 
+/* An AF batch whose push tensor's copy from the GPU fails after it was
+ * queued: the batch fails with EIO and nothing is sent. */
+static void test_batch_copy_fails(void **state)
+{
+	struct psl_kv_tensor push;
+	struct psl_kv_batch b;
+	struct psl_kv_worker *w;
+	int ts;
+	void *d = failing_copies_up(&w);
+	(void)state;
+
+	push = (struct psl_kv_tensor){.key = 1, .vals = d, .len = NV, .mem = PSL_MEM_CUDA};
+	b = (struct psl_kv_batch){.push = &push, .npush = 1};
+	ts = psl_kv_batch_pushpull(w, &b, 0, 0, NULL, NULL);
+	assert_true(ts >= 0);
+	assert_int_equal(psl_kv_wait(w, ts), -EIO);
+	sends_done(w);
+	assert_int_equal(g_nsent, 0);
+	psl_kv_worker_free(w);
+	fake_idle(); /* (the failed wait did not wait for the copy) */
+	use_fake(NULL, NULL);
+	psl_mem_free(PSL_MEM_CUDA, 0, d);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1083,7 +1143,7 @@ int main(void)
 		T(test_device_context), T(test_last_error), T(test_runtime_choice),
 		T(test_copy_own_wait), T(test_copy_directions), T(test_pull_no_wait),
 		T(test_pull_no_wait_van_buffer), T(test_batch_no_wait), T(test_zpush_no_wait),
-		T(test_zpush_copy_fails), T(test_zrespond_copy_fails),
+		T(test_zpush_copy_fails), T(test_zrespond_copy_fails), T(test_batch_copy_fails),
 	};
 	return cmocka_run_group_tests_name("cuda order", tests, NULL, NULL);
 }
