@@ -22,6 +22,9 @@
  *   --route broadcast|keys  StepMesh's routing (default), or by key range: the
  *                       input goes to each server under a key of its range
  *   --check-every N     check the data of every N-th step (default 1; 0: never)
+ *   --mem host|gpu      where the worker's push and pull tensors live (default
+ *                       host; gpu: on GPU 0, written and read back with
+ *                       psl_mem_copy outside the timed part of a step)
  *   --checks            also run the failure checks (a batch over the server's
  *                       limit, an answer larger than the pull buffer, a server
  *                       answering twice, an unknown batch, a missing key)
@@ -44,7 +47,7 @@
 
 static long g_steps = 1000, g_warmup = 50, g_mb = 3, g_check_every = 1;
 static size_t g_push_bytes = 458752, g_pull_bytes = 917504;
-static bool g_loop = true, g_json, g_quiet, g_checks, g_route_keys;
+static bool g_loop = true, g_json, g_quiet, g_checks, g_route_keys, g_gpu;
 static int g_fail;
 
 /* the failure checks' commands */
@@ -251,6 +254,7 @@ struct mb {
 	struct psl_kv_tensor *pushes; /* --route keys: one per server */
 	struct psl_kv_tensor *pull; /* one per server */
 	uint32_t *in, *out;
+	void *din, *dout; /* --mem gpu: the tensors, in GPU memory */
 	uint32_t seed;
 	int ts;
 };
@@ -331,6 +335,40 @@ static void worker_checks(struct psl_kv_worker *w, struct mb *m, int S)
 		printf("afbench worker %d: failure checks done\n", psl_my_rank());
 }
 
+/* --mem gpu: m's tensors in GPU memory instead of in and out. 0 or -errno. */
+static int mb_on_gpu(struct mb *m, int S, size_t push_words, size_t pull_words)
+{
+	int r, rc = psl_mem_alloc(PSL_MEM_CUDA, 0, push_words * 4 + 4, &m->din);
+	if (!rc)
+		rc = psl_mem_alloc(PSL_MEM_CUDA, 0, (size_t)S * pull_words * 4 + 4, &m->dout);
+	if (rc)
+		return rc;
+	m->push.vals = m->din;
+	m->push.mem = PSL_MEM_CUDA;
+	for (r = 0; r < S; r++) {
+		m->pull[r].vals = (char *)m->dout + (size_t)r * pull_words * 4;
+		m->pull[r].mem = PSL_MEM_CUDA;
+	}
+	return 0;
+}
+
+/* A step's input (and, when checked, the poisoned output) to the GPU
+ * (to_gpu), or the pulled output back: 0 or -errno. */
+static int mb_copy(struct mb *m, int S, size_t push_words, size_t pull_words, bool to_gpu,
+		   bool check)
+{
+	size_t out_len = (size_t)S * pull_words * 4;
+	int rc = 0;
+	if (!g_gpu)
+		return 0;
+	if (!to_gpu)
+		return psl_mem_copy(m->out, PSL_MEM_HOST, -1, m->dout, PSL_MEM_CUDA, 0, out_len);
+	rc = psl_mem_copy(m->din, PSL_MEM_CUDA, 0, m->in, PSL_MEM_HOST, -1, push_words * 4);
+	if (!rc && check)
+		rc = psl_mem_copy(m->dout, PSL_MEM_CUDA, 0, m->out, PSL_MEM_HOST, -1, out_len);
+	return rc;
+}
+
 static int run_worker(void)
 {
 	struct psl_kv_worker *w;
@@ -370,6 +408,10 @@ static int run_worker(void)
 		m->b.npush = 1;
 		m->b.pull = m->pull;
 		m->b.npull = (size_t)S;
+		if (g_gpu && (rc = mb_on_gpu(m, S, push_words, pull_words))) {
+			FAIL("--mem gpu: the tensors: %s", psl_strerror(rc));
+			goto done;
+		}
 		if (g_route_keys) {
 			/* each server gets the input and is asked for its output
 			 * under a key of its own range */
@@ -404,6 +446,10 @@ static int run_worker(void)
 				m->in[j] = input_word(m->seed, j);
 			if (check)
 				memset(m->out, 0xee, (size_t)S * pull_words * 4);
+			if ((rc = mb_copy(m, S, push_words, pull_words, true, check))) {
+				FAIL("step %ld: a copy to the GPU: %s", step, psl_strerror(rc));
+				goto done;
+			}
 		}
 		if (step == 0)
 			t_start = now_ns();
@@ -435,8 +481,14 @@ static int run_worker(void)
 		}
 		if (check) {
 			checked++;
-			for (i = 0; i < g_mb; i++)
+			for (i = 0; i < g_mb; i++) {
+				if ((rc = mb_copy(&mbs[i], S, push_words, pull_words, false, true))) {
+					FAIL("step %ld: a copy from the GPU: %s", step,
+					     psl_strerror(rc));
+					goto done;
+				}
 				bad += check_mb(&mbs[i], S, pull_words);
+			}
 		}
 	}
 	t_end = now_ns();
@@ -449,18 +501,22 @@ static int run_worker(void)
 		if (bad)
 			FAIL("%zu words pulled back wrong", bad);
 		printf("afbench worker %d: van %s, %d server(s), %ld micro-batches x (%zu B push, "
-		       "%zu B pull per server), %ld steps: step latency p50 %.1f us, p90 %.1f us, "
-		       "p99 %.1f us, max %.1f us; %.1f steps/s; data %s (%ld steps checked)\n",
-		       rank, psl_van_name(), S, g_mb, g_push_bytes, g_pull_bytes, g_steps, p50, p90,
+		       "%zu B pull per server) in %s memory, %ld steps: step latency p50 %.1f us, "
+		       "p90 %.1f us, p99 %.1f us, max %.1f us; %.1f steps/s; data %s (%ld steps "
+		       "checked)\n",
+		       rank, psl_van_name(), S, g_mb, g_push_bytes, g_pull_bytes,
+		       g_gpu ? "GPU" : "host", g_steps, p50, p90,
 		       p99, mx, sps, bad ? "WRONG" : "OK", checked);
 		if (g_json)
-			printf("{\"tool\":\"pslite-afbench\",\"van\":\"%s\",\"worker\":%d,"
+			printf("{\"tool\":\"pslite-afbench\",\"van\":\"%s\",\"mem\":\"%s\","
+			       "\"worker\":%d,"
 			       "\"workers\":%d,\"servers\":%d,\"micro_batches\":%ld,"
 			       "\"push_bytes\":%zu,\"pull_bytes\":%zu,\"steps\":%ld,"
 			       "\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"max_us\":%.2f,"
 			       "\"steps_per_s\":%.2f,\"mean_send_us\":%.2f,\"steps_checked\":%ld,"
 			       "\"bad_words\":%zu,\"failed\":%ld}\n",
-			       psl_van_name(), rank, psl_num_workers(), S, g_mb, g_push_bytes,
+			       psl_van_name(), g_gpu ? "gpu" : "host", rank, psl_num_workers(), S,
+			       g_mb, g_push_bytes,
 			       g_pull_bytes, g_steps, p50, p90, p99, mx, sps,
 			       send_sum / (double)g_steps / (double)g_mb / 1e3, checked, bad,
 			       failed);
@@ -472,6 +528,8 @@ done:
 		free(mbs[i].out);
 		free(mbs[i].pull);
 		free(mbs[i].pushes);
+		psl_mem_free(PSL_MEM_CUDA, 0, mbs[i].din);
+		psl_mem_free(PSL_MEM_CUDA, 0, mbs[i].dout);
 	}
 	free(mbs);
 	free(lat);
@@ -485,7 +543,7 @@ static int usage(void)
 	fprintf(stderr,
 		"usage: pslite-afbench [--steps N] [--warmup N] [--micro-batches N] "
 		"[--push-bytes B] [--pull-bytes B] [--serve loop|callback] [--route broadcast|keys] "
-		"[--check-every N] "
+		"[--check-every N] [--mem host|gpu] "
 		"[--checks] [--json] [--quiet]\n"
 		"(run under pslite-run or with ps-lite's DMLC_* environment)\n");
 	return 2;
@@ -524,6 +582,11 @@ int main(int argc, char **argv)
 			if (strcmp(n, "keys") && strcmp(n, "broadcast"))
 				return usage();
 			g_route_keys = !strcmp(n, "keys");
+			i++;
+		} else if (!strcmp(a, "--mem")) {
+			if (strcmp(n, "host") && strcmp(n, "gpu"))
+				return usage();
+			g_gpu = !strcmp(n, "gpu");
 			i++;
 		} else if (!strcmp(a, "--serve")) {
 			if (strcmp(n, "loop") && strcmp(n, "callback"))

@@ -20,25 +20,30 @@
 #    copy a turn where the 8 buffers fit in 1 MiB) and issuing the
 #    requests (the calls; a push from the GPU waits there for its copy).
 #    Reported, not asserted: the machine's load moves them.
+# 4. per van, AF batches (pslite-afbench, StepMesh's shape: 3 micro-batches
+#    of 458,752 B pushed and 917,504 B pulled a step, 1 server, 1 worker,
+#    every word checked) with the worker's tensors in host and in GPU
+#    memory: step p50 and p99, the mean time from a batch's call to its
+#    last send, and gpu/host p50.
 # --mps runs the jobs under CUDA MPS (a daemon of its own, stopped at the
 # end): without it, a worker and a server sharing one GPU pay the driver's
 # switch between their two contexts (~300 us each time the GPU changes
 # hands, docs/gpu.md), which jobs with a GPU per process do not.
 # Fails only when a job fails or data is wrong; a van other than zmq that
 # does not start here is skipped with one line. Defaults: zmq and ucx, 4
-# KiB, 64 KiB and 1 MiB, 2 seconds a run (86 runs: about 3-4 minutes);
-# --quick: zmq, 64 KiB, 1 second. With PS_CUDA_LIB set to the fake runtime
+# KiB, 64 KiB and 1 MiB, 2 seconds a run (86 runs and 4 AF jobs: about 4 minutes);
+# --quick: zmq, 64 KiB, 1 second, 50 AF steps. With PS_CUDA_LIB set to the fake runtime
 # (tests/unit/.libs/libfakecudart.so) it runs against that:
 # gpu_bench_fake.sh does so in make check, to keep the script working.
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
-secs=2 vans="zmq ucx" sizes="4096 65536 1048576" out= mps=0
+secs=2 vans="zmq ucx" sizes="4096 65536 1048576" out= mps=0 afsteps=500
 usage() { echo "usage: tests/gpu/gpu_bench.sh [--quick] [--vans \"zmq ucx\"] [--sizes \"4096 65536 1048576\"] [--seconds N] [--out FILE] [--mps]" >&2; exit 2; }
 while [ $# -gt 0 ]; do
 	[ $# -ge 2 ] || [ "$1" = --quick ] || [ "$1" = --mps ] || usage
 	case $1 in
-	--quick) secs=1 vans=zmq sizes=65536; shift ;;
+	--quick) secs=1 vans=zmq sizes=65536 afsteps=50; shift ;;
 	--mps) mps=1; shift ;;
 	--van|--vans) vans=$2; shift 2 ;;
 	--size|--sizes) sizes=$2; shift 2 ;;
@@ -96,8 +101,27 @@ run() {
 	return 1
 }
 
+# af VAN MEM: one pslite-afbench job; appends "VAN MEM P50 P99 SEND_US" to
+# $dir/af; 0 or 1 (the job failed or data was wrong)
+af() {
+	log=$dir/af.$1.$2.log
+	DMLC_NODE_HOST=127.0.0.1 timeout -k 5 120 "$b/tools/pslite-run" -s 1 -w 1 --van "$1" \
+		--timeout 100 -- "$b/tools/pslite-afbench" --mem "$2" --steps $afsteps --warmup 20 \
+		--json --quiet >"$log" 2>&1
+	rc=$?
+	j=$(grep '"tool":"pslite-afbench"' "$log" | sed 's/^\[[^]]*\] //')
+	if [ $rc -eq 0 ] && echo "$j" | grep -q '"bad_words":0,"failed":0'; then
+		echo "$1 $2 $(echo "$j" | sed -n 's/.*"p50_us":\([0-9.]*\),"p90_us":[0-9.]*,"p99_us":\([0-9.]*\).*"mean_send_us":\([0-9.]*\).*/\1 \2 \3/p')" >>"$dir/af"
+		return 0
+	fi
+	echo "gpu_bench.sh: pslite-afbench $1 --mem $2: exit $rc:" >&2
+	tail -n 15 "$log" >&2
+	return 1
+}
+
 fail=0
 : >"$dir/results"
+: >"$dir/af"
 for van in $vans; do
 	started=0
 	for size in $sizes; do
@@ -115,6 +139,8 @@ for van in $vans; do
 		run "$van" "$size" cpu2cpu 1 8 || fail=1
 		run "$van" "$size" gpu2gpu 1 8 || fail=1
 	done
+	af "$van" host || fail=1
+	af "$van" gpu || fail=1
 done
 
 # the table and the ratios
@@ -158,6 +184,22 @@ END {
 		printf "\n"
 	}
 }' "$dir/results" >"$dir/table.md"
+awk '
+BEGIN {
+	print ""
+	print "AF batches (pslite-afbench: 3 x (458752 B push, 917504 B pull) a step, 1 server):"
+	print ""
+	print "| van | worker tensors | step p50 us | step p99 us | call to last send, us |"
+	print "|---|---|---|---|---|"
+}
+{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5; p[$1, $2] = $3 }
+END {
+	for (k in p) {
+		split(k, v, SUBSEP)
+		if (v[2] == "gpu" && p[v[1], "host"] > 0)
+			printf "%s: AF step p50, gpu/host: %.2f\n", v[1], p[k] / p[v[1], "host"]
+	}
+}' "$dir/af" >>"$dir/table.md"
 cat "$dir/table.md"
 [ -z "$out" ] || cp "$dir/table.md" "$out"
 [ $fail -eq 0 ] || exit 1

@@ -3,7 +3,8 @@
 #   cuda_job.sh VAN
 # pslite-bench (1 scheduler, 1 server, 1 worker) with --mem cpu2gpu, gpu2gpu
 # and gpu2cpu, in push-pull, push only, pull only and fused push-pull, every
-# pull checked against what was pushed; the fake runtime's device memory is
+# pull checked against what was pushed, and pslite-afbench --mem gpu (AF
+# batches from and into GPU memory); the fake runtime's device memory is
 # out of the host's reach, so a GPU buffer read or written as host memory
 # crashes the job. Then: the pinned pool does not grow with the requests
 # (FAKE_CUDA_STATS at exit), a GPU copy that fails (FAKE_CUDA_FAIL) fails
@@ -43,6 +44,18 @@ for mem in cpu2gpu gpu2gpu gpu2cpu; do
 		fi
 	done
 done
+
+# AF batches (pslite-afbench, 2 servers) with the worker's push and pull
+# tensors on the GPU: every word pulled back checked, and the failure checks
+log=$dir/af.log
+"$b/tools/pslite-run" -s 2 -w 1 --van "$van" --timeout 120 -- "$b/tools/pslite-afbench" \
+	--mem gpu --steps 100 --warmup 10 --push-bytes 65536 --pull-bytes 65536 --checks \
+	--json >"$log" 2>&1
+rc=$?
+if [ $rc -ne 0 ] || ! grep -q '"mem":"gpu".*"bad_words":0,"failed":0' "$log"; then
+	say "pslite-afbench --mem gpu: exit $rc, or no clean summary:"
+	tail -20 "$log" >&2
+fi
 
 # sizes across the pinned pool's classes, more requests: no growth
 log=$dir/pool.log
