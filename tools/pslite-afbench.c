@@ -376,7 +376,7 @@ static int run_worker(void)
 	size_t push_words = g_push_bytes / 4, pull_words = g_pull_bytes / 4, bad = 0;
 	struct mb *mbs = calloc((size_t)g_mb, sizeof(*mbs));
 	uint64_t *lat = calloc((size_t)g_steps + 1, sizeof(*lat)), t_start = 0, t_end;
-	double send_sum = 0;
+	double send_sum = 0, call_sum = 0;
 	long step, i, failed = 0, checked = 0;
 
 	rc = psl_kv_worker_new(0, 0, PSL_UINT32, &w);
@@ -458,6 +458,8 @@ static int run_worker(void)
 			mbs[i].ts = psl_kv_batch_pushpull(w, &mbs[i].b, CMD_NORMAL,
 							  g_route_keys ? 0 : PSL_KV_BATCH_BROADCAST,
 							  NULL, NULL);
+			if (step >= 0)
+				call_sum += (double)(now_ns() - mbs[i].b.times.submit_ns);
 			if (mbs[i].ts < 0) {
 				FAIL("step %ld: psl_kv_batch_pushpull: %s", step,
 				     psl_strerror(mbs[i].ts));
@@ -513,11 +515,13 @@ static int run_worker(void)
 			       "\"workers\":%d,\"servers\":%d,\"micro_batches\":%ld,"
 			       "\"push_bytes\":%zu,\"pull_bytes\":%zu,\"steps\":%ld,"
 			       "\"p50_us\":%.2f,\"p90_us\":%.2f,\"p99_us\":%.2f,\"max_us\":%.2f,"
-			       "\"steps_per_s\":%.2f,\"mean_send_us\":%.2f,\"steps_checked\":%ld,"
+			       "\"steps_per_s\":%.2f,\"mean_call_us\":%.2f,\"mean_send_us\":%.2f,"
+			       "\"steps_checked\":%ld,"
 			       "\"bad_words\":%zu,\"failed\":%ld}\n",
 			       psl_van_name(), g_gpu ? "gpu" : "host", rank, psl_num_workers(), S,
 			       g_mb, g_push_bytes,
 			       g_pull_bytes, g_steps, p50, p90, p99, mx, sps,
+			       call_sum / (double)g_steps / (double)g_mb / 1e3,
 			       send_sum / (double)g_steps / (double)g_mb / 1e3, checked, bad,
 			       failed);
 	}

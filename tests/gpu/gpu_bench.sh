@@ -23,8 +23,8 @@
 # 4. per van, AF batches (pslite-afbench, StepMesh's shape: 3 micro-batches
 #    of 458,752 B pushed and 917,504 B pulled a step, 1 server, 1 worker,
 #    every word checked) with the worker's tensors in host and in GPU
-#    memory: step p50 and p99, the mean time from a batch's call to its
-#    last send, and gpu/host p50.
+#    memory: step p50 and p99, the mean time a batch's call took (the
+#    caller's wait) and from the call to its last send, and gpu/host p50.
 # --mps runs the jobs under CUDA MPS (a daemon of its own, stopped at the
 # end): without it, a worker and a server sharing one GPU pay the driver's
 # switch between their two contexts (~300 us each time the GPU changes
@@ -101,7 +101,7 @@ run() {
 	return 1
 }
 
-# af VAN MEM: one pslite-afbench job; appends "VAN MEM P50 P99 SEND_US" to
+# af VAN MEM: one pslite-afbench job; appends "VAN MEM P50 P99 CALL_US SEND_US" to
 # $dir/af; 0 or 1 (the job failed or data was wrong)
 af() {
 	log=$dir/af.$1.$2.log
@@ -111,7 +111,7 @@ af() {
 	rc=$?
 	j=$(grep '"tool":"pslite-afbench"' "$log" | sed 's/^\[[^]]*\] //')
 	if [ $rc -eq 0 ] && echo "$j" | grep -q '"bad_words":0,"failed":0'; then
-		echo "$1 $2 $(echo "$j" | sed -n 's/.*"p50_us":\([0-9.]*\),"p90_us":[0-9.]*,"p99_us":\([0-9.]*\).*"mean_send_us":\([0-9.]*\).*/\1 \2 \3/p')" >>"$dir/af"
+		echo "$1 $2 $(echo "$j" | sed -n 's/.*"p50_us":\([0-9.]*\),"p90_us":[0-9.]*,"p99_us":\([0-9.]*\).*"mean_call_us":\([0-9.]*\),"mean_send_us":\([0-9.]*\).*/\1 \2 \3 \4/p')" >>"$dir/af"
 		return 0
 	fi
 	echo "gpu_bench.sh: pslite-afbench $1 --mem $2: exit $rc:" >&2
@@ -189,10 +189,10 @@ BEGIN {
 	print ""
 	print "AF batches (pslite-afbench: 3 x (458752 B push, 917504 B pull) a step, 1 server):"
 	print ""
-	print "| van | worker tensors | step p50 us | step p99 us | call to last send, us |"
-	print "|---|---|---|---|---|"
+	print "| van | worker tensors | step p50 us | step p99 us | a call, us | call to last send, us |"
+	print "|---|---|---|---|---|---|"
 }
-{ printf "| %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5; p[$1, $2] = $3 }
+{ printf "| %s | %s | %s | %s | %s | %s |\n", $1, $2, $3, $4, $5, $6; p[$1, $2] = $3 }
 END {
 	for (k in p) {
 		split(k, v, SUBSEP)
