@@ -223,17 +223,19 @@ static const void *aligned_frame(struct kv_req *q, const struct psl_van_rseg *s,
 
 /* A registered GPU buffer is written after the work queued so far on the
  * server's stream (which may still read the last push), and that stream
- * waits for the copy. */
+ * waits for the copy; from host memory nobody else does (the handler's
+ * work on that stream comes after it), as a pull's copy into GPU memory
+ * (psl__cuda_copy_answer: through a pinned buffer). */
 static int copy_into_registered(struct kv_req *q, const struct recv_reg *reg,
 				const struct psl_van_rseg *v)
 {
-	void *mark = NULL;
+	void *mark = NULL, *stage = NULL; /* (v is in the van's own buffer) */
 	int rc = 0;
 	if (reg->mem == PSL_MEM_CUDA && q->stream != PSL_CUDA_STREAM_PER_THREAD)
 		rc = psl__cuda_mark(q->stream, reg->dev, &mark);
 	if (!rc)
-		rc = psl__cuda_copy_on(reg->buf, reg->mem, reg->dev, v->data, v->mem_type,
-				       v->dev_id, v->len, mark, q->stream);
+		rc = psl__cuda_copy_answer(reg->buf, reg->mem, reg->dev, v, mark, q->stream,
+					   &stage);
 	psl__cuda_mark_put(reg->dev, mark);
 	return rc;
 }

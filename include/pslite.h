@@ -484,7 +484,9 @@ PSL_EXPORT int psl_kv_respond_error(struct psl_kv_request *req, int err);
  * (len bytes, host or CUDA memory), and the handler gets them there
  * (req->kv.vals, .mem, .dev). A van that places data where it is told (van
  * ucx, fabric, ibverbs) receives batch pushes (whose meta names the key)
- * straight into buf; otherwise they are copied there once on arrival. A
+ * straight into buf; otherwise they are copied there once on arrival
+ * (into GPU memory: after the work queued so far on the server's CUDA
+ * stream, which waits for the copy; the handler does not). A
  * later push of the same key overwrites it; a push larger than len is
  * answered with -EMSGSIZE. buf must stay valid while the server exists; buf
  * NULL unregisters. -EBUSY while a van is writing into the old buffer. */

@@ -110,4 +110,42 @@ static inline void done_cb(void *arg)
 
 #define T(f) cmocka_unit_test_teardown(f, teardown)
 
+/* A push from worker 9 (rank 0) of key with vals, as a batch message (the
+ * meta names the key). lend: let the van ask where the values go first. */
+static inline void push_batch_msg(uint64_t key, const void *vals, size_t len, bool lend,
+				  struct psl_van_dest *dest, int *lent_rc)
+{
+	struct psl__meta m;
+	uint8_t buf[512];
+	size_t n;
+	const void *data[2] = {&key, vals};
+	size_t l[2] = {8, len};
+
+	psl__meta_init(&m);
+	m.app_id = 0;
+	m.timestamp = 60;
+	m.request = true;
+	m.push = true;
+	m.key = key;
+	m.option = 0x40000000 | (1 << 15); /* PSL_KV_BATCH_OPTION(1, 0) */
+	m.src_dev_type = m.dst_dev_type = PSL_DEV_CPU;
+	n = psl__meta_encode(&m, buf);
+	*lent_rc = -1;
+	if (lend) {
+		memset(dest, 0, sizeof(*dest));
+		*lent_rc = psl__po.host.recv_dest(psl__po.host.ctx, 9, buf, n, 1, len, dest);
+	}
+	if (*lent_rc == 0) {
+		/* the van writes where it was told, gives the loan back, delivers */
+		assert_int_equal(psl_mem_copy(dest->data, dest->mem_type, dest->dev_id, vals,
+					      PSL_MEM_HOST, -1, len),
+				 0);
+		psl__po.host.recv_dest_put(psl__po.host.ctx, dest->loan, 0);
+		data[1] = dest->data;
+		deliver_raw_lent_mem(9, buf, n, 2, data, l, 1, dest->mem_type, dest->dev_id);
+		return;
+	}
+	deliver_raw(9, buf, n, 2, data, l);
+}
+
 #endif

@@ -978,6 +978,49 @@ static void test_batch_no_wait(void **state)
 	slow_reader_down(&s);
 }
 
+/* A push into a GPU buffer the server registered (a van that moves host
+ * memory: copied there), while a 0.5 s kernel that reads that buffer is
+ * queued on the server's stream: the handler gets the push at once, the
+ * kernel reads the old values, the stream's later work the pushed ones. */
+static void test_recv_no_wait(void **state)
+{
+	static float h[NV];
+	struct psl_kv_server *srv;
+	struct psl_van_dest dest;
+	void *d, *y;
+	double t;
+	int rc, i;
+	(void)state;
+
+	node_up_as(PSL_SERVER, 8, 1, 1);
+	use_fake(NULL, NULL);
+	d = dev_floats(2);
+	y = dev_floats(0);
+	for (i = 0; i < NV; i++)
+		h[i] = 1.0f;
+	g_nreq = 0;
+	assert_int_equal(psl_kv_server_new(0, PSL_FLOAT32, keep_handler, NULL, &srv), 0);
+	assert_int_equal(psl_kv_server_recv_buffer(srv, 0, 5, d, sizeof(h), PSL_MEM_CUDA, 0), 0);
+	assert_int_equal(((kcopy_fn)fake_sym("fake_kernel_copy"))(y, d, sizeof(h), 5 * SLOW_US,
+								   NULL),
+			 0);
+	t = now_s();
+	push_batch_msg(5, h, sizeof(h), true, &dest, &rc);
+	t = now_s() - t;
+	assert_true(rc < 0); /* (not lent: the van cannot write GPU memory) */
+	assert_int_equal(g_nreq, 1);
+	assert_ptr_equal(g_req[0]->kv.vals, d);
+	if (t > 0.25)
+		fail_msg("the push took %.3f s to reach the handler: it waited for the kernel", t);
+	expect_dev(y, 2.0f);
+	expect_dev(d, 1.0f);
+	assert_int_equal(psl_kv_respond(g_req[0], NULL), 0);
+	assert_int_equal(((query_fn)fake_sym("fake_cuda_query"))("device_syncs"), 0);
+	psl_kv_server_free(srv);
+	psl_mem_free(PSL_MEM_CUDA, 0, d);
+	psl_mem_free(PSL_MEM_CUDA, 0, y);
+}
+
 /* A z-form push from GPU memory (its caller keeps the buffer until
  * completion) does not wait for its staging copy, queued behind a 0.5 s
  * kernel that writes the buffer: it returns at once and is sent once the
@@ -1142,7 +1185,7 @@ int main(void)
 		T(test_stream_api), T(test_server_stream),
 		T(test_device_context), T(test_last_error), T(test_runtime_choice),
 		T(test_copy_own_wait), T(test_copy_directions), T(test_pull_no_wait),
-		T(test_pull_no_wait_van_buffer), T(test_batch_no_wait), T(test_zpush_no_wait),
+		T(test_pull_no_wait_van_buffer), T(test_batch_no_wait), T(test_recv_no_wait), T(test_zpush_no_wait),
 		T(test_zpush_copy_fails), T(test_zrespond_copy_fails), T(test_batch_copy_fails),
 	};
 	return cmocka_run_group_tests_name("cuda order", tests, NULL, NULL);
