@@ -953,7 +953,7 @@ static int k8s_task(struct taskopts *o, char **cmd)
  * host's ssh ends after the nodes that lost it). Such an exit waits this
  * long for the cause before it counts as the first failure. */
 #define LOST_CODE 3
-#define LOST_GRACE_MS 2000
+#define LOST_GRACE_MS 5000
 
 static long long mono_ms(void)
 {
