@@ -271,12 +271,36 @@ struct store {
 	unsigned char *vals; /* what the first push brought (the reference) */
 	void *dvals;	     /* --mem *2gpu: the store itself, on the GPU */
 	int len;
+	int reading; /* z-form responses from dvals not yet done (g_store_mu) */
 };
 
 static struct store *g_store;
 static int g_nstore;
 static uint64_t g_range_begin;
 static atomic_ulong g_server_bad;
+/* a push rewrites dvals only once the responses that read it are done */
+static pthread_mutex_t g_store_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t g_store_cv = PTHREAD_COND_INITIALIZER;
+
+static void response_read(void *arg)
+{
+	struct store *st = arg;
+	pthread_mutex_lock(&g_store_mu);
+	if (--st->reading == 0)
+		pthread_cond_broadcast(&g_store_cv);
+	pthread_mutex_unlock(&g_store_mu);
+}
+
+/* --mem *2gpu: a push's values into the store on the GPU, once no
+ * response reads it (the z-form's buffer is its own until done). */
+static int store_rewrite(struct store *st, const void *vals, size_t len)
+{
+	pthread_mutex_lock(&g_store_mu);
+	while (st->reading)
+		pthread_cond_wait(&g_store_cv, &g_store_mu);
+	pthread_mutex_unlock(&g_store_mu);
+	return psl_mem_copy(st->dvals, PSL_MEM_CUDA, g_gpu, vals, PSL_MEM_HOST, -1, len);
+}
 
 static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, void *arg)
 {
@@ -332,8 +356,7 @@ static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, 
 					 (unsigned)req->meta.timestamp))) {
 			atomic_fetch_add(&g_server_bad, 1);
 		} else if (g_sgpu) { /* a GPU server keeps what it received there */
-			int rc = psl_mem_copy(st->dvals, PSL_MEM_CUDA, g_gpu, req->kv.vals,
-					      PSL_MEM_HOST, -1, req->kv.num_vals);
+			int rc = store_rewrite(st, req->kv.vals, req->kv.num_vals);
 			if (rc) {
 				psl_kv_respond_error(req, rc);
 				return;
@@ -351,12 +374,17 @@ static void server_handler(struct psl_kv_server *s, struct psl_kv_request *req, 
 	res.vals = g_store[idx].vals;
 	res.num_vals = (size_t)g_store[idx].len;
 	res.lens = &g_store[idx].len;
-	if (g_sgpu) {
-		res.vals = g_store[idx].dvals;
-		res.mem = PSL_MEM_CUDA;
-		res.dev = g_gpu;
+	if (!g_sgpu) {
+		psl_kv_zrespond(req, &res, NULL, NULL);
+		return;
 	}
-	psl_kv_zrespond(req, &res, NULL, NULL);
+	res.vals = g_store[idx].dvals;
+	res.mem = PSL_MEM_CUDA;
+	res.dev = g_gpu;
+	pthread_mutex_lock(&g_store_mu);
+	g_store[idx].reading++;
+	pthread_mutex_unlock(&g_store_mu);
+	psl_kv_zrespond(req, &res, response_read, &g_store[idx]); /* (done even if it fails) */
 }
 
 /* ---------------------------------------------------------------- worker -- */
