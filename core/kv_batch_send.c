@@ -130,8 +130,8 @@ static int send_msg(struct kvb *q, size_t i, struct psl__sendref *ref)
 {
 	struct psl_kv_worker *w = q->w;
 	struct bmsg *g = &q->msg[i];
-	int id = psl__server_id(w->c.office, g->rank), count = q->first[g->rank + 1] - q->first[g->rank];
-	int idx = (int)i - q->first[g->rank];
+	int id = psl__server_id(w->c.office, g->rank);
+	int count = q->first[g->rank + 1] - q->first[g->rank], idx = (int)i - q->first[g->rank];
 	bool push;
 	const struct psl_kv_tensor *t = psl__kvb_tensor(q, g->t, &push);
 	struct psl_van_seg segs[2];
