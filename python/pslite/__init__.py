@@ -831,6 +831,15 @@ class AFWorker:
         self._held.clear()
 
 
+def _bytes_of(buf, n):
+    """The first n bytes of a registered receive buffer, in place: a torch
+    tensor's as a flat uint8 tensor (whatever its dtype), else a memoryview."""
+    if hasattr(buf, "data_ptr"):
+        import torch
+        return buf.reshape(-1).view(torch.uint8)[:n]
+    return memoryview(buf).cast("B")[:n]
+
+
 class Batch:
     """A whole batch from one worker, as AFServer.get_batch() gives it: id,
     sender, cmd, push (a list of (key, bytes)), pull (a list of (key, room in
@@ -848,9 +857,7 @@ class Batch:
             t, n = r.push[i], r.push[i].len * size
             reg = (regs or {}).get((rank, t.key))
             if reg is not None and reg[1] == t.vals:  # in its registered buffer
-                obj = reg[0]
-                self.push.append((t.key, obj[:n] if hasattr(obj, "data_ptr")
-                                  else memoryview(obj).cast("B")[:n]))
+                self.push.append((t.key, _bytes_of(reg[0], n)))
             else:
                 self.push.append((t.key, ctypes.string_at(t.vals, n) if n else b""))
         self.pull = [(r.pull[i].key, r.pull[i].len) for i in range(r.npull)]

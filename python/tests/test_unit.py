@@ -185,6 +185,31 @@ def test_fserver_recv_buffer():
     f._state["recv"].clear()
 
 
+def test_batch_registered_bytes():
+    """A batch push received into a registered buffer is given as that
+    buffer's first bytes, in place, whatever its dtype and length."""
+    try:
+        import torch
+    except ImportError:
+        return
+    import ctypes
+    import pslite
+    reg = torch.zeros(8, dtype=torch.float32)  # 32 bytes, the push fills 8
+    reg[:2] = 1.0
+    arr = (pslite._Tensor * 1)()
+    arr[0].key, arr[0].vals, arr[0].len = 5, reg.data_ptr(), 8
+    req = pslite._BatchReq(id=1, sender=9, npush=1, push=arr)
+    b = pslite.Batch(ctypes.pointer(req), 1, {(0, 5): (reg, reg.data_ptr(), None)})
+    got = b.push[0][1]
+    assert got.dtype == torch.uint8 and got.numel() == 8 and got.data_ptr() == reg.data_ptr()
+    assert got.view(torch.float32).tolist() == [1.0, 1.0]
+    mem = bytearray(b"abcdefgh")
+    addr = ctypes.addressof((ctypes.c_char * 8).from_buffer(mem))
+    arr[0].vals, arr[0].len = addr, 3
+    b = pslite.Batch(ctypes.pointer(req), 1, {(0, 5): (mem, addr, None)})
+    assert bytes(b.push[0][1]) == b"abc"
+
+
 def test_fserver_server_device():
     """Where a server's get_batch puts pushed tensors: its GPU when PyTorch
     sees one (STEPMESH_GPU's), SERVER_DEVICE's otherwise, host for numpy."""
