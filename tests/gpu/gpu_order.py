@@ -13,7 +13,10 @@ calls pslite at once, without torch.cuda.synchronize().
   6. a pull into a tensor allocated on another stream, freed as soon as
      the pull completes (its copy still queued behind a slow kernel) and
      its memory asked for again on that stream: the new tensor keeps what
-     its stream wrote (pslite marks the tensor with record_stream).
+     its stream wrote (pslite marks the tensor with record_stream);
+  7. an AF push into a GPU buffer the server registered, while a clone of
+     that buffer is queued behind a slow kernel on the server: the clone
+     has the old value, the server's later work the pushed one.
 Prints "gpu_order worker: OK" when every case holds. GPU_ORDER_DEVICE=cpu
 runs the same calls on CPU tensors (no kernels, no side stream): a dry run
 of the script itself where there is no GPU."""
@@ -54,10 +57,21 @@ def server():
 
     s = pslite.KVServer(handle)
     batch = pslite.AFServer(app_id=1)
+    reg = torch.full((1024,), 3.0, device=DEV)
+    batch.register_recv_buffer(reg, 0, 13)
     b = batch.get_batch(60000)
     assert b is not None, "no batch"
     got = torch.frombuffer(bytearray(b.push[0][1]), dtype=torch.float32)
     assert bool((got == 5.0).all()), "case 5: the batch's push tensor holds %s" % got[:4]
+    batch.respond([torch.full((b.pull[0][1],), 9.0)], b)
+    # 7. a push into the registered buffer while a queued clone reads it
+    slow()
+    before = reg.clone()
+    b = batch.get_batch(60000)
+    assert b is not None, "no batch for case 7"
+    after = reg.clone()  # the server's work after it got the batch
+    check("case 7 (registered buffer: the queued reader)", before, 3.0)
+    check("case 7 (registered buffer: later work)", after, 7.0)
     batch.respond([torch.full((b.pull[0][1],), 9.0)], b)
     pslite.finalize()
     s.close()
@@ -130,6 +144,8 @@ def worker():
     af.wait(af.push_pull([p], [11], [q], [12]))
     check("case 5 (batch: the queued reader)", qc, 2.0)
     check("case 5 (batch: pulled)", q, 9.0)
+    # 7. a push into the server's registered buffer (the server checks)
+    af.wait(af.push_pull([torch.full((1024,), 7.0, device=DEV)], [13], [q], [12]))
     af.close()
     w.close()
     pslite.finalize()
