@@ -23,6 +23,8 @@
  * ones from the oldest; when the ring has no room (or the peer is not local,
  * or the message is small: PS_IPC_MIN_BYTES) the message goes by the van as
  * usual, so IPC never fails a request that the van could carry.
+ *
+ * This file: start, stop, the receiver; the sender's rings: ipc_send.c.
  */
 #define _GNU_SOURCE 1
 #include "config.h"
@@ -41,65 +43,10 @@
 #include <unistd.h>
 
 #include "ipc.h"
-#include "ipc_files.h"
+#include "ipc_int.h"
 #include "log.h"
 #include "postoffice.h"
 #include "van_host.h"
-
-#define IPC_DIR PSL__IPC_DIR
-#define CHUNK_MAGIC 0x4b4e4843u /* "CHNK" */
-#define DESC_MAGIC 0x43535049u	/* "IPSC" */
-#define CHUNK_HDR 64
-#define NAME_LEN 64
-#define MAX_SEG 64
-
-struct chunk_hdr {
-	uint32_t state;
-	uint32_t magic;
-	uint64_t len;
-};
-
-struct desc {
-	uint32_t magic, nseg;
-	uint64_t chunk_off, ring_size;
-	char name[NAME_LEN];
-	struct {
-		uint64_t off, len;
-	} seg[];
-};
-
-/* this node's ring to one peer (sender side) */
-struct ring {
-	pthread_mutex_t mu;
-	int state; /* 0 not yet looked at, 1 IPC, -1 the van */
-	char name[NAME_LEN];
-	uint8_t *base;
-	size_t size;
-	size_t head, tail, used; /* private: allocation in ring order */
-	bool full_said;
-};
-
-/* a peer's ring, mapped here (receiver side) */
-struct peer_map {
-	char name[NAME_LEN];
-	uint8_t *base;
-	size_t size;
-};
-
-static struct {
-	pthread_mutex_t mu; /* rings[] and maps[] arrays, marker */
-	bool on;
-	int nids;
-	struct ring **rings;	 /* by peer id */
-	struct peer_map *maps;	 /* by sender id */
-	char marker[128];
-	char job[17];
-	char boot[64];
-} ipcs[PSL__OFFICES] = {
-	[0 ... PSL__OFFICES - 1] = {.mu = PTHREAD_MUTEX_INITIALIZER},
-}; /* each node's (a joint process has two, a group's process one each) */
-/* the node o's (o: the office the function works for) */
-#define IPC (ipcs[o - psl__offices])
 
 struct ipc_rmsg {
 	struct psl_van_rmsg pub;
@@ -119,11 +66,6 @@ static void read_boot_id(char *out, size_t len)
 	}
 }
 
-static bool pid_alive(long pid)
-{
-	return pid > 0 && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
-}
-
 /* Removes what processes of this machine that are gone left in /dev/shm:
  * their rings and markers. */
 static void sweep(void)
@@ -136,7 +78,7 @@ static void sweep(void)
 	while ((e = readdir(d))) {
 		char path[512];
 		long pid = psl__ipc_file_pid(e->d_name);
-		if (pid <= 0 || pid_alive(pid))
+		if (pid <= 0 || psl__ipc_pid_alive(pid))
 			continue;
 		snprintf(path, sizeof(path), IPC_DIR "/%s", e->d_name);
 		if (unlink(path) == 0)
@@ -146,13 +88,6 @@ static void sweep(void)
 	if (n)
 		PSL_INFO("IPC: removed %d shared-memory files that ended processes left in " IPC_DIR,
 			 n);
-}
-
-static void marker_name(struct psl__office *o, int id, char *out, size_t len)
-{
-	char job[sizeof(IPC.job)];
-	memcpy(job, IPC.job, sizeof(job)); /* (out may be IPC.marker) */
-	snprintf(out, len, IPC_DIR "/pslite-ipcnode-%s-%d", job, id);
 }
 
 /* Frees the ring and map arrays and turns IPC off (IPC.mu held). */
@@ -173,6 +108,11 @@ void psl__ipc_start(struct psl__office *o)
 	FILE *f;
 
 	pthread_mutex_lock(&IPC.mu);
+	if (IPC.started) { /* (a message came first: psl__ipc_unpack) */
+		pthread_mutex_unlock(&IPC.mu);
+		return;
+	}
+	IPC.started = true;
 	for (p = o->cfg.root_uri; *p; p++)
 		h = (h ^ (uint8_t)*p) * 1099511628211ull;
 	h = (h ^ (uint64_t)o->cfg.root_port) * 1099511628211ull;
@@ -197,7 +137,7 @@ void psl__ipc_start(struct psl__office *o)
 		return;
 	}
 	sweep();
-	marker_name(o, o->my_id, IPC.marker, sizeof(IPC.marker));
+	psl__ipc_marker_name(o, o->my_id, IPC.marker, sizeof(IPC.marker));
 	snprintf(tmp, sizeof(tmp), "%s.%d", IPC.marker, (int)getpid());
 	f = fopen(tmp, "w");
 	if (!f || fprintf(f, "%ld %s\n", (long)getpid(), IPC.boot) < 0 || fclose(f) != 0 ||
@@ -225,225 +165,18 @@ void psl__ipc_stop(struct psl__office *o)
 	if (IPC.marker[0])
 		unlink(IPC.marker);
 	IPC.marker[0] = 0;
-	for (i = 0; IPC.rings && i < IPC.nids; i++) {
-		struct ring *r = IPC.rings[i];
-		if (!r)
-			continue;
-		if (r->base) {
-			munmap(r->base, r->size);
-			shm_unlink(r->name);
-		}
-		pthread_mutex_destroy(&r->mu);
-		free(r);
-	}
+	psl__ipc_rings_free(o);
 	for (i = 0; IPC.maps && i < IPC.nids; i++)
 		if (IPC.maps[i].base) {
 			munmap(IPC.maps[i].base, IPC.maps[i].size);
 			shm_unlink(IPC.maps[i].name); /* the sender may have died */
 		}
 	drop_arrays(o);
+	IPC.started = false;
 	pthread_mutex_unlock(&IPC.mu);
 }
 
 /* ------------------------------------------------------------- sender -- */
-
-/* Whether peer id runs on this machine with IPC on (its marker). */
-static bool peer_local(struct psl__office *o, int id)
-{
-	char path[128], buf[128], boot[64] = "";
-	long pid = 0;
-	FILE *f;
-	marker_name(o, id, path, sizeof(path));
-	if (!(f = fopen(path, "r")))
-		return false;
-	if (!fgets(buf, sizeof(buf), f) || sscanf(buf, "%ld %63s", &pid, boot) != 2)
-		pid = 0;
-	fclose(f);
-	return pid_alive(pid) && !strcmp(boot, IPC.boot);
-}
-
-/* Creates the ring to peer id (r->mu held). */
-static void ring_open(struct psl__office *o, struct ring *r, int id)
-{
-	size_t size = (size_t)o->cfg.ipc_buf_mb << 20;
-	int fd, e;
-	snprintf(r->name, sizeof(r->name), "/pslite-ipc-%ld-%d-%d", (long)getpid(), o->my_id, id);
-	fd = shm_open(r->name, O_CREAT | O_EXCL | O_RDWR | O_CLOEXEC, 0600);
-	if (fd < 0) {
-		e = errno;
-		goto fail;
-	}
-	e = posix_fallocate(fd, 0, (off_t)size);
-	if (e) {
-		close(fd);
-		shm_unlink(r->name);
-		goto fail;
-	}
-	r->base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	e = errno;
-	close(fd);
-	if (r->base == MAP_FAILED) {
-		r->base = NULL;
-		shm_unlink(r->name);
-		goto fail;
-	}
-	r->size = size;
-	r->state = 1;
-	{
-		char who[128];
-		PSL_INFO("IPC: data to %s goes through shared memory (ring %s, %zu MiB)",
-			 psl__node_desc(o, id, who, sizeof(who)), r->name, size >> 20);
-	}
-	return;
-fail:
-	r->state = -1;
-	PSL_WARN("BYTEPS_ENABLE_IPC=1: cannot make a %d MiB shared-memory ring for node %d in "
-		 IPC_DIR " (%s): data to it goes through the van (free space in " IPC_DIR
-		 ", or lower PS_IPC_BUF_MB)",
-		 o->cfg.ipc_buf_mb, id, strerror(e));
-}
-
-static struct chunk_hdr *chunk_at(struct ring *r, size_t off)
-{
-	return (struct chunk_hdr *)(r->base + off);
-}
-
-/* Frees the oldest chunks the receiver is done with (r->mu held). */
-static void reclaim(struct ring *r)
-{
-	while (r->used) {
-		struct chunk_hdr *c = chunk_at(r, r->tail);
-		if (__atomic_load_n(&c->state, __ATOMIC_ACQUIRE))
-			break;
-		r->used -= c->len;
-		r->tail = (r->tail + c->len) % r->size;
-	}
-	if (!r->used)
-		r->head = r->tail = 0;
-}
-
-/* A chunk of need bytes in ring order, or (size_t)-1 (r->mu held). The live
- * chunks are [tail, head) around the ring; used counts their bytes, so that
- * head == tail means empty (used 0) or full. */
-static size_t ring_alloc(struct ring *r, size_t need)
-{
-	size_t off;
-	reclaim(r);
-	if (need > r->size)
-		return (size_t)-1;
-	if (r->used == 0) {
-		off = 0;
-	} else if (r->head > r->tail) {
-		if (r->size - r->head >= need) {
-			off = r->head;
-		} else if (r->tail >= need) {
-			/* the end of the ring is skipped: a pad chunk, free already */
-			struct chunk_hdr *pad = chunk_at(r, r->head);
-			pad->magic = CHUNK_MAGIC;
-			pad->len = r->size - r->head;
-			__atomic_store_n(&pad->state, 0, __ATOMIC_RELEASE);
-			r->used += pad->len;
-			off = 0;
-		} else {
-			return (size_t)-1;
-		}
-	} else if (r->head < r->tail && r->tail - r->head >= need) {
-		off = r->head;
-	} else {
-		return (size_t)-1; /* full */
-	}
-	r->head = (off + need) % r->size;
-	r->used += need;
-	return off;
-}
-
-int psl__ipc_pack(struct psl__office *o, struct psl__meta *m, const struct psl_van_seg *segs,
-		  uint32_t nseg, size_t data, struct psl_van_seg *desc_seg)
-{
-	struct ring *r;
-	struct chunk_hdr *c;
-	struct desc *d;
-	size_t dlen, need, off, pos;
-	uint32_t i;
-	int id = m->recver;
-
-	if (!IPC.on || m->cmd != PSL_CMD_EMPTY || m->simple_app || m->body_size || !nseg ||
-	    nseg > MAX_SEG || data < (size_t)o->cfg.ipc_min_bytes || id == o->my_id || id < 1 ||
-	    id >= IPC.nids)
-		return 0;
-	for (i = 0; i < nseg; i++)
-		if (segs[i].mem_type != PSL_MEM_HOST)
-			return 0;
-	pthread_mutex_lock(&IPC.mu);
-	if (!IPC.rings) {
-		pthread_mutex_unlock(&IPC.mu);
-		return 0;
-	}
-	r = IPC.rings[id];
-	if (!r && (r = calloc(1, sizeof(*r)))) {
-		pthread_mutex_init(&r->mu, NULL);
-		IPC.rings[id] = r;
-	}
-	pthread_mutex_unlock(&IPC.mu);
-	if (!r)
-		return 0;
-	pthread_mutex_lock(&r->mu);
-	if (r->state == 0) {
-		if (peer_local(o, id))
-			ring_open(o, r, id);
-		else
-			r->state = -1;
-	}
-	if (r->state != 1) {
-		pthread_mutex_unlock(&r->mu);
-		return 0;
-	}
-	dlen = (sizeof(*d) + nseg * sizeof(d->seg[0]) + 63) & ~(size_t)63;
-	need = CHUNK_HDR + dlen;
-	for (i = 0; i < nseg; i++)
-		need += (segs[i].len + 63) & ~(size_t)63;
-	off = ring_alloc(r, need);
-	if (off == (size_t)-1) {
-		if (!r->full_said)
-			PSL_INFO("IPC to node %d: its %d MiB ring is full (a %zu-byte message, %zu "
-				 "bytes in use): such messages go through the van (PS_IPC_BUF_MB)",
-				 id, o->cfg.ipc_buf_mb, need, r->used);
-		r->full_said = true;
-		pthread_mutex_unlock(&r->mu);
-		return 0;
-	}
-	c = chunk_at(r, off);
-	c->magic = CHUNK_MAGIC;
-	c->len = need;
-	d = (struct desc *)(r->base + off + CHUNK_HDR);
-	d->magic = DESC_MAGIC;
-	d->nseg = nseg;
-	d->chunk_off = off;
-	d->ring_size = r->size;
-	memset(d->name, 0, sizeof(d->name));
-	snprintf(d->name, sizeof(d->name), "%s", r->name);
-	pos = off + CHUNK_HDR + dlen;
-	for (i = 0; i < nseg; i++) {
-		d->seg[i].off = pos;
-		d->seg[i].len = segs[i].len;
-		if (segs[i].len)
-			memcpy(r->base + pos, segs[i].data, segs[i].len);
-		pos += (segs[i].len + 63) & ~(size_t)63;
-	}
-	__atomic_store_n(&c->state, 1, __ATOMIC_RELEASE);
-	pthread_mutex_unlock(&r->mu);
-	*desc_seg = (struct psl_van_seg){d, sizeof(*d) + nseg * sizeof(d->seg[0]), PSL_MEM_HOST,
-					 -1, NULL};
-	m->body = PSL__IPC_TAG;
-	m->body_size = (int)strlen(PSL__IPC_TAG);
-	return 1;
-}
-
-void psl__ipc_cancel(const struct psl_van_seg *desc_seg)
-{
-	struct chunk_hdr *c = (struct chunk_hdr *)((uint8_t *)desc_seg->data - CHUNK_HDR);
-	__atomic_store_n(&c->state, 0, __ATOMIC_RELEASE); /* reclaimed by the next pack */
-}
 
 /* ----------------------------------------------------------- receiver -- */
 
@@ -542,6 +275,13 @@ struct psl_van_rmsg *psl__ipc_unpack(struct psl__office *o, struct psl__meta *m,
 		return NULL;
 	}
 	pthread_mutex_lock(&IPC.mu);
+	if (!why && !IPC.started && o->cfg.ipc && o->my_id > 0) {
+		/* a node that took a lost one's place: its peers send before
+		 * its start is over */
+		pthread_mutex_unlock(&IPC.mu);
+		psl__ipc_start(o);
+		pthread_mutex_lock(&IPC.mu);
+	}
 	if (!why)
 		p = peer_ring(o, raw->sender, d, &why);
 	if (p && (d->chunk_off >= p->size || p->size - d->chunk_off < CHUNK_HDR))
@@ -583,5 +323,6 @@ void psl__ipc_peer_lost(struct psl__office *o, int id)
 	pthread_mutex_lock(&IPC.mu);
 	if (IPC.maps && id > 0 && id < IPC.nids && IPC.maps[id].base)
 		shm_unlink(IPC.maps[id].name); /* the mapping stays until stop */
+	psl__ipc_rings_lost(o, id);
 	pthread_mutex_unlock(&IPC.mu);
 }

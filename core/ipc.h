@@ -23,7 +23,8 @@ struct psl__office;
 
 /* Once the node has its id: with BYTEPS_ENABLE_IPC=1, publishes that it
  * takes IPC (a marker in /dev/shm) and removes what killed processes left
- * there. */
+ * there. Once per start: the first IPC message calls it if it comes first
+ * (peers send to a node that took a lost one's place at once). */
 void psl__ipc_start(struct psl__office *o);
 /* After the van stopped: removes the marker and this node's rings, unmaps
  * the peers'. */
@@ -47,7 +48,10 @@ void psl__ipc_cancel(const struct psl_van_seg *desc_seg);
 struct psl_van_rmsg *psl__ipc_unpack(struct psl__office *o, struct psl__meta *m,
 				     struct psl_van_rmsg *raw);
 
-/* A peer was lost: its ring (which it can no longer remove) is unlinked. */
+/* A peer was lost: its ring (which it can no longer remove) is unlinked,
+ * and this node's ring to it retired: the node that takes its place may
+ * not take IPC (another machine, IPC off), and if it does it gets a new
+ * ring once its marker is there (looked at again each second). */
 void psl__ipc_peer_lost(struct psl__office *o, int id);
 
 #endif
