@@ -176,8 +176,6 @@ void psl__ipc_stop(struct psl__office *o)
 	pthread_mutex_unlock(&IPC.mu);
 }
 
-/* ------------------------------------------------------------- sender -- */
-
 /* ----------------------------------------------------------- receiver -- */
 
 static void ipc_release(struct psl_van_rmsg *msg)

@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "cuda.h"
+#include "cuda_after.h"
 #include "kv.h"
 
 size_t psl_dtype_size(enum psl_dtype dt)
@@ -113,6 +114,20 @@ int psl__kv_stage(struct psl__kv_copy **cp, const void *src, int dev, size_t len
 	(*cp)->stage = buf;
 	*out = buf;
 	return 0;
+}
+
+int psl__kv_defer(struct psl_kv_worker *w, struct psl__cuda_after *a)
+{
+	atomic_fetch_add(&w->deferred, 1);
+	if (psl__cuda_after(a) == 0)
+		return 0;
+	atomic_fetch_sub(&w->deferred, 1);
+	return -EAGAIN;
+}
+
+void psl__kv_deferred_done(struct psl_kv_worker *w)
+{
+	atomic_fetch_sub(&w->deferred, 1);
 }
 
 struct psl_kv_meta psl__kv_meta_of(const struct psl__meta *m)

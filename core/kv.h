@@ -74,6 +74,15 @@ void psl__kv_meta_dev(struct psl__meta *m, bool src, int mem, int dev);
 int psl__kv_stage(struct psl__kv_copy **cp, const void *src, int dev, size_t len, void *stream,
 		  const void **out,
 		  void **done);
+/* A request of w's whose sends run on the core's CUDA thread once its GPU
+ * data is ready (struct tail in kv_worker.c; AF batches, kv_batch_send.c):
+ * a queued, counted in w->deferred so that w's later requests queue behind
+ * it: 0, or -EAGAIN (not queued: send it here, after psl__cuda_after_idle).
+ * Its run ends with psl__kv_deferred_done. */
+struct psl__cuda_after;
+int psl__kv_defer(struct psl_kv_worker *w, struct psl__cuda_after *a);
+void psl__kv_deferred_done(struct psl_kv_worker *w);
+
 /* What a KV request's meta m says of it to a server (struct psl_kv_meta:
  * the fields its response echoes, docs/wire.md 10.3). */
 struct psl_kv_meta psl__kv_meta_of(const struct psl__meta *m);

@@ -17,7 +17,6 @@
 #include "kv.h"
 #include "kv_batch.h"
 #include "kv_tensor.h"
-#include "kv_worker.h"
 #include "log.h"
 #include "postoffice.h"
 #include "van_host.h"
@@ -225,7 +224,7 @@ static void after_run(struct psl__cuda_after *a, int err)
 	struct psl_kv_worker *w = q->w;
 	psl__enter(w->c.office);
 	send_all(q, wait_pushes(q, err));
-	atomic_fetch_sub(&w->deferred, 1);
+	psl__kv_deferred_done(w);
 }
 
 void psl__kvb_send(struct psl_kv_worker *w, struct kvb *q, struct psl__req *r, int cmd)
@@ -235,10 +234,8 @@ void psl__kvb_send(struct psl_kv_worker *w, struct kvb *q, struct psl__req *r, i
 	q->cmd = cmd;
 	if (pushes_pending(q) || atomic_load(&w->deferred)) {
 		q->after = (struct psl__cuda_after){.dev = -1, .ev = NULL, .run = after_run};
-		atomic_fetch_add(&w->deferred, 1);
-		if (psl__cuda_after(&q->after) == 0)
+		if (psl__kv_defer(w, &q->after) == 0)
 			return;
-		atomic_fetch_sub(&w->deferred, 1);
 		/* (could not queue: sent here, after w's queued ones) */
 		psl__cuda_after_idle();
 	}

@@ -225,7 +225,7 @@ static void tail_run(struct psl__cuda_after *a, int err)
 	if (t->j.cp)
 		psl__kv_copy_put(t->j.cp); /* (the submitter's reference) */
 	free(t);
-	atomic_fetch_sub(&w->deferred, 1);
+	psl__kv_deferred_done(w);
 }
 
 /* Queues the sends behind the copy j->ev (and behind w's earlier queued
@@ -242,10 +242,8 @@ static int defer(struct job *j, const struct sends *s, const struct slice *sl, i
 	t->s = *s;
 	t->S = S;
 	memcpy(t->sl, sl, (size_t)S * sizeof(*sl));
-	atomic_fetch_add(&j->w->deferred, 1);
-	if (psl__cuda_after(&t->a) == 0)
+	if (psl__kv_defer(j->w, &t->a) == 0)
 		return 0;
-	atomic_fetch_sub(&j->w->deferred, 1);
 	free(t);
 	return -EAGAIN;
 }

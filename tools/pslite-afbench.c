@@ -458,13 +458,13 @@ static int run_worker(void)
 			mbs[i].ts = psl_kv_batch_pushpull(w, &mbs[i].b, CMD_NORMAL,
 							  g_route_keys ? 0 : PSL_KV_BATCH_BROADCAST,
 							  NULL, NULL);
-			if (step >= 0)
-				call_sum += (double)(now_ns() - mbs[i].b.times.submit_ns);
 			if (mbs[i].ts < 0) {
 				FAIL("step %ld: psl_kv_batch_pushpull: %s", step,
 				     psl_strerror(mbs[i].ts));
 				goto done;
 			}
+			if (step >= 0)
+				call_sum += (double)(now_ns() - mbs[i].b.times.submit_ns);
 		}
 		for (i = 0; i < g_mb; i++) {
 			rc = psl_kv_wait(w, mbs[i].ts);
