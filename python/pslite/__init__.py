@@ -461,14 +461,19 @@ def _record_stream(cbuf, stream):
         cbuf._tensor.record_stream(torch.cuda.current_stream(cbuf.dev))
 
 
-def _with_stream(mu, set_stream, obj, stream, call):
+def _with_stream(mu, set_stream, obj, stream, call, restore=None):
     """call(), with obj's CUDA stream set to stream first when it is not
-    None; mu keeps the setting and the call together."""
+    None, and set back to restore after it when restore is not None; mu
+    keeps the setting, the call and the restoring together."""
     if stream is None:
         return call()
     with mu:
         _check("set_cuda_stream", set_stream(obj, stream))
-        return call()
+        try:
+            return call()
+        finally:
+            if restore is not None:
+                _check("set_cuda_stream", set_stream(obj, restore))
 
 
 def _view(buf, size, writable, dtype=None):
@@ -902,6 +907,10 @@ class AFServer:
         self._s = ctypes.c_void_p()
         self._regs = {}
         self._mu = threading.Lock()
+        # the stream of the GPU receive buffers (pslite's default, the
+        # legacy default stream, until one is registered); respond sets
+        # its own and then this one again
+        self._recv_stream = ctypes.c_void_p(None)
         _check("AFServer", _lib().psl_kv_batch_server_new(app_id, _DTYPES[dtype][0], max_tensors,
                                                           None, None, ctypes.byref(self._s)))
 
@@ -921,9 +930,18 @@ class AFServer:
         """Pushes of key from the worker of rank worker_rank land in buf (a
         writable buffer or a contiguous torch tensor, CPU or CUDA), straight
         from the van where it can (StepMesh's RegisterRecvBuffer); buf is
-        kept alive here. get_batch then gives those pushes as buf."""
+        kept alive here. get_batch then gives those pushes as buf. A push
+        pslite copies into a CUDA buf is ordered with PyTorch's current
+        stream at this call (the last registration's), whatever streams
+        respond() is given: that stream's later work sees the values."""
         cbuf, n = _view(buf, 1, True)
         mem, dev = _mem(cbuf)
+        stream = _cuda_stream([cbuf])
+        if stream is not None:  # copies into it: ordered with this stream
+            with self._mu:
+                _check("set_cuda_stream",
+                       _lib().psl_kv_batch_server_set_cuda_stream(self._s, stream))
+                self._recv_stream = stream
         _check("register_recv_buffer", _lib().psl_kv_batch_server_recv_buffer(
             self._s, worker_rank, key, _vptr(cbuf), n, mem, dev))
         ptr = cbuf.ptr if isinstance(cbuf, _DevBuf) else ctypes.addressof(cbuf)
@@ -938,7 +956,8 @@ class AFServer:
         _check("respond", _with_stream(
             self._mu, _lib().psl_kv_batch_server_set_cuda_stream, self._s,
             _cuda_stream(refs, need_event),
-            lambda: _lib().psl_kv_batch_respond(self._s, batch.id, arr, len(keys))))
+            lambda: _lib().psl_kv_batch_respond(self._s, batch.id, arr, len(keys)),
+            self._recv_stream))
 
     def respond_error(self, batch, errno_value):
         _check("respond_error", _lib().psl_kv_batch_respond_error(self._s, batch.id,

@@ -21,7 +21,8 @@ need_event says (push_pull: True by default, respond: False). A server whose
 PyTorch sees a GPU gets the pushed tensors on it, as StepMesh's FFN server
 does: device STEPMESH_GPU (an ordinal) where set, else PyTorch's current
 device; SERVER_DEVICE ("cpu", "cuda:1") chooses another. Registered receive
-buffers stay where they are.
+buffers stay where they are; a push copied into a CUDA one is ordered with
+PyTorch's current stream at init (respond's need_event does not change it).
 """
 
 import os

@@ -163,6 +163,47 @@ def test_record_stream():
             sys.modules["torch"] = saved
 
 
+def test_batch_server_recv_stream():
+    """An AFServer's respond sets the stream its tensors belong to for that
+    call only: its GPU receive buffers stay ordered with the stream current
+    when they were registered. (Before, respond(need_event=False), fserver's
+    default, left PSL_CUDA_STREAM_NONE set, and every later push into a
+    registered GPU buffer was copied synchronously on the receive thread.)"""
+    from pslite import _STREAM_NONE
+    calls = []
+    lib = types.SimpleNamespace(
+        psl_kv_batch_server_new=lambda *a: 0,
+        psl_kv_batch_server_set_cuda_stream=lambda s, st: calls.append(("stream", st.value)) or 0,
+        psl_kv_batch_server_recv_buffer=lambda *a: calls.append(("register", a[2])) or 0,
+        psl_kv_batch_respond=lambda s, i, arr, n: calls.append(("respond", i)) or 0)
+    fake = types.ModuleType("torch")
+    fake.cuda = types.SimpleNamespace(
+        current_stream=lambda dev: types.SimpleNamespace(cuda_stream=0x5000 + dev))
+    saved, saved_lib = sys.modules.get("torch"), pslite._lib
+    sys.modules["torch"], pslite._lib = fake, lambda: lib
+    try:
+        s = pslite.AFServer()
+        s.register_recv_buffer(_CudaLike(), 0, 7)
+        assert calls == [("stream", 0x5001), ("register", 7)]
+        calls.clear()
+        batch = types.SimpleNamespace(id=3, pull=[(9, None)])
+        s.respond([_CudaLike()], batch, need_event=False)
+        assert calls == [("stream", _STREAM_NONE), ("respond", 3), ("stream", 0x5001)]
+        calls.clear()
+        s.respond([_CudaLike()], batch)
+        assert calls == [("stream", 0x5001), ("respond", 3), ("stream", 0x5001)]
+        calls.clear()
+        s.respond([bytearray(32)], batch, need_event=False)  # host: no stream set
+        assert calls == [("respond", 3)]
+        s._s = None  # (nothing to free)
+    finally:
+        pslite._lib = saved_lib
+        if saved is None:
+            del sys.modules["torch"]
+        else:
+            sys.modules["torch"] = saved
+
+
 def test_fserver_recv_buffer():
     try:
         import torch
