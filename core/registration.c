@@ -488,12 +488,15 @@ void psl__node_take_list(struct psl__office *o, const struct psl__meta *m)
 		return;
 	}
 	pthread_mutex_lock(&o->mu);
-	if (o->state == PSL__READY) {
+	/* a node took a lost one's place; after this node's own list too, while
+	 * its start is not over: two nodes that take places at once (a joint
+	 * process, a host's server and worker) hear of each other */
+	if (o->state == PSL__READY || (o->state == PSL__STARTING && o->got_node_list)) {
 		pthread_mutex_unlock(&o->mu);
-		psl__recovery_news(o, m); /* a node took a lost one's place */
+		psl__recovery_news(o, m);
 		return;
 	}
-	if (o->state != PSL__STARTING || o->got_node_list) {
+	if (o->state != PSL__STARTING) {
 		pthread_mutex_unlock(&o->mu);
 		PSL_WARN("ignored a node list that came after start-up: pslite does not recover "
 			 "lost nodes");

@@ -81,7 +81,7 @@ endif
 # a lost node comes back (tests/integration/recovery.sh, docs/recovery.md)
 FABRIC_RECOVERY_TESTS = plugins/van_fabric/tests/fabric_tcp_recovery_server.sh \
 	plugins/van_fabric/tests/fabric_tcp_recovery_group.sh \
-	plugins/van_fabric/tests/fabric_tcp_recovery_worker.sh \
+	plugins/van_fabric/tests/fabric_tcp_recovery_worker.sh plugins/van_fabric/tests/fabric_tcp_recovery_joint.sh \
 	plugins/van_fabric/tests/fabric_tcp_recovery_inflight.sh \
 	plugins/van_fabric/tests/fabric_tcp_recovery_barrier.sh \
 	plugins/van_fabric/tests/fabric_tcp_netns_cutoff.sh \

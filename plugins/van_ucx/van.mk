@@ -98,7 +98,7 @@ endif
 # a lost node comes back (tests/integration/recovery.sh, docs/recovery.md)
 UCX_RECOVERY_TESTS = plugins/van_ucx/tests/ucx_tcp_recovery_server.sh \
 	plugins/van_ucx/tests/ucx_tcp_recovery_group.sh \
-	plugins/van_ucx/tests/ucx_tcp_recovery_worker.sh \
+	plugins/van_ucx/tests/ucx_tcp_recovery_worker.sh plugins/van_ucx/tests/ucx_tcp_recovery_joint.sh \
 	plugins/van_ucx/tests/ucx_tcp_recovery_inflight.sh plugins/van_ucx/tests/ucx_tcp_recovery_barrier.sh \
 	plugins/van_ucx/tests/ucx_tcp_netns_cutoff.sh \
 	plugins/van_ucx/tests/ucx_tcp_netns_ghost.sh plugins/van_ucx/tests/ucx_tcp_netns_taken.sh \

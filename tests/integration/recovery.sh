@@ -32,6 +32,10 @@
 #           the scheduler releases the final barrier without it within the
 #           bound, with one WARN line naming it; every other node ends, with
 #           exit code 3 (the job is not whole)
+#   joint   two joint processes (DMLC_ROLE=joint: a server and a worker
+#           each, logs w0 and w1), no plain server or worker: joint 1 is
+#           killed, both its nodes, and started again (100 rounds): both
+#           take their places, joint 0's worker checks every value
 #   never   server 1 is killed and never comes back, PS_RECOVERY_WAIT=3: the
 #           workers fail within the bound (exit 3) with one ERROR line
 #           saying that no node took its place
@@ -83,18 +87,26 @@ wait_for() {
 DMLC_ROLE=scheduler "$node" >"$dir/sched" 2>&1 &
 sched=$!
 pids="$sched"
-start server 0 s0
-start server 1 s1
-s1=$last
 w0rounds=400
 case $case in barrier | barriernever) w0rounds=61 ;; esac
-start worker 0 w0 $w0rounds
-w0=$last
-start worker 1 w1
-w1=$last
+if [ "$case" = joint ]; then
+	start joint 0 w0 $w0rounds
+	w0=$last
+	start joint 1 w1
+	w1=$last
+	s1=$w1
+else
+	start server 0 s0
+	start server 1 s1
+	s1=$last
+	start worker 0 w0 $w0rounds
+	w0=$last
+	start worker 1 w1
+	w1=$last
+fi
 wait_for w0 "round 60$" 40 || bad "worker 0 did not reach round 60"
 victim=$s1
-case $case in worker | resend | barrier | barriernever | groupworker) victim=$w1 ;; esac
+case $case in worker | resend | barrier | barriernever | groupworker | joint) victim=$w1 ;; esac
 if [ "$case" = barrier ] || [ "$case" = barriernever ]; then
 	wait_for w0 "OK (" 20 || bad "worker 0 did not finish its rounds"
 	sleep 0.3 # (in its final barrier)
@@ -128,12 +140,14 @@ server | twice | secret | inflight | group)
 		wait_for s1c "ready (recovery 1)" 30 || bad "the third server 1 did not start as a recovery"
 	fi
 	;;
-worker | resend | barrier | groupworker)
-	start worker 1 w1b 100
+worker | resend | barrier | groupworker | joint)
+	role=worker
+	[ "$case" = joint ] && role=joint
+	start $role 1 w1b 100
 	w1=$last
-	wait_for w1b "ready (recovery 1)" 30 || bad "the new worker 1 did not start as a recovery"
+	wait_for w1b "ready (recovery 1)" 30 || bad "the new $role 1 did not start as a recovery"
 	t1=$(date +%s%N)
-	echo "recovery.sh $van $case: worker 1 back $((($t1 - $t0) / 1000000)) ms after the kill"
+	echo "recovery.sh $van $case: $role 1 back $((($t1 - $t0) / 1000000)) ms after the kill"
 	;;
 esac
 if [ "$case" = secret ]; then
@@ -188,7 +202,7 @@ barriernever)
 	;;
 *)
 	for w in w0 w1; do
-		case $case in worker | resend | barrier | groupworker) [ $w = w1 ] && w=w1b ;; esac
+		case $case in worker | resend | barrier | groupworker | joint) [ $w = w1 ] && w=w1b ;; esac
 		want=1
 		case $case in group*) want=2 ;; esac # (one line per instance)
 		[ "$(grep -c "OK (" "$dir/$w")" -eq $want ] || bad "$w did not finish with $want OK"

@@ -22,6 +22,8 @@
  * DMLC_GROUP_SIZE instances): a server one store per instance, a worker one
  * thread per instance, each with its own KV worker and keys (its instance
  * rank's); "ready (recovery 1)" when every instance is a recovery.
+ * DMLC_ROLE=joint: the process is both, its server a store and its worker
+ * the rounds (on a thread of its own), "recovnode joint RANK: ready ...".
  * RECOV_NO_RETRY=1: a round is not tried again, but for -ENOENT (the pull
  * half of a push-pull was in flight to a lost server, which had the push
  * half: its replacement starts empty), tried once more and counted as
@@ -179,6 +181,8 @@ static void *worker_thread(void *arg)
 	struct inst *in = arg;
 	if (grouped())
 		psl_use_instance(PSL_WORKER, in->index);
+	else if (psl_my_role() == PSL_JOINT) /* (this thread: the worker node) */
+		psl_use_role(PSL_WORKER);
 	rank_here = grouped() ? psl_my_instance_rank() : psl_my_rank();
 	in->code = worker();
 	return NULL;
@@ -242,7 +246,9 @@ int main(void)
 		return 3;
 	}
 	rank_here = psl_my_rank();
-	who = psl_is_scheduler() ? "scheduler" : psl_is_server() ? "server" : "worker";
+	who = psl_is_scheduler() ? "scheduler"
+	      : psl_my_role() == PSL_JOINT ? "joint"
+	      : psl_is_server() ? "server" : "worker";
 	if (psl_is_server() && stores(st))
 		return 1;
 	printf("recovnode %s %d: ready (recovery %d)\n", who, rank_here,
