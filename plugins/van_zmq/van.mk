@@ -46,6 +46,7 @@ endif
 ZMQ_RECOVERY_TESTS = plugins/van_zmq/tests/zmq_recovery_server.sh \
 	plugins/van_zmq/tests/zmq_recovery_group.sh plugins/van_zmq/tests/zmq_recovery_groupworker.sh \
 	plugins/van_zmq/tests/zmq_recovery_worker.sh plugins/van_zmq/tests/zmq_recovery_joint.sh \
+	plugins/van_zmq/tests/zmq_recovery_host.sh \
 	plugins/van_zmq/tests/zmq_recovery_twice.sh \
 	plugins/van_zmq/tests/zmq_recovery_never.sh plugins/van_zmq/tests/zmq_recovery_secret.sh \
 	plugins/van_zmq/tests/zmq_recovery_resend.sh \

@@ -36,6 +36,8 @@
 #           each, logs w0 and w1), no plain server or worker: joint 1 is
 #           killed, both its nodes, and started again (100 rounds): both
 #           take their places, joint 0's worker checks every value
+#   host    server 1 and worker 1 (a lost host's) are killed together and
+#           started again together (worker 1 with 100 rounds)
 #   never   server 1 is killed and never comes back, PS_RECOVERY_WAIT=3: the
 #           workers fail within the bound (exit 3) with one ERROR line
 #           saying that no node took its place
@@ -107,6 +109,7 @@ fi
 wait_for w0 "round 60$" 40 || bad "worker 0 did not reach round 60"
 victim=$s1
 case $case in worker | resend | barrier | barriernever | groupworker | joint) victim=$w1 ;; esac
+[ "$case" = host ] && victim="$s1 $w1"
 if [ "$case" = barrier ] || [ "$case" = barriernever ]; then
 	wait_for w0 "OK (" 20 || bad "worker 0 did not finish its rounds"
 	sleep 0.3 # (in its final barrier)
@@ -117,8 +120,8 @@ if [ "$case" = inflight ]; then
 	sleep 1
 fi
 t0=$(date +%s%N)
-kill -9 "$victim"
-wait "$victim" 2>/dev/null
+kill -9 $victim
+wait $victim 2>/dev/null
 case $case in
 server | twice | secret | inflight | group)
 	if [ "$case" = secret ]; then
@@ -140,12 +143,15 @@ server | twice | secret | inflight | group)
 		wait_for s1c "ready (recovery 1)" 30 || bad "the third server 1 did not start as a recovery"
 	fi
 	;;
-worker | resend | barrier | groupworker | joint)
+worker | resend | barrier | groupworker | joint | host)
 	role=worker
 	[ "$case" = joint ] && role=joint
+	[ "$case" = host ] && start server 1 s1b
 	start $role 1 w1b 100
 	w1=$last
 	wait_for w1b "ready (recovery 1)" 30 || bad "the new $role 1 did not start as a recovery"
+	[ "$case" != host ] || wait_for s1b "ready (recovery 1)" 30 ||
+		bad "the new server 1 did not start as a recovery"
 	t1=$(date +%s%N)
 	echo "recovery.sh $van $case: $role 1 back $((($t1 - $t0) / 1000000)) ms after the kill"
 	;;
@@ -202,7 +208,7 @@ barriernever)
 	;;
 *)
 	for w in w0 w1; do
-		case $case in worker | resend | barrier | groupworker | joint) [ $w = w1 ] && w=w1b ;; esac
+		case $case in worker | resend | barrier | groupworker | joint | host) [ $w = w1 ] && w=w1b ;; esac
 		want=1
 		case $case in group*) want=2 ;; esac # (one line per instance)
 		[ "$(grep -c "OK (" "$dir/$w")" -eq $want ] || bad "$w did not finish with $want OK"
