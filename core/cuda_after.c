@@ -80,6 +80,11 @@ int psl__cuda_after(struct psl__cuda_after *a)
 	return 0;
 }
 
+bool psl__cuda_after_here(void)
+{
+	return on_after_thread;
+}
+
 void psl__cuda_after_idle(void)
 {
 	if (on_after_thread)

@@ -5,6 +5,7 @@
 #ifndef PSL_CORE_CUDA_AFTER_H
 #define PSL_CORE_CUDA_AFTER_H
 
+#include <stdbool.h>
 
 struct psl__cuda_after {
 	struct psl__cuda_after *next; /* (the queue's) */
@@ -20,5 +21,7 @@ struct psl__cuda_after {
 int psl__cuda_after(struct psl__cuda_after *a);
 /* Until all the work queued so far has run (at once on that thread). */
 void psl__cuda_after_idle(void);
+/* True on that thread. */
+bool psl__cuda_after_here(void);
 
 #endif

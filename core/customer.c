@@ -47,6 +47,9 @@ static struct registry {
 #define R (registries[o - psl__offices])
 
 /* the registry of the node c belongs to */
+/* the customer whose on_msg this thread runs (its callbacks, its handler) */
+static __thread const struct psl__customer *dispatching_here;
+
 static struct registry *reg_of(const struct psl__customer *c)
 {
 	return &registries[c->office - psl__offices];
@@ -164,6 +167,18 @@ static void ts_resume(const struct psl__customer *c)
 		g->ts_next = c->next_ts;
 }
 
+bool psl__customer_in_own_callback(const struct psl__customer *c, bool after_thread,
+				   const char *call)
+{
+	if (dispatching_here != c && !after_thread)
+		return false;
+	PSL_ERR("%s from one of its own callbacks or its handler (on a pslite %s thread, "
+		"which still uses it): it is not freed; free it from another thread (the one "
+		"that made it) once its requests are done",
+		call, after_thread ? "CUDA" : "receive");
+	return true;
+}
+
 void psl__customer_remove(struct psl__office *o, struct psl__customer *c)
 {
 	struct psl__customer **pp;
@@ -215,9 +230,12 @@ void psl__customer_dispatch(struct psl__office *o, struct psl__meta *m, struct p
 	pthread_mutex_lock(&reg_mu);
 	c = find_locked(o, m->app_id, cid);
 	if (c) {
+		const struct psl__customer *outer = dispatching_here;
 		c->dispatching++;
 		pthread_mutex_unlock(&reg_mu);
+		dispatching_here = c;
 		c->ops->on_msg(c, m, raw);
+		dispatching_here = outer;
 		pthread_mutex_lock(&reg_mu);
 		if (--c->dispatching == 0)
 			pthread_cond_broadcast(&reg_cv);

@@ -56,6 +56,11 @@ int psl__customer_init(struct psl__office *o, struct psl__customer *c, int app_i
 		       const struct psl__customer_ops *ops);
 /* Registers c, delivering any message that arrived for it before. */
 int psl__customer_add(struct psl__customer *c);
+/* True, with an error that names call, when the calling thread runs one of
+ * c's callbacks (its on_msg), or after_thread is true (pslite's CUDA
+ * thread, where worker callbacks run too): c cannot be removed there. */
+bool psl__customer_in_own_callback(const struct psl__customer *c, bool after_thread,
+				   const char *call);
 /* Unregisters c, waits for its outstanding requests, frees its tracker. */
 void psl__customer_remove(struct psl__office *o, struct psl__customer *c);
 

@@ -32,6 +32,9 @@ struct psl__loan {
  * while there are none, a server's van is told at once that it has no
  * place for what it receives (van_host.c), without decoding the meta. */
 extern atomic_int psl__kv_recv_regs;
+/* psl_kv_server_free (call) from the server's handler: logged, true
+ * (kv_server.c). */
+bool psl__kv_server_in_handler(const struct psl_kv_server *s, const char *call);
 /* psl_van_host.recv_dest_put: hands the loan back to its owner. */
 void psl__kv_loan_put(void *loan, int status);
 static inline void *psl__kv_copy_data(struct psl__kv_copy *cp)

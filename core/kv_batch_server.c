@@ -14,6 +14,7 @@
 #include <string.h>
 
 #include "clock.h"
+#include "kv.h"
 #include "log.h"
 #include "postoffice.h"
 #include "pslite.h"
@@ -312,7 +313,7 @@ int psl_kv_batch_server_recv_buffer(struct psl_kv_batch_server *s, int worker_ra
 
 void psl_kv_batch_server_free(struct psl_kv_batch_server *s)
 {
-	if (!s)
+	if (!s || psl__kv_server_in_handler(s->kv, "psl_kv_batch_server_free"))
 		return;
 	psl_kv_server_free(s->kv); /* no request arrives after this */
 	fail_all(s, -ESHUTDOWN);

@@ -460,9 +460,14 @@ int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler, 
 	return 0;
 }
 
+bool psl__kv_server_in_handler(const struct psl_kv_server *s, const char *call)
+{
+	return psl__customer_in_own_callback(&s->c, false, call);
+}
+
 void psl_kv_server_free(struct psl_kv_server *s)
 {
-	if (!s)
+	if (!s || psl__kv_server_in_handler(s, "psl_kv_server_free"))
 		return;
 	psl__customer_remove(s->c.office, &s->c);
 	if (s->regs) {

@@ -695,7 +695,8 @@ int psl_kv_worker_set_timeout(struct psl_kv_worker *w, int timeout_ms)
 
 void psl_kv_worker_free(struct psl_kv_worker *w)
 {
-	if (!w)
+	if (!w ||
+	    psl__customer_in_own_callback(&w->c, psl__cuda_after_here(), "psl_kv_worker_free"))
 		return;
 	psl__cuda_after_idle(); /* (its queued sends use it) */
 	psl__customer_remove(w->c.office, &w->c);

@@ -242,7 +242,7 @@ int psl_simple_app_new(int app_id, int customer_id, psl_simple_handler on_reques
 
 void psl_simple_app_free(struct psl_simple_app *app)
 {
-	if (!app)
+	if (!app || psl__customer_in_own_callback(&app->c, false, "psl_simple_app_free"))
 		return;
 	psl__customer_remove(app->c.office, &app->c);
 	free(app);

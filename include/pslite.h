@@ -375,6 +375,9 @@ PSL_EXPORT int psl_kv_worker_new(int app_id, int customer_id, enum psl_dtype dty
  * bounded by their deadline (psl_kv_worker_set_timeout); requests for which
  * psl_kv_wait_timeout returned -ETIMEDOUT are cancelled at once (their
  * callbacks run with -ECANCELED). A response that arrives later is dropped.
+ * Not from one of its own callbacks (whose thread still uses it): there
+ * it logs an error and frees nothing. The same holds for the free calls of
+ * a server (from its handler) and a SimpleApp (from its handlers).
  * A failed request still completes only once the van let go of its buffers
  * (a van does so at once for a peer that is lost; a frozen peer's
  * connection may hold them until it is lost or reads again). */
@@ -453,6 +456,7 @@ typedef void (*psl_kv_handler)(struct psl_kv_server *s, struct psl_kv_request *r
 /* ps-lite's KVServer<Val>(app_id) with its request handler set at once. */
 PSL_EXPORT int psl_kv_server_new(int app_id, enum psl_dtype dtype, psl_kv_handler handler,
 				 void *arg, struct psl_kv_server **out);
+/* Not from its own handler (see psl_kv_worker_free). */
 PSL_EXPORT void psl_kv_server_free(struct psl_kv_server *s);
 /* cb(s, arg) runs once in psl_finalize, after the final barrier and before
  * the van stops, on the thread that called psl_finalize. A server that still

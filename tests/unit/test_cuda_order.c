@@ -19,6 +19,7 @@
 #include <string.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1154,22 +1155,44 @@ static void test_zrespond_copy_fails(void **state)
 	psl_mem_free(PSL_MEM_CUDA, 0, d);
 }
 
+/* its callback (on pslite's CUDA thread) frees its worker: refused */
+static atomic_int g_freed_in_cb;
+static void free_worker_cb(int ts, int status, void *arg)
+{
+	(void)ts;
+	(void)status;
+	psl_kv_worker_free(arg);
+	atomic_store(&g_freed_in_cb, 1);
+}
+
 /* An AF batch whose push tensor's copy from the GPU fails after it was
- * queued: the batch fails with EIO and nothing is sent. */
+ * queued: the batch fails with EIO and nothing is sent. Its callback runs
+ * on pslite's CUDA thread, and psl_kv_worker_free there is refused with an
+ * error (the old core freed the worker under the thread still using it). */
 static void test_batch_copy_fails(void **state)
 {
 	struct psl_kv_tensor push;
 	struct psl_kv_batch b;
 	struct psl_kv_worker *w;
+	struct capture c;
+	char *log;
 	int ts;
 	void *d = failing_copies_up(&w);
 	(void)state;
 
 	push = (struct psl_kv_tensor){.key = 1, .vals = d, .len = NV, .mem = PSL_MEM_CUDA};
 	b = (struct psl_kv_batch){.push = &push, .npush = 1};
-	ts = psl_kv_batch_pushpull(w, &b, 0, 0, NULL, NULL);
+	atomic_store(&g_freed_in_cb, 0);
+	capture_start(&c);
+	ts = psl_kv_batch_pushpull(w, &b, 0, 0, free_worker_cb, w);
 	assert_true(ts >= 0);
 	assert_int_equal(psl_kv_wait(w, ts), -EIO);
+	sends_done(w);
+	log = capture_end(&c);
+	assert_int_equal(atomic_load(&g_freed_in_cb), 1);
+	assert_non_null(strstr(log, "psl_kv_worker_free from one of its own callbacks or its "
+				    "handler (on a pslite CUDA thread,"));
+	free(log);
 	sends_done(w);
 	assert_int_equal(g_nsent, 0);
 	psl_kv_worker_free(w);

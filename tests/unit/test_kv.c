@@ -11,6 +11,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <sched.h>
+#include <stdatomic.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -1120,6 +1121,108 @@ static void test_free_cancels(void **state)
 	assert_int_equal(g_released, g_delivered);
 }
 
+/* psl_kv_worker_free from the worker's own callback, psl_kv_server_free
+ * from its server's handler: one error line naming the call and nothing
+ * freed (both go on working), where the old code waited in the callback
+ * for that callback to return, for ever. */
+static struct psl_kv_worker *g_self_w;
+static struct psl_kv_server *g_self_s;
+static atomic_int g_self_calls;
+
+static void free_self_cb(int ts, int status, void *arg)
+{
+	(void)ts;
+	(void)status;
+	(void)arg;
+	psl_kv_worker_free(g_self_w);
+	atomic_fetch_add(&g_self_calls, 1);
+}
+
+static void free_self_handler(struct psl_kv_server *s, struct psl_kv_request *req, void *arg)
+{
+	(void)arg;
+	psl_kv_server_free(s);
+	assert_int_equal(psl_kv_respond(req, NULL), 0);
+	atomic_fetch_add(&g_self_calls, 1);
+}
+
+static void *reply_first(void *arg)
+{
+	reply(arg, 0, 0, NULL, NULL);
+	return NULL;
+}
+
+static void *deliver_request(void *arg)
+{
+	struct psl__meta m;
+	uint64_t key = 42;
+	const void *d[2] = {&key, arg};
+	size_t l[2] = {8, 2};
+	request_meta(&m, 5, true);
+	m.val_len = 2;
+	deliver(9, &m, 2, d, l);
+	return NULL;
+}
+
+/* runs fn(arg) on a thread: true once one more callback returned (3 s) */
+static bool callback_returns(void *(*fn)(void *), void *arg)
+{
+	pthread_t th;
+	int i, before = atomic_load(&g_self_calls);
+	assert_int_equal(pthread_create(&th, NULL, fn, arg), 0);
+	for (i = 0; i < 300 && atomic_load(&g_self_calls) == before; i++)
+		usleep(10000);
+	if (atomic_load(&g_self_calls) == before)
+		return false; /* (the thread is left blocked) */
+	pthread_join(th, NULL);
+	return true;
+}
+
+static void test_free_in_callback(void **state)
+{
+	uint64_t key = 3;
+	uint8_t v[2] = {1, 2};
+	struct psl_kv kv = {&key, 1, v, 1, NULL, PSL_MEM_HOST, 0};
+	struct capture c;
+	char *log;
+	bool returned;
+	int ts;
+	(void)state;
+
+	node_up(1);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_UINT8, &g_self_w), 0);
+	ts = psl_kv_push(g_self_w, &kv, 0, free_self_cb, NULL);
+	assert_true(ts >= 0);
+	capture_start(&c);
+	returned = callback_returns(reply_first, (void *)&g_sent[0]);
+	log = capture_end(&c);
+	if (!returned)
+		fprintf(stderr, "%s", log);
+	assert_true(returned);
+	assert_non_null(strstr(log, "psl_kv_worker_free from one of its own callbacks"));
+	assert_non_null(strstr(log, "it is not freed"));
+	free(log);
+	assert_int_equal(psl_kv_wait(g_self_w, ts), 0);
+	ts = psl_kv_push(g_self_w, &kv, 0, NULL, NULL); /* (still there) */
+	assert_true(ts >= 0 && g_nsent == 2);
+	reply(&g_sent[1], 0, 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(g_self_w, ts), 0);
+	psl_kv_worker_free(g_self_w);
+
+	node_up_as(PSL_SERVER, 8, 1, 2);
+	assert_int_equal(psl_kv_server_new(0, PSL_UINT8, free_self_handler, NULL, &g_self_s), 0);
+	capture_start(&c);
+	returned = callback_returns(deliver_request, v);
+	log = capture_end(&c);
+	if (!returned)
+		fprintf(stderr, "%s", log);
+	assert_true(returned);
+	assert_non_null(strstr(log, "psl_kv_server_free from one of its own callbacks"));
+	free(log);
+	assert_true(callback_returns(deliver_request, v)); /* (it still serves) */
+	psl_kv_server_free(g_self_s);
+}
+
 /* A late answer never completes a newer request: (a) after a worker whose
  * wait timed out is freed, a new one with the same ids numbers its requests
  * after the old one's, so the old request's late error answer is dropped
@@ -1359,7 +1462,8 @@ int main(void)
 		T(test_simple_app),	    T(test_held_bound),
 		T(test_bind_receive_thread), T(test_held_fails_back),
 		T(test_worker_gets_enxio),  T(test_request_deadline),
-		T(test_free_cancels),	    T(test_batch_tensor_desc),
+		T(test_free_cancels),	    T(test_free_in_callback),
+		T(test_batch_tensor_desc),
 		T(test_store),		T(test_last_error),
 		T(test_last_error_server),  T(test_no_stale_answer),
 		T(test_zero_copy_waits_for_van),
