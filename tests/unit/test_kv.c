@@ -1208,6 +1208,7 @@ static void test_free_in_callback(void **state)
 	reply(&g_sent[1], 0, 0, NULL, NULL);
 	assert_int_equal(psl_kv_wait(g_self_w, ts), 0);
 	psl_kv_worker_free(g_self_w);
+	node_down(NULL);
 
 	node_up_as(PSL_SERVER, 8, 1, 2);
 	assert_int_equal(psl_kv_server_new(0, PSL_UINT8, free_self_handler, NULL, &g_self_s), 0);
