@@ -46,10 +46,10 @@ static struct registry {
 /* the current node's */
 #define R (registries[o - psl__offices])
 
-/* the registry of the node c belongs to */
 /* the customer whose on_msg this thread runs (its callbacks, its handler) */
 static __thread const struct psl__customer *dispatching_here;
 
+/* the registry of the node c belongs to */
 static struct registry *reg_of(const struct psl__customer *c)
 {
 	return &registries[c->office - psl__offices];

@@ -358,7 +358,8 @@ void psl__scheduler_add_node(struct psl__office *o, const struct psl__meta *m)
 	bool complete;
 
 	if (m->sender != PSL_EMPTY) {
-		PSL_WARN("ignored ADD_NODE from node %d: pslite does not recover lost nodes",
+		PSL_WARN("ignored ADD_NODE from node %d: only a node that has no id yet "
+			 "registers (a node started again registers afresh)",
 			 m->sender);
 		return;
 	}
@@ -498,8 +499,8 @@ void psl__node_take_list(struct psl__office *o, const struct psl__meta *m)
 	}
 	if (o->state != PSL__STARTING) {
 		pthread_mutex_unlock(&o->mu);
-		PSL_WARN("ignored a node list that came after start-up: pslite does not recover "
-			 "lost nodes");
+		PSL_WARN("ignored a node list that came while this node was not starting or "
+			 "running (stopping)");
 		return;
 	}
 	pthread_mutex_unlock(&o->mu);
