@@ -27,6 +27,10 @@ export FI_PROVIDER=verbs FI_UNIVERSE_SIZE=${FI_UNIVERSE_SIZE:-$((2 * n + 8))}
 # heartbeat answers were seen 20-46 s late (a loaded host), which the
 # default PS_HEARTBEAT_TIMEOUT (20 s) takes for a frozen scheduler
 export PS_HEARTBEAT_TIMEOUT=${PS_HEARTBEAT_TIMEOUT:-120}
+# likewise the scheduler's van ucx once did not greet a worker's connection
+# within the default PS_UCX_HANDSHAKE_TIMEOUT (10 s), and that worker's
+# start failed (a CI run of 2026-11-27; its van thread was not sampled)
+export PS_UCX_HANDSHAKE_TIMEOUT=${PS_UCX_HANDSHAKE_TIMEOUT:-60}
 
 # the per-role summary of the nodes' --json lines of log $1
 roles() {
