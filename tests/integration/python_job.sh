@@ -13,10 +13,15 @@
 # instance groups of 2 (a process per instance, and a whole group in one
 # process: python/tests/group_job.py), and the joint role (pslite-run
 # --joint 2: each process a Python server and worker).
-#   python_job.sh VAN
+#   python_job.sh VAN [all|van]
+# van: only what goes through the van differently (the kv job's zero-copy
+# tensors, the AF job and pslite.fserver); the rest is the same Python and C
+# over any van, and python_zmq.sh runs it (all, the default).
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 set -u
 van=$1
+cases=${2:-all}
+case $cases in all | van) ;; *) echo "python_job.sh: cases '$cases': all or van" >&2; exit 99 ;; esac
 b=${PSL_BUILDDIR:?run through make check, or set PSL_BUILDDIR}
 s=${PSL_SRCDIR:?}
 # Debian's python3 first (CI installs python3-numpy for it), else the one on PATH
@@ -46,12 +51,14 @@ job() {
 		exit 1
 	fi
 }
-# the package's unit tests (buffers, numpy, torch), by pytest where it is installed
-if "$py" -c 'import pytest' 2>/dev/null; then
-	PSLITE_LIB=$lib "$py" -m pytest -q -p no:cacheprovider "$s/python/tests/test_unit.py" ||
-		{ echo "python_job.sh $van: unit tests failed" >&2; exit 1; }
-else
-	PSLITE_LIB=$lib "$py" "$s/python/tests/test_unit.py" || { echo "python_job.sh $van: unit tests failed" >&2; exit 1; }
+if [ "$cases" = all ]; then
+	# the package's unit tests (buffers, numpy, torch), by pytest where it is installed
+	if "$py" -c 'import pytest' 2>/dev/null; then
+		PSLITE_LIB=$lib "$py" -m pytest -q -p no:cacheprovider "$s/python/tests/test_unit.py" ||
+			{ echo "python_job.sh $van: unit tests failed" >&2; exit 1; }
+	else
+		PSLITE_LIB=$lib "$py" "$s/python/tests/test_unit.py" || { echo "python_job.sh $van: unit tests failed" >&2; exit 1; }
+	fi
 fi
 job 2 job.py "python worker [01]: OK (van $van)" kv
 grep "numpy\|torch\|dtype\|tensor" "$log"
@@ -60,15 +67,25 @@ if "$py" -c 'import torch' 2>/dev/null && [ "$(grep -c "torch push/pull OK" "$lo
 	echo "python_job.sh $van: torch is installed but not both workers said 'torch push/pull OK'" >&2
 	exit 1
 fi
-# the default server (KVStoreServer, ps-lite's KVServerDefaultHandle in C),
-# 2 servers: pushes summed, or overwritten; a pull of an unknown key: ENOENT
-job 2 "python/tests/store_job.py sum" "store worker [01]: OK (sum)" "store sum"
-job 2 "python/tests/store_job.py overwrite" "store worker [01]: OK (overwrite)" "store overwrite"
+if [ "$cases" = all ]; then
+	# the default server (KVStoreServer, ps-lite's KVServerDefaultHandle in C),
+	# 2 servers: pushes summed, or overwritten; a pull of an unknown key: ENOENT
+	job 2 "python/tests/store_job.py sum" "store worker [01]: OK (sum)" "store sum"
+	job 2 "python/tests/store_job.py overwrite" "store worker [01]: OK (overwrite)" "store overwrite"
+fi
 job 1 af_job.py "python af worker [01]: OK, 50 steps checked" af
 # StepMesh's test_fserver.py on pslite.fserver (bfloat16 torch tensors)
 if "$py" -c 'import torch' 2>/dev/null; then
 	job 1 fserver_job.py "fserver worker [01]: OK, 30 steps checked" fserver
 	grep "fserver worker" "$log"
+else
+	echo "python_job.sh $van: torch not installed (apt-get install python3-torch): fserver cases skipped"
+fi
+if [ "$cases" = van ]; then
+	echo "python_job.sh $van: OK (the van's cases)"
+	exit 0
+fi
+if "$py" -c 'import torch' 2>/dev/null; then
 	# StepMesh's latency benchmark, 2 servers (every push to both, one pull
 	# from each, answers checked), short
 	job 2 "bench/fserver_latency.py --iters 300 --report 150" \
@@ -77,8 +94,6 @@ if "$py" -c 'import torch' 2>/dev/null; then
 	# StepMesh's test_fserver.py logic with CPU torch tensors: the server
 	# gets float32 [1, 8192] tensors, answers sum(batch), workers allclose
 	job 1 "python/tests/fserver_dtype_job.py torch" "fserver_dtype worker [01]: OK" "fserver dtype torch"
-else
-	echo "python_job.sh $van: torch not installed (apt-get install python3-torch): fserver case skipped"
 fi
 # the same with numpy arrays on both sides
 if "$py" -c 'import numpy' 2>/dev/null; then

@@ -1,5 +1,6 @@
 #!/bin/sh
-# The Python package in a 1+2+2 job (tests/integration/python_job.sh) over van ucx (tcp)
+# The Python package over van ucx (tcp): the cases that go through the van
+# differently (tests/integration/python_job.sh VAN van); python_zmq.sh runs all
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 UCX_TLS=tcp; export UCX_TLS
-exec "$PSL_SRCDIR/tests/integration/python_job.sh" ucx
+exec "$PSL_SRCDIR/tests/integration/python_job.sh" ucx van
