@@ -1,7 +1,7 @@
 #!/bin/sh
 # The van_ibverbs integration suite, run INSIDE the soft-RoCE virtual machine
-# (ibv_vm.sh boots it; rxe0 must be up). Prints one "ibv: PASS name" or
-# "ibv: FAIL name" line per test and exits non-zero when one failed.
+# (ibv_vm.sh boots it; rxe0 must be up). Prints one "ibv: PASS name (N s)" or
+# "ibv: FAIL name (N s)" line per test and exits non-zero when one failed.
 #   ibv_vm_inner.sh [TEST...]   (default: all)
 # Needs PSL_BUILDDIR and PSL_SRCDIR (ibv_vm.sh passes make check's).
 set -u
@@ -16,8 +16,12 @@ host=${host:-127.0.0.1}
 dir=$(mktemp -d "${TMPDIR:-/tmp}/ibv-vm.XXXXXX")
 trap 'rm -rf "$dir"' EXIT
 failed=0 passed=0
-pass() { echo "ibv: PASS $1"; passed=$((passed + 1)); }
-fail() { echo "ibv: FAIL $1${2:+: $2}"; failed=$((failed + 1)); }
+# each line with the seconds since the one before (the emulated VM is slow:
+# where the suite's time goes)
+t_prev=$(date +%s)
+took() { t_now=$(date +%s); took=$((t_now - t_prev)); t_prev=$t_now; }
+pass() { took; echo "ibv: PASS $1 ($took s)"; passed=$((passed + 1)); }
+fail() { took; echo "ibv: FAIL $1${2:+: $2} ($took s)"; failed=$((failed + 1)); }
 
 # a kvtest job over ibverbs with extra environment; its log in $dir/$name.log
 kvjob() { # name scenario S W [env...]
