@@ -6,11 +6,9 @@
 [ -n "${PSL_BUILDDIR:-}" ] || { [ -f tests/testenv.sh ] && . ./tests/testenv.sh; } || { echo "$0: run it from the build directory (where tests/testenv.sh is) or by make check TESTS=$0" >&2; exit 99; }
 b=${PSL_BUILDDIR:?}
 # a script's check: the plain build's (test_cuda, test_cuda_order and the
-# cuda_*.sh jobs run the CUDA path under the sanitizers; PSL_SAN_ALL=1 runs it)
-if [ -z "${PSL_SAN_ALL:-}" ] && grep -q 'fsanitize=address' "$b/Makefile" 2>/dev/null; then
-	echo "gpu_bench_fake.sh: SKIP: sanitizer build: the plain build runs it (PSL_SAN_ALL=1 runs it here)"
-	exit 77
-fi
+# cuda_*.sh jobs run the CUDA path under the sanitizers)
+me=gpu_bench_fake.sh
+. "$PSL_SRCDIR/tests/plain_only.sh"
 fake=$b/tests/unit/.libs/libfakecudart.so
 [ -f "$fake" ] || { echo "gpu_bench_fake.sh: $fake is not built (make check builds it)" >&2; exit 99; }
 out=$(FAKE_CUDA_DEVICES=0 PS_CUDA_LIB=$fake "$PSL_SRCDIR/tests/gpu/gpu_bench.sh" --quick 2>&1)

@@ -10,12 +10,9 @@ skip() {
 	echo "$me: SKIP: $*" >&2
 	exit 77
 }
-# In the sanitizer build CI's time goes to the library's own tests: the
-# launchers (pslite-run's ssh, mpirun, Slurm and k8s paths) run in the plain
-# build; PSL_SAN_ALL=1 runs them here too.
-if [ -z "${PSL_SAN_ALL:-}" ] && grep -q 'fsanitize=address' "$b/Makefile" 2>/dev/null; then
-	skip "sanitizer build: the launchers are tested in the plain build (PSL_SAN_ALL=1 runs them here)"
-fi
+# the launchers (pslite-run's ssh, mpirun, Slurm and k8s paths): the plain
+# build's tests (CI's sanitizer time goes to the library's own)
+. "$PSL_SRCDIR/tests/plain_only.sh"
 fail=0
 bad() {
 	echo "$me: FAIL: $*" >&2

@@ -3,12 +3,9 @@
 # broken copies of the example van (tests/vantest/van_broken.c).
 . "${PSL_SRCDIR:-$(dirname "$0")/../..}/tests/vantest/common.sh"
 dir=$PSL_BUILDDIR/tests/vantest/.libs
-# the harness against its broken test vans: the plain build's (PSL_SAN_ALL=1
-# runs it in the sanitizer build too)
-if [ -z "${PSL_SAN_ALL:-}" ] && grep -q 'fsanitize=address' "$PSL_BUILDDIR/Makefile" 2>/dev/null; then
-	echo "broken.sh: SKIP: sanitizer build: the plain build runs it (PSL_SAN_ALL=1 runs it here)"
-	exit 77
-fi
+# the harness against its broken test vans: the plain build's test
+me=broken.sh
+. "$PSL_SRCDIR/tests/plain_only.sh"
 out=${TMPDIR:-/tmp}/vantest-broken.$$
 trap 'rm -f "$out"' EXIT
 fails=0
