@@ -1,26 +1,46 @@
 /* The core's thread that runs work once a copy on a GPU is done, in the
  * order it was queued (cuda_after.h). One per process, started with the
- * first work and kept: it sleeps when there is none. */
+ * first work and kept: it sleeps when there is none. Work queued with
+ * nothing before it runs on its caller's thread when its copy is done
+ * within SPIN_NS: the hand-off would cost more than that. */
 #include "config.h"
 
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
+#include <time.h>
 
 #include "cuda.h"
 #include "cuda_after.h"
+#include "postoffice.h"
+
+/* How long a caller waits for its work's copy before it hands the work to
+ * the thread: a small copy on an idle stream is done in a few us, sooner
+ * than the thread wakes up (docs/gpu.md, "Who waits"). */
+#define SPIN_NS 30000
 
 static struct {
 	pthread_mutex_t mu;
 	pthread_cond_t cv, idle;
 	struct psl__cuda_after *head, **tail;
 	int pending; /* queued or running */
+	bool busy;   /* one is running (on the thread, or on its caller's) */
 	bool started;
 } q = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-       NULL, &q.head, 0, false};
+       NULL, &q.head, 0, false, false};
 
 static __thread bool on_after_thread;
+
+/* One has run: the next may. */
+static void ran_locked(void)
+{
+	q.busy = false;
+	if (--q.pending == 0)
+		pthread_cond_broadcast(&q.idle);
+	else if (q.head)
+		pthread_cond_signal(&q.cv);
+}
 
 static void *after_main(void *arg)
 {
@@ -29,17 +49,17 @@ static void *after_main(void *arg)
 	pthread_mutex_lock(&q.mu);
 	for (;;) {
 		struct psl__cuda_after *a;
-		while (!q.head)
+		while (!q.head || q.busy)
 			pthread_cond_wait(&q.cv, &q.mu);
 		a = q.head;
 		q.head = a->next;
 		if (!q.head)
 			q.tail = &q.head;
+		q.busy = true;
 		pthread_mutex_unlock(&q.mu);
 		a->run(a, psl__cuda_done_wait(a->dev, a->ev));
 		pthread_mutex_lock(&q.mu);
-		if (--q.pending == 0)
-			pthread_cond_broadcast(&q.idle);
+		ran_locked();
 	}
 	return NULL;
 }
@@ -63,6 +83,49 @@ static int start_locked(void)
 	return -rc;
 }
 
+static int64_t now_ns(void)
+{
+	struct timespec t;
+	clock_gettime(CLOCK_MONOTONIC, &t);
+	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
+}
+
+/* True once ev is done, false if it is not within SPIN_NS. */
+static bool done_soon(void *ev)
+{
+	int64_t end = now_ns() + SPIN_NS;
+	do {
+		if (psl__cuda_mark_ready(ev))
+			return true;
+	} while (now_ns() < end);
+	return false;
+}
+
+/* a (first in line, q.busy set for it) on the caller's thread if its copy
+ * is done soon; else first in the queue, for the thread. */
+static void run_here(struct psl__cuda_after *a)
+{
+	struct psl__office *o = psl__cur;
+	if (done_soon(a->ev)) {
+		on_after_thread = true; /* (as on the thread: see psl__cuda_after_idle) */
+		a->run(a, psl__cuda_done_wait(a->dev, a->ev));
+		on_after_thread = false;
+		psl__enter(o);
+		pthread_mutex_lock(&q.mu);
+		ran_locked();
+		pthread_mutex_unlock(&q.mu);
+		return;
+	}
+	pthread_mutex_lock(&q.mu);
+	a->next = q.head;
+	q.head = a;
+	if (!a->next)
+		q.tail = &a->next;
+	q.busy = false;
+	pthread_cond_signal(&q.cv);
+	pthread_mutex_unlock(&q.mu);
+}
+
 int psl__cuda_after(struct psl__cuda_after *a)
 {
 	int rc = 0;
@@ -71,8 +134,15 @@ int psl__cuda_after(struct psl__cuda_after *a)
 		pthread_mutex_unlock(&q.mu);
 		return rc;
 	}
-	a->next = NULL;
 	q.pending++;
+	if (a->ev && !q.head && !q.busy && !on_after_thread) {
+		/* nothing before it: its caller waits a little, then hands over */
+		q.busy = true;
+		pthread_mutex_unlock(&q.mu);
+		run_here(a);
+		return 0;
+	}
+	a->next = NULL;
 	*q.tail = a;
 	q.tail = &a->next;
 	pthread_cond_signal(&q.cv);

@@ -16,12 +16,14 @@ struct psl__cuda_after {
 	void (*run)(struct psl__cuda_after *a, int err);
 };
 
-/* Queues a (its thread is started on first use). 0, or -errno when that
- * thread cannot be started (a not queued). */
+/* Queues a (its thread is started on first use), or, when nothing is
+ * queued or running and a->ev is done within a few tens of us, runs it on
+ * the caller's thread before returning: the caller holds no lock that run
+ * takes. 0, or -errno when that thread cannot be started (a not queued). */
 int psl__cuda_after(struct psl__cuda_after *a);
 /* Until all the work queued so far has run (at once on that thread). */
 void psl__cuda_after_idle(void);
-/* True on that thread. */
+/* True on that thread, and on a caller's while it runs a there. */
 bool psl__cuda_after_here(void);
 
 #endif
