@@ -1066,6 +1066,67 @@ static void test_zpush_no_wait(void **state)
 	psl_mem_free(PSL_MEM_CUDA, 0, d);
 }
 
+/* which thread sent (g_send_hook, set again before each send): the
+ * test's, or another */
+static pthread_t g_caller;
+static atomic_int g_here, g_elsewhere;
+static void count_sender(void)
+{
+	atomic_fetch_add(pthread_equal(pthread_self(), g_caller) ? &g_here : &g_elsewhere, 1);
+}
+
+/* A z-form push whose copy is done at once (nothing queued on the stream,
+ * nothing before it) is sent by its caller: handing it to pslite's CUDA
+ * thread costs more than such a copy on a GPU (docs/gpu.md, "Who waits").
+ * One behind a slow kernel is sent by that thread, and the call does not
+ * wait for the kernel. */
+static void test_zpush_sent_here(void **state)
+{
+	uint64_t key = 1;
+	struct psl_kv_worker *w;
+	struct psl_kv kv;
+	int i, ts;
+	double t;
+	void *d;
+	(void)state;
+
+	node_up(1);
+	use_fake(NULL, NULL);
+	d = dev_floats(2);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
+	kv = (struct psl_kv){&key, 1, d, NV, NULL, PSL_MEM_CUDA, 0};
+	g_caller = pthread_self();
+	atomic_store(&g_here, 0);
+	atomic_store(&g_elsewhere, 0);
+	for (i = 0; i < 20; i++) {
+		g_send_hook = count_sender;
+		assert_true((ts = psl_kv_zpush(w, &kv, 0, NULL, NULL)) >= 0);
+		sends_done(w);
+		expect_seg(&g_sent[g_nsent - 1], 1, 2.0f);
+		reply(&g_sent[g_nsent - 1], 0, NULL, NULL);
+		assert_int_equal(psl_kv_wait(w, ts), 0);
+	}
+	if (atomic_load(&g_here) == 0)
+		fail_msg("none of 20 z-form pushes from an idle stream was sent by its caller "
+			 "(%d by another thread)", atomic_load(&g_elsewhere));
+	atomic_store(&g_here, 0);
+	assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, F5, NV, 5 * SLOW_US, NULL), 0);
+	g_send_hook = count_sender;
+	t = now_s();
+	assert_true((ts = psl_kv_zpush(w, &kv, 0, NULL, NULL)) >= 0);
+	t = now_s() - t;
+	sends_done(w);
+	assert_int_equal(atomic_load(&g_here), 0);
+	assert_null(g_send_hook); /* (it was sent) */
+	if (t > 0.25)
+		fail_msg("the push took %.3f s: it waited for the slow kernel", t);
+	expect_seg(&g_sent[g_nsent - 1], 1, 5.0f);
+	reply(&g_sent[g_nsent - 1], 0, NULL, NULL);
+	assert_int_equal(psl_kv_wait(w, ts), 0);
+	psl_kv_worker_free(w);
+	psl_mem_free(PSL_MEM_CUDA, 0, d);
+}
+
 /* Until the fake's streams of device 0 ran what was queued on them: a
  * wait that the fake fails (FAKE_CUDA_FAIL sync@) leaves the copy queued,
  * and a reset frees the pinned buffers it writes. */
@@ -1208,8 +1269,8 @@ int main(void)
 		T(test_stream_api), T(test_server_stream),
 		T(test_device_context), T(test_last_error), T(test_runtime_choice),
 		T(test_copy_own_wait), T(test_copy_directions), T(test_pull_no_wait),
-		T(test_pull_no_wait_van_buffer), T(test_batch_no_wait), T(test_recv_no_wait), T(test_zpush_no_wait),
-		T(test_zpush_copy_fails), T(test_zrespond_copy_fails), T(test_batch_copy_fails),
+		T(test_pull_no_wait_van_buffer), T(test_batch_no_wait), T(test_recv_no_wait),
+		T(test_zpush_no_wait), T(test_zpush_sent_here), T(test_zpush_copy_fails), T(test_zrespond_copy_fails), T(test_batch_copy_fails),
 	};
 	return cmocka_run_group_tests_name("cuda order", tests, NULL, NULL);
 }
