@@ -339,6 +339,30 @@ bool psl__cuda_direct(const struct psl__office *o)
 	return d && (o->caps.flags & PSL_VAN_CAP_MEM_CUDA) != 0;
 }
 
+static atomic_llong spin_env = -1; /* PS_CUDA_SPIN_US in ns: -1 not read yet */
+
+int64_t psl__cuda_spin_ns(void)
+{
+	long long ns = atomic_load(&spin_env);
+	if (ns < 0) {
+		const char *v = getenv("PS_CUDA_SPIN_US");
+		long us = PSL__CUDA_SPIN_US;
+		char err[160];
+		if (v && psl__parse_int("PS_CUDA_SPIN_US", v, 0, 1000000, &us, err, sizeof(err))) {
+			PSL_WARN("%s; waiting the default %d us", err, PSL__CUDA_SPIN_US);
+			us = PSL__CUDA_SPIN_US;
+		}
+		ns = (long long)us * 1000;
+		atomic_store(&spin_env, ns);
+	}
+	return ns;
+}
+
+void psl__cuda_spin_reread(void)
+{
+	atomic_store(&spin_env, -1);
+}
+
 static void streams_reset(void)
 {
 	int i, q;
@@ -354,6 +378,7 @@ static void streams_reset(void)
 	psl__cu_events_reset();
 	psl__cu_unload_locked();
 	atomic_store(&direct_env, -1);
+	psl__cuda_spin_reread();
 	pthread_mutex_unlock(&psl__cu.mu);
 }
 

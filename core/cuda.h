@@ -76,6 +76,13 @@ bool psl__cuda_mark_ready(void *mark);
 struct psl__office;
 bool psl__cuda_direct(const struct psl__office *o);
 
+#define PSL__CUDA_SPIN_US 30 /* (the default) */
+/* PS_CUDA_SPIN_US in ns: how long a caller waits for its send's copy from
+ * a GPU before handing the send to the core's CUDA thread (cuda_after.c). */
+int64_t psl__cuda_spin_ns(void);
+/* The next psl__cuda_spin_ns reads PS_CUDA_SPIN_US again (the tests). */
+void psl__cuda_spin_reread(void);
+
 /* A pinned host buffer of at least len bytes from the pool (NULL and
  * *err set if the runtime cannot give one), and its return. Buffers come in
  * power-of-two sizes and are reused: steady traffic allocates nothing.

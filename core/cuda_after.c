@@ -2,7 +2,8 @@
  * order it was queued (cuda_after.h). One per process, started with the
  * first work and kept: it sleeps when there is none. Work queued with
  * nothing before it runs on its caller's thread when its copy is done
- * within SPIN_NS: the hand-off would cost more than that. */
+ * within PS_CUDA_SPIN_US (30 us): a small copy on an idle stream is done in
+ * a few us, sooner than the thread wakes up (docs/gpu.md, "Who waits"). */
 #include "config.h"
 
 #include <errno.h>
@@ -14,11 +15,6 @@
 #include "cuda.h"
 #include "cuda_after.h"
 #include "postoffice.h"
-
-/* How long a caller waits for its work's copy before it hands the work to
- * the thread: a small copy on an idle stream is done in a few us, sooner
- * than the thread wakes up (docs/gpu.md, "Who waits"). */
-#define SPIN_NS 30000
 
 static struct {
 	pthread_mutex_t mu;
@@ -90,10 +86,10 @@ static int64_t now_ns(void)
 	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* True once ev is done, false if it is not within SPIN_NS. */
+/* True once ev is done, false if it is not within PS_CUDA_SPIN_US. */
 static bool done_soon(void *ev)
 {
-	int64_t end = now_ns() + SPIN_NS;
+	int64_t end = now_ns() + psl__cuda_spin_ns();
 	do {
 		if (psl__cuda_mark_ready(ev))
 			return true;
@@ -135,7 +131,7 @@ int psl__cuda_after(struct psl__cuda_after *a)
 		return rc;
 	}
 	q.pending++;
-	if (a->ev && !q.head && !q.busy && !on_after_thread) {
+	if (a->ev && !q.head && !q.busy && !on_after_thread && psl__cuda_spin_ns() > 0) {
 		/* nothing before it: its caller waits a little, then hands over */
 		q.busy = true;
 		pthread_mutex_unlock(&q.mu);

@@ -1075,40 +1075,49 @@ static void count_sender(void)
 	atomic_fetch_add(pthread_equal(pthread_self(), g_caller) ? &g_here : &g_elsewhere, 1);
 }
 
-/* A z-form push whose copy is done at once (nothing queued on the stream,
- * nothing before it) is sent by its caller: handing it to pslite's CUDA
- * thread costs more than such a copy on a GPU (docs/gpu.md, "Who waits").
- * One behind a slow kernel is sent by that thread, and the call does not
- * wait for the kernel. */
-static void test_zpush_sent_here(void **state)
+/* n z-form pushes of kv, each answered: how many its caller sent */
+static int zpushes_here(struct psl_kv_worker *w, const struct psl_kv *kv, int n)
 {
-	uint64_t key = 1;
-	struct psl_kv_worker *w;
-	struct psl_kv kv;
 	int i, ts;
-	double t;
-	void *d;
-	(void)state;
-
-	node_up(1);
-	use_fake(NULL, NULL);
-	d = dev_floats(2);
-	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
-	kv = (struct psl_kv){&key, 1, d, NV, NULL, PSL_MEM_CUDA, 0};
 	g_caller = pthread_self();
 	atomic_store(&g_here, 0);
 	atomic_store(&g_elsewhere, 0);
-	for (i = 0; i < 20; i++) {
+	for (i = 0; i < n; i++) {
 		g_send_hook = count_sender;
-		assert_true((ts = psl_kv_zpush(w, &kv, 0, NULL, NULL)) >= 0);
+		assert_true((ts = psl_kv_zpush(w, kv, 0, NULL, NULL)) >= 0);
 		sends_done(w);
 		expect_seg(&g_sent[g_nsent - 1], 1, 2.0f);
 		reply(&g_sent[g_nsent - 1], 0, NULL, NULL);
 		assert_int_equal(psl_kv_wait(w, ts), 0);
 	}
-	if (atomic_load(&g_here) == 0)
-		fail_msg("none of 20 z-form pushes from an idle stream was sent by its caller "
-			 "(%d by another thread)", atomic_load(&g_elsewhere));
+	assert_int_equal(atomic_load(&g_here) + atomic_load(&g_elsewhere), n);
+	return atomic_load(&g_here);
+}
+
+/* A z-form push whose copy is done within PS_CUDA_SPIN_US (nothing queued
+ * on the stream, nothing before it) is sent by its caller: handing it to
+ * pslite's CUDA thread costs more than such a copy on a GPU (docs/gpu.md,
+ * "Who waits"). One behind a slow kernel is sent by that thread, and the
+ * call waits no longer than that. PS_CUDA_SPIN_US=0: all by that thread;
+ * a bad value is a warning and the default. (The fake runs a copy on a
+ * thread of its own: 50 ms here, so that a loaded machine passes.) */
+static void test_zpush_sent_here(void **state)
+{
+	uint64_t key = 1;
+	struct psl_kv_worker *w;
+	struct psl_kv kv;
+	int ts;
+	double t;
+	void *d;
+	(void)state;
+
+	node_up(1);
+	setenv("PS_CUDA_SPIN_US", "50000", 1);
+	use_fake(NULL, NULL);
+	d = dev_floats(2);
+	assert_int_equal(psl_kv_worker_new(0, 0, PSL_FLOAT32, &w), 0);
+	kv = (struct psl_kv){&key, 1, d, NV, NULL, PSL_MEM_CUDA, 0};
+	assert_int_equal(zpushes_here(w, &kv, 5), 5);
 	atomic_store(&g_here, 0);
 	assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, F5, NV, 5 * SLOW_US, NULL), 0);
 	g_send_hook = count_sender;
@@ -1123,7 +1132,57 @@ static void test_zpush_sent_here(void **state)
 	expect_seg(&g_sent[g_nsent - 1], 1, 5.0f);
 	reply(&g_sent[g_nsent - 1], 0, NULL, NULL);
 	assert_int_equal(psl_kv_wait(w, ts), 0);
+	assert_int_equal(((fill_fn)fake_sym("fake_kernel_fill"))(d, F2, NV, 0, NULL), 0);
+	setenv("PS_CUDA_SPIN_US", "0", 1);
+	psl__cuda_spin_reread(); /* (it is read once) */
+	assert_int_equal(zpushes_here(w, &kv, 5), 0);
+	setenv("PS_CUDA_SPIN_US", "lots", 1);
+	psl__cuda_spin_reread();
+	assert_int_equal(psl__cuda_spin_ns(), PSL__CUDA_SPIN_US * 1000);
+	unsetenv("PS_CUDA_SPIN_US");
+	psl__cuda_spin_reread();
 	psl_kv_worker_free(w);
+	psl_mem_free(PSL_MEM_CUDA, 0, d);
+}
+
+/* The same for a server's z-form response from GPU memory: sent by the
+ * thread that answers when its copy is done within PS_CUDA_SPIN_US. */
+static void test_zrespond_sent_here(void **state)
+{
+	struct psl_kv_server *srv;
+	uint64_t key = 3;
+	void *d;
+	int i;
+	(void)state;
+
+	node_up_as(PSL_SERVER, 8, 1, 1);
+	setenv("PS_CUDA_SPIN_US", "50000", 1);
+	use_fake(NULL, NULL);
+	d = dev_floats(2);
+	g_nreq = g_done = 0;
+	assert_int_equal(psl_kv_server_new(0, PSL_FLOAT32, keep_handler, NULL, &srv), 0);
+	for (i = 0; i < 6; i++)
+		deliver_pull(100 + i);
+	assert_int_equal(g_nreq, 6);
+	g_caller = pthread_self();
+	atomic_store(&g_here, 0);
+	atomic_store(&g_elsewhere, 0);
+	for (i = 0; i < 6; i++) {
+		struct psl_kv res = {&key, 1, d, NV, NULL, PSL_MEM_CUDA, 0};
+		g_send_hook = count_sender;
+		assert_int_equal(psl_kv_zrespond(g_req[i], &res, done_cb, NULL), 0);
+		psl__cuda_after_idle();
+		assert_int_equal(g_nsent, i + 1);
+		expect_seg(&g_sent[i], 1, 2.0f);
+	}
+	g_send_hook = NULL;
+	unsetenv("PS_CUDA_SPIN_US");
+	psl__cuda_spin_reread();
+	assert_int_equal(g_done, 6);
+	if (atomic_load(&g_here) != 6)
+		fail_msg("%d of 6 z-form responses from an idle stream were sent by another thread "
+			 "than the one that answered", atomic_load(&g_elsewhere));
+	psl_kv_server_free(srv);
 	psl_mem_free(PSL_MEM_CUDA, 0, d);
 }
 
@@ -1270,7 +1329,8 @@ int main(void)
 		T(test_device_context), T(test_last_error), T(test_runtime_choice),
 		T(test_copy_own_wait), T(test_copy_directions), T(test_pull_no_wait),
 		T(test_pull_no_wait_van_buffer), T(test_batch_no_wait), T(test_recv_no_wait),
-		T(test_zpush_no_wait), T(test_zpush_sent_here), T(test_zpush_copy_fails), T(test_zrespond_copy_fails), T(test_batch_copy_fails),
+		T(test_zpush_no_wait), T(test_zpush_sent_here), T(test_zrespond_sent_here),
+		T(test_zpush_copy_fails), T(test_zrespond_copy_fails), T(test_batch_copy_fails),
 	};
 	return cmocka_run_group_tests_name("cuda order", tests, NULL, NULL);
 }
