@@ -86,10 +86,10 @@ static int64_t now_ns(void)
 	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
 }
 
-/* True once ev is done, false if it is not within PS_CUDA_SPIN_US. */
-static bool done_soon(void *ev)
+/* True once ev is done, false if it is not within spin ns. */
+static bool done_soon(void *ev, int64_t spin)
 {
-	int64_t end = now_ns() + psl__cuda_spin_ns();
+	int64_t end = now_ns() + spin;
 	do {
 		if (psl__cuda_mark_ready(ev))
 			return true;
@@ -98,11 +98,11 @@ static bool done_soon(void *ev)
 }
 
 /* a (first in line, q.busy set for it) on the caller's thread if its copy
- * is done soon; else first in the queue, for the thread. */
-static void run_here(struct psl__cuda_after *a)
+ * is done within spin ns; else first in the queue, for the thread. */
+static void run_here(struct psl__cuda_after *a, int64_t spin)
 {
 	struct psl__office *o = psl__cur;
-	if (done_soon(a->ev)) {
+	if (done_soon(a->ev, spin)) {
 		on_after_thread = true; /* (as on the thread: see psl__cuda_after_idle) */
 		a->run(a, psl__cuda_done_wait(a->dev, a->ev));
 		on_after_thread = false;
@@ -124,6 +124,7 @@ static void run_here(struct psl__cuda_after *a)
 
 int psl__cuda_after(struct psl__cuda_after *a)
 {
+	int64_t spin = a->ev ? psl__cuda_spin_ns() : 0;
 	int rc = 0;
 	pthread_mutex_lock(&q.mu);
 	if (!q.started && (rc = start_locked())) {
@@ -131,11 +132,11 @@ int psl__cuda_after(struct psl__cuda_after *a)
 		return rc;
 	}
 	q.pending++;
-	if (a->ev && !q.head && !q.busy && !on_after_thread && psl__cuda_spin_ns() > 0) {
+	if (spin > 0 && !q.head && !q.busy && !on_after_thread) {
 		/* nothing before it: its caller waits a little, then hands over */
 		q.busy = true;
 		pthread_mutex_unlock(&q.mu);
-		run_here(a);
+		run_here(a, spin);
 		return 0;
 	}
 	a->next = NULL;

@@ -17,7 +17,7 @@ struct psl__cuda_after {
 };
 
 /* Queues a (its thread is started on first use), or, when nothing is
- * queued or running and a->ev is done within a few tens of us, runs it on
+ * queued or running and a->ev is done within PS_CUDA_SPIN_US, runs it on
  * the caller's thread before returning: the caller holds no lock that run
  * takes. 0, or -errno when that thread cannot be started (a not queued). */
 int psl__cuda_after(struct psl__cuda_after *a);
