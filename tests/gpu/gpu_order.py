@@ -63,10 +63,12 @@ def server():
     assert b is not None, "no batch"
     got = torch.frombuffer(bytearray(b.push[0][1]), dtype=torch.float32)
     assert bool((got == 5.0).all()), "case 5: the batch's push tensor holds %s" % got[:4]
-    batch.respond([torch.full((b.pull[0][1],), 9.0)], b)
     # 7. a push into the registered buffer while a queued clone reads it
+    # (queued before the answer that lets the worker push: on CPU tensors,
+    # the dry run, the clone is then done before the push can arrive)
     slow()
     before = reg.clone()
+    batch.respond([torch.full((b.pull[0][1],), 9.0)], b)
     b = batch.get_batch(60000)
     assert b is not None, "no batch for case 7"
     after = reg.clone()  # the server's work after it got the batch
