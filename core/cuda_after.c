@@ -10,11 +10,11 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
-#include <time.h>
 
 #include "cuda.h"
 #include "cuda_after.h"
 #include "postoffice.h"
+#include "pslite/van_util.h"
 
 static struct {
 	pthread_mutex_t mu;
@@ -79,21 +79,14 @@ static int start_locked(void)
 	return -rc;
 }
 
-static int64_t now_ns(void)
-{
-	struct timespec t;
-	clock_gettime(CLOCK_MONOTONIC, &t);
-	return (int64_t)t.tv_sec * 1000000000 + t.tv_nsec;
-}
-
 /* True once ev is done, false if it is not within spin ns. */
 static bool done_soon(void *ev, int64_t spin)
 {
-	int64_t end = now_ns() + spin;
+	int64_t end = psl_van_now_ns() + spin;
 	do {
 		if (psl__cuda_mark_ready(ev))
 			return true;
-	} while (now_ns() < end);
+	} while (psl_van_now_ns() < end);
 	return false;
 }
 
