@@ -1075,13 +1075,19 @@ static void count_sender(void)
 	atomic_fetch_add(pthread_equal(pthread_self(), g_caller) ? &g_here : &g_elsewhere, 1);
 }
 
+/* count_sender counts from 0, against the calling thread */
+static void count_from_here(void)
+{
+	g_caller = pthread_self();
+	atomic_store(&g_here, 0);
+	atomic_store(&g_elsewhere, 0);
+}
+
 /* n z-form pushes of kv, each answered: how many its caller sent */
 static int zpushes_here(struct psl_kv_worker *w, const struct psl_kv *kv, int n)
 {
 	int i, ts;
-	g_caller = pthread_self();
-	atomic_store(&g_here, 0);
-	atomic_store(&g_elsewhere, 0);
+	count_from_here();
 	for (i = 0; i < n; i++) {
 		g_send_hook = count_sender;
 		assert_true((ts = psl_kv_zpush(w, kv, 0, NULL, NULL)) >= 0);
@@ -1164,9 +1170,7 @@ static void test_zrespond_sent_here(void **state)
 	for (i = 0; i < 6; i++)
 		deliver_pull(100 + i);
 	assert_int_equal(g_nreq, 6);
-	g_caller = pthread_self();
-	atomic_store(&g_here, 0);
-	atomic_store(&g_elsewhere, 0);
+	count_from_here();
 	for (i = 0; i < 6; i++) {
 		struct psl_kv res = {&key, 1, d, NV, NULL, PSL_MEM_CUDA, 0};
 		g_send_hook = count_sender;
